@@ -1,0 +1,107 @@
+package herald
+
+// App is one tenant: the credentials its clients and servers sign with, its switches and its
+// limits. Apps are built once from configuration and never mutated afterwards.
+type App struct {
+	ID     string
+	Key    string
+	Secret string
+
+	// EnableClientMessages allows client-* events on private and presence channels.
+	EnableClientMessages bool
+	// EnableUserAuthentication allows pusher:signin and #server-to-user-{id} channels.
+	EnableUserAuthentication bool
+
+	Limits Limits
+}
+
+// Limits bound what one app may do. A zero field means "use the default" (see DefaultLimits).
+type Limits struct {
+	MaxConnections          int // per node; 0 = unlimited (close 4004 when over)
+	MaxChannelNameLength    int // bytes, including prefix
+	MaxEventNameLength      int
+	MaxEventPayloadBytes    int // size of the data field of one event
+	MaxChannelsPerEvent     int // channels in one REST trigger
+	MaxBatchSize            int // events in one batch_events call
+	MaxPresenceMembers      int // distinct users in one presence channel
+	MaxPresenceMemberBytes  int // size of one member's user_info
+	MaxPresenceUserIDLength int
+	MaxChannelsPerConn      int // channels one connection may join
+}
+
+// DefaultLimits are the values used for every zero field of an app's Limits. They follow
+// Pusher's documented limits where Pusher documents one.
+var DefaultLimits = Limits{
+	MaxConnections:          0,
+	MaxChannelNameLength:    164,
+	MaxEventNameLength:      200,
+	MaxEventPayloadBytes:    10 * 1024,
+	MaxChannelsPerEvent:     100,
+	MaxBatchSize:            10,
+	MaxPresenceMembers:      100,
+	MaxPresenceMemberBytes:  1024,
+	MaxPresenceUserIDLength: 128,
+	MaxChannelsPerConn:      100,
+}
+
+// WithDefaults returns l with every zero field replaced by its default.
+func (l Limits) WithDefaults() Limits {
+	d := DefaultLimits
+	pick := func(v, def int) int {
+		if v == 0 {
+			return def
+		}
+		return v
+	}
+	return Limits{
+		MaxConnections:          pick(l.MaxConnections, d.MaxConnections),
+		MaxChannelNameLength:    pick(l.MaxChannelNameLength, d.MaxChannelNameLength),
+		MaxEventNameLength:      pick(l.MaxEventNameLength, d.MaxEventNameLength),
+		MaxEventPayloadBytes:    pick(l.MaxEventPayloadBytes, d.MaxEventPayloadBytes),
+		MaxChannelsPerEvent:     pick(l.MaxChannelsPerEvent, d.MaxChannelsPerEvent),
+		MaxBatchSize:            pick(l.MaxBatchSize, d.MaxBatchSize),
+		MaxPresenceMembers:      pick(l.MaxPresenceMembers, d.MaxPresenceMembers),
+		MaxPresenceMemberBytes:  pick(l.MaxPresenceMemberBytes, d.MaxPresenceMemberBytes),
+		MaxPresenceUserIDLength: pick(l.MaxPresenceUserIDLength, d.MaxPresenceUserIDLength),
+		MaxChannelsPerConn:      pick(l.MaxChannelsPerConn, d.MaxChannelsPerConn),
+	}
+}
+
+// AppStore finds apps by id or by key. Implementations must be safe for concurrent use.
+type AppStore interface {
+	AppByID(id string) (*App, bool)
+	AppByKey(key string) (*App, bool)
+}
+
+// StaticApps is an AppStore over a fixed list, built once from configuration.
+type StaticApps struct {
+	byID  map[string]*App
+	byKey map[string]*App
+}
+
+// NewStaticApps indexes apps by id and key. Limits are filled with defaults.
+func NewStaticApps(apps []App) *StaticApps {
+	s := &StaticApps{byID: map[string]*App{}, byKey: map[string]*App{}}
+	for i := range apps {
+		a := apps[i]
+		a.Limits = a.Limits.WithDefaults()
+		s.byID[a.ID] = &a
+		s.byKey[a.Key] = &a
+	}
+	return s
+}
+
+// AppByID implements AppStore.
+func (s *StaticApps) AppByID(id string) (*App, bool) { a, ok := s.byID[id]; return a, ok }
+
+// AppByKey implements AppStore.
+func (s *StaticApps) AppByKey(key string) (*App, bool) { a, ok := s.byKey[key]; return a, ok }
+
+// Apps lists every app, in no particular order.
+func (s *StaticApps) Apps() []*App {
+	out := make([]*App, 0, len(s.byID))
+	for _, a := range s.byID {
+		out = append(out, a)
+	}
+	return out
+}

@@ -1,0 +1,20 @@
+package herald
+
+import "encoding/json"
+
+// Event is one message published to a channel, by the REST API, a client or a bus.
+type Event struct {
+	Name    string
+	Channel string
+	Data    string // always a string on the wire to clients
+	// SocketID, when set, is excluded from delivery (the publisher's own connection).
+	SocketID string
+	// UserID is set on client events sent on presence channels.
+	UserID string
+}
+
+// Member is one user in a presence channel.
+type Member struct {
+	UserID string
+	Info   json.RawMessage // user_info as the client sent it; may be nil
+}
