@@ -18,3 +18,10 @@ type Member struct {
 	UserID string
 	Info   json.RawMessage // user_info as the client sent it; may be nil
 }
+
+// ChannelStat is what the REST API reports about an occupied channel.
+type ChannelStat struct {
+	Name              string
+	SubscriptionCount int
+	UserCount         int // presence channels only
+}

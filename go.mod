@@ -1,3 +1,8 @@
 module github.com/herald-rt/herald
 
 go 1.26.8
+
+require (
+	github.com/BurntSushi/toml v1.4.0
+	gopkg.in/yaml.v3 v3.0.1
+)

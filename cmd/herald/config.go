@@ -1,0 +1,246 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/herald-rt/herald"
+)
+
+// Config is everything `herald serve` needs, filled once by LoadConfig from defaults, the
+// config file, the environment and flags, in that order, and validated once. The reference
+// for every field is docs/configuration.md.
+type Config struct {
+	Host string // interface to listen on
+	Port int    // TCP port, 1..65535
+	// MaxConnections bounds the WebSocket connections of the whole node; 0 means as many as
+	// the open-file limit allows.
+	MaxConnections int
+	// ShutdownTimeout is how long SIGTERM waits for connections to close.
+	ShutdownTimeout Duration
+	// ActivityTimeout is advertised to clients; the server pings a client silent this long.
+	ActivityTimeout Duration
+	// PongTimeout is how long the server waits for a reply to its ping before closing 4201.
+	PongTimeout Duration
+	// MaxMessageBytes is the largest WebSocket message a client may send (close 1009 over it).
+	MaxMessageBytes int
+	// OutboundBufferBytes bounds the bytes queued for one connection; over it the connection
+	// is closed as a slow consumer (4100).
+	OutboundBufferBytes int
+	// Workers is the number of fan-out workers; 0 means GOMAXPROCS.
+	Workers int
+	// RESTTimestampWindow is how far a REST request's auth_timestamp may be from now.
+	RESTTimestampWindow Duration
+	Log                 LogConfig
+	// Apps are the tenants. Without any app in the file, environment or flags, Apps holds the
+	// built-in development app (see UsedDefaultApp).
+	Apps []AppConfig
+}
+
+// LogConfig chooses the log/slog handler main builds.
+type LogConfig struct {
+	Level  string // debug, info, warn or error
+	Format string // text or json
+}
+
+// AppConfig is one app as configured; HeraldApps turns it into a herald.App.
+type AppConfig struct {
+	ID, Key, Secret          string
+	EnableClientMessages     bool
+	EnableUserAuthentication bool
+	// Limits holds the app's limits; a zero field means the default in herald.DefaultLimits.
+	Limits herald.Limits
+}
+
+// Duration is a time.Duration that config files, environment variables and flags write as a
+// Go duration string ("10s", "1m30s") or as an integer number of seconds.
+type Duration struct{ time.Duration }
+
+// devApp is the built-in development app used when nothing configures an app. Its secret is
+// public, so main warns when it is in use.
+var devApp = AppConfig{
+	ID:                       "app-id",
+	Key:                      "app-key",
+	Secret:                   "app-secret",
+	EnableClientMessages:     true,
+	EnableUserAuthentication: true,
+}
+
+// defaultConfig is the configuration before any file, environment variable or flag.
+func defaultConfig() Config {
+	return Config{
+		Host:                "127.0.0.1",
+		Port:                6001,
+		ShutdownTimeout:     Duration{10 * time.Second},
+		ActivityTimeout:     Duration{120 * time.Second},
+		PongTimeout:         Duration{30 * time.Second},
+		MaxMessageBytes:     64 << 10,
+		OutboundBufferBytes: 1 << 20,
+		RESTTimestampWindow: Duration{600 * time.Second},
+		Log:                 LogConfig{Level: "info", Format: "text"},
+		Apps:                []AppConfig{devApp},
+	}
+}
+
+// UsedDefaultApp reports whether any app uses the built-in development credentials (key
+// "app-key", secret "app-secret"), whether by falling back to them or by copying them into a
+// file. Their secret is public, so main warns when this is true.
+func (c Config) UsedDefaultApp() bool {
+	for _, a := range c.Apps {
+		if a.Key == devApp.Key && a.Secret == devApp.Secret {
+			return true
+		}
+	}
+	return false
+}
+
+// HeraldApps converts the configured apps to herald.Apps. Zero limits stay zero: they mean
+// "default" and herald.NewStaticApps fills them.
+func (c Config) HeraldApps() []herald.App {
+	out := make([]herald.App, len(c.Apps))
+	for i, a := range c.Apps {
+		out[i] = herald.App{
+			ID:                       a.ID,
+			Key:                      a.Key,
+			Secret:                   a.Secret,
+			EnableClientMessages:     a.EnableClientMessages,
+			EnableUserAuthentication: a.EnableUserAuthentication,
+			Limits:                   a.Limits,
+		}
+	}
+	return out
+}
+
+// setting is one scalar key that the file, the environment and flags can all set. Its
+// environment variable and flag names derive from the key: "log.level" is HERALD_LOG_LEVEL
+// and --log-level.
+type setting struct {
+	key   string            // file key, and the field's name in errors
+	usage string            // one line for -h
+	ref   func(*Config) any // *string, *int or *Duration
+}
+
+var settings = []setting{
+	{"host", "interface to listen on", func(c *Config) any { return &c.Host }},
+	{"port", "TCP port to listen on", func(c *Config) any { return &c.Port }},
+	{"max_connections", "most connections on this node; 0 = as many as the open-file limit allows", func(c *Config) any { return &c.MaxConnections }},
+	{"shutdown_timeout", "how long SIGTERM waits for connections to close", func(c *Config) any { return &c.ShutdownTimeout }},
+	{"activity_timeout", "silence after which the server pings a client; advertised to clients", func(c *Config) any { return &c.ActivityTimeout }},
+	{"pong_timeout", "wait for a reply to the server's ping before closing 4201", func(c *Config) any { return &c.PongTimeout }},
+	{"max_message_bytes", "largest WebSocket message a client may send (close 1009 over it)", func(c *Config) any { return &c.MaxMessageBytes }},
+	{"outbound_buffer_bytes", "bytes queued per connection before closing it as a slow consumer (4100)", func(c *Config) any { return &c.OutboundBufferBytes }},
+	{"workers", "fan-out workers; 0 = GOMAXPROCS", func(c *Config) any { return &c.Workers }},
+	{"rest_timestamp_window", "how far a REST request's auth_timestamp may be from now", func(c *Config) any { return &c.RESTTimestampWindow }},
+	{"log.level", "debug, info, warn or error", func(c *Config) any { return &c.Log.Level }},
+	{"log.format", "text or json", func(c *Config) any { return &c.Log.Format }},
+}
+
+// env is the setting's environment variable.
+func (s setting) env() string {
+	return "HERALD_" + strings.ToUpper(strings.ReplaceAll(s.key, ".", "_"))
+}
+
+// flag is the setting's flag, without dashes.
+func (s setting) flag() string {
+	return strings.NewReplacer(".", "-", "_", "-").Replace(s.key)
+}
+
+// appField is one key of an app in the file; the first three can also come from
+// HERALD_APP_ID, --app-id and so on.
+type appField struct {
+	key string
+	ref func(*AppConfig) any // *string or *bool
+}
+
+var appFields = []appField{
+	{"id", func(a *AppConfig) any { return &a.ID }},
+	{"key", func(a *AppConfig) any { return &a.Key }},
+	{"secret", func(a *AppConfig) any { return &a.Secret }},
+	{"enable_client_messages", func(a *AppConfig) any { return &a.EnableClientMessages }},
+	{"enable_user_authentication", func(a *AppConfig) any { return &a.EnableUserAuthentication }},
+}
+
+const appCredentials = 3 // appFields[:3] are settable from the environment and flags
+
+func (f appField) env() string  { return "HERALD_APP_" + strings.ToUpper(f.key) }
+func (f appField) flag() string { return "app-" + f.key }
+
+// limitFields are the keys of an app's limits table.
+var limitFields = []struct {
+	key string
+	ref func(*herald.Limits) *int
+}{
+	{"max_connections", func(l *herald.Limits) *int { return &l.MaxConnections }},
+	{"max_channel_name_length", func(l *herald.Limits) *int { return &l.MaxChannelNameLength }},
+	{"max_event_name_length", func(l *herald.Limits) *int { return &l.MaxEventNameLength }},
+	{"max_event_payload_bytes", func(l *herald.Limits) *int { return &l.MaxEventPayloadBytes }},
+	{"max_channels_per_event", func(l *herald.Limits) *int { return &l.MaxChannelsPerEvent }},
+	{"max_batch_size", func(l *herald.Limits) *int { return &l.MaxBatchSize }},
+	{"max_presence_members", func(l *herald.Limits) *int { return &l.MaxPresenceMembers }},
+	{"max_presence_member_bytes", func(l *herald.Limits) *int { return &l.MaxPresenceMemberBytes }},
+	{"max_presence_user_id_length", func(l *herald.Limits) *int { return &l.MaxPresenceUserIDLength }},
+	{"max_channels_per_conn", func(l *herald.Limits) *int { return &l.MaxChannelsPerConn }},
+}
+
+// parseDuration reads an integer number of seconds or a Go duration string.
+func parseDuration(s string) (Duration, error) {
+	s = strings.TrimSpace(s)
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return secondsDuration(n)
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return Duration{}, fmt.Errorf("invalid duration %q: want seconds or a duration such as \"10s\" or \"1m30s\"", s)
+	}
+	return Duration{d}, nil
+}
+
+func secondsDuration(n int64) (Duration, error) {
+	if n > math.MaxInt64/int64(time.Second) || n < math.MinInt64/int64(time.Second) {
+		return Duration{}, fmt.Errorf("duration of %d seconds is too long", n)
+	}
+	return Duration{time.Duration(n) * time.Second}, nil
+}
+
+// UnmarshalText reads "10s", "1m30s" or "10" (seconds); it serves environment variables and flags.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := parseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	*d = v
+	return nil
+}
+
+// MarshalText writes the duration as a Go duration string.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.Duration.String()), nil }
+
+// UnmarshalYAML reads a YAML integer (seconds) or string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return errors.New("want a duration such as \"10s\" or a number of seconds")
+	}
+	return d.UnmarshalText([]byte(n.Value))
+}
+
+// UnmarshalTOML reads a TOML integer (seconds) or string.
+func (d *Duration) UnmarshalTOML(v any) error {
+	switch v := v.(type) {
+	case int64:
+		s, err := secondsDuration(v)
+		if err != nil {
+			return err
+		}
+		*d = s
+		return nil
+	case string:
+		return d.UnmarshalText([]byte(v))
+	}
+	return fmt.Errorf("want a duration such as \"10s\" or a number of seconds, not %T", v)
+}

@@ -1,0 +1,501 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+	"gopkg.in/yaml.v3"
+)
+
+// LoadConfig builds the configuration of `herald serve`: defaults, then the file named by
+// --config or HERALD_CONFIG (YAML for .yaml/.yml, TOML for .toml), then environment
+// variables, then flags. args excludes the program name and subcommand; env is os.Getenv in
+// production, and an empty value counts as unset. The result is validated once: the error
+// lists every problem, each naming the field and where its value came from. With -h it prints
+// usage to stderr and returns flag.ErrHelp.
+func LoadConfig(args []string, env func(string) string) (Config, error) {
+	return loadConfig(args, env, os.Stderr)
+}
+
+func loadConfig(args []string, env func(string) string, out io.Writer) (Config, error) {
+	flags, err := parseFlags(args, out)
+	if err != nil {
+		return Config{}, err
+	}
+	l := &loader{cfg: defaultConfig(), from: map[string]string{}, failed: map[string]bool{}, fileApps: -1}
+	if v, ok := flags["config"]; ok {
+		l.loadFile(v, "flag --config")
+	} else if v := env("HERALD_CONFIG"); v != "" {
+		l.loadFile(v, "env HERALD_CONFIG")
+	}
+	for _, s := range settings {
+		if v := env(s.env()); v != "" {
+			l.set(s, v, "env "+s.env())
+		}
+	}
+	for _, s := range settings {
+		if v, ok := flags[s.flag()]; ok {
+			l.set(s, v, "flag --"+s.flag())
+		}
+	}
+	l.applyAppCredentials(flags, env)
+	l.validate()
+	if len(l.problems) > 0 {
+		return Config{}, configError(l.problems)
+	}
+	return l.cfg, nil
+}
+
+// configError lists every problem found in one configuration.
+type configError []string
+
+func (e configError) Error() string {
+	return "invalid configuration:\n  " + strings.Join(e, "\n  ")
+}
+
+// loader fills one Config and remembers where each value came from.
+type loader struct {
+	cfg      Config
+	from     map[string]string // field path ("apps[0].key") -> source ("file herald.yaml")
+	failed   map[string]bool   // fields whose value could not be read: not validated again
+	problems []string
+	fileApps int // apps defined by the file, -1 if it defines none
+}
+
+// add records a problem with the field at path, whose value came from src.
+func (l *loader) add(path, src, format string, args ...any) {
+	l.failed[path] = true
+	l.problems = append(l.problems, fmt.Sprintf("%s: %s (%s)", path, fmt.Sprintf(format, args...), describe(src)))
+}
+
+func describe(src string) string {
+	if src == "" {
+		return "default"
+	}
+	return "from " + src
+}
+
+// source tells where the value at path came from: its own record, else its nearest
+// recorded parent ("apps[0].limits.max_batch_size" falls back to "apps[0]", then "apps").
+func (l *loader) source(path string) string {
+	for {
+		if src, ok := l.from[path]; ok {
+			return src
+		}
+		i := strings.LastIndexAny(path, ".[")
+		if i < 0 {
+			return ""
+		}
+		path = path[:i]
+	}
+}
+
+// set parses raw, from the environment or a flag, into the setting.
+func (l *loader) set(s setting, raw, src string) {
+	var err error
+	switch p := s.ref(&l.cfg).(type) {
+	case *string:
+		*p = raw
+	case *int:
+		var n int
+		if n, err = strconv.Atoi(raw); err != nil {
+			err = fmt.Errorf("%q is not an integer", raw)
+		} else {
+			*p = n
+		}
+	case *Duration:
+		err = p.UnmarshalText([]byte(raw))
+	}
+	if err != nil {
+		l.add(s.key, src, "%v", err)
+		return
+	}
+	l.from[s.key] = src
+}
+
+// applyAppCredentials lets HERALD_APP_ID/KEY/SECRET and --app-id/key/secret replace the one
+// app. Credentials they leave unset come from the file's single app, if it has one.
+func (l *loader) applyAppCredentials(flags map[string]string, env func(string) string) {
+	var vals, srcs [appCredentials]string
+	trigger := ""
+	for i, f := range appFields[:appCredentials] {
+		if v := env(f.env()); v != "" {
+			vals[i], srcs[i] = v, "env "+f.env()
+		}
+		if v, ok := flags[f.flag()]; ok {
+			vals[i], srcs[i] = v, "flag --"+f.flag()
+		}
+		if trigger == "" {
+			trigger = srcs[i]
+		}
+	}
+	if trigger == "" {
+		return
+	}
+	if l.fileApps > 1 {
+		l.add("apps", trigger, "HERALD_APP_* and --app-* replace the single app, but %s defines %d apps", l.from["apps"], l.fileApps)
+		return
+	}
+	a := AppConfig{EnableClientMessages: true, EnableUserAuthentication: true}
+	if l.fileApps == 1 {
+		a = l.cfg.Apps[0]
+	} else {
+		l.from["apps"] = trigger
+	}
+	for i, f := range appFields[:appCredentials] {
+		path := "apps[0]." + f.key
+		switch {
+		case srcs[i] != "":
+			*f.ref(&a).(*string) = vals[i]
+			l.from[path] = srcs[i]
+		case l.fileApps != 1:
+			l.from[path] = fmt.Sprintf("%s, which replaces the app; set %s or --%s too", trigger, f.env(), f.flag())
+		}
+	}
+	l.cfg.Apps = []AppConfig{a}
+}
+
+// rawFlag keeps a flag's text so that LoadConfig parses flags like environment variables and
+// reports every bad value, not just the first.
+type rawFlag struct{ s string }
+
+func (f *rawFlag) String() string {
+	if f == nil {
+		return ""
+	}
+	return f.s
+}
+
+func (f *rawFlag) Set(s string) error { f.s = s; return nil }
+
+// parseFlags returns the flags given in args, by name.
+func parseFlags(args []string, out io.Writer) (map[string]string, error) {
+	fs := flag.NewFlagSet("herald serve", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() { printUsage(fs.Output()) }
+	fs.Var(new(rawFlag), "config", "config file")
+	for _, s := range settings {
+		fs.Var(new(rawFlag), s.flag(), s.usage)
+	}
+	for _, f := range appFields[:appCredentials] {
+		fs.Var(new(rawFlag), f.flag(), "app "+f.key)
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	got := map[string]string{}
+	fs.Visit(func(f *flag.Flag) { got[f.Name] = f.Value.String() })
+	return got, nil
+}
+
+func printUsage(w io.Writer) {
+	def := defaultConfig()
+	fmt.Fprint(w, "Usage: herald serve [flags]\n\n"+
+		"Flags override environment variables, which override the config file, which overrides\n"+
+		"the defaults. Durations are seconds (\"30\") or Go durations (\"1m30s\").\n\n")
+	row := func(flag, kind, env, usage, dflt string) {
+		fmt.Fprintf(w, "  --%-33s %s\n", flag+" "+kind, usage)
+		if dflt != "" {
+			env += ", default " + dflt
+		}
+		fmt.Fprintf(w, "  %-35s ($%s)\n", "", env)
+	}
+	row("config", "path", "HERALD_CONFIG", "config file: .yaml, .yml or .toml", "")
+	for _, s := range settings {
+		kind, dflt := "", ""
+		switch p := s.ref(&def).(type) {
+		case *string:
+			kind, dflt = "string", *p
+		case *int:
+			kind, dflt = "int", fmt.Sprint(*p)
+		case *Duration:
+			kind, dflt = "duration", p.String()
+		}
+		row(s.flag(), kind, s.env(), s.usage, dflt)
+	}
+	for _, f := range appFields[:appCredentials] {
+		row(f.flag(), "string", f.env(), "replaces the single app's "+f.key, "")
+	}
+	fmt.Fprint(w, "\nWith no app configured, herald uses the development app app-id/app-key/app-secret.\n")
+}
+
+// loadFile reads the config file at path, named by via ("flag --config").
+func (l *loader) loadFile(path, via string) {
+	var parse func([]byte) (fileValue, error)
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".yaml", ".yml":
+		parse = parseYAML
+	case ".toml":
+		parse = parseTOML
+	default:
+		l.add("config", via, "%q must end in .yaml, .yml or .toml", path)
+		return
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		l.add("config", via, "%v", err)
+		return
+	}
+	src := "file " + path
+	root, err := parse(data)
+	if err != nil {
+		l.add("config", src, "%v", err)
+		return
+	}
+
+	top := map[string]func(fileValue){}
+	nested := map[string]map[string]func(fileValue){}
+	for _, s := range settings {
+		path, dst := s.key, s.ref(&l.cfg)
+		decode := func(v fileValue) { l.decode(v, path, src, dst) }
+		group, key, ok := strings.Cut(s.key, ".")
+		if !ok {
+			top[s.key] = decode
+			continue
+		}
+		if nested[group] == nil {
+			nested[group] = map[string]func(fileValue){}
+			top[group] = func(v fileValue) { l.table(v, group, src, nested[group]) }
+		}
+		nested[group][key] = decode
+	}
+	top["apps"] = func(v fileValue) { l.decodeApps(v, src) }
+	l.table(root, "", src, top)
+}
+
+func (l *loader) decodeApps(v fileValue, src string) {
+	items, err := v.items()
+	if err != nil {
+		l.add("apps", src, "%v", err)
+		return
+	}
+	l.from["apps"] = src
+	l.fileApps = len(items)
+	l.cfg.Apps = make([]AppConfig, len(items))
+	for i, item := range items {
+		app := &l.cfg.Apps[i]
+		prefix := fmt.Sprintf("apps[%d]", i)
+		fields := map[string]func(fileValue){}
+		for _, f := range appFields {
+			fields[f.key] = func(v fileValue) { l.decode(v, prefix+"."+f.key, src, f.ref(app)) }
+		}
+		limits := map[string]func(fileValue){}
+		for _, f := range limitFields {
+			limits[f.key] = func(v fileValue) { l.decode(v, prefix+".limits."+f.key, src, f.ref(&app.Limits)) }
+		}
+		fields["limits"] = func(v fileValue) { l.table(v, prefix+".limits", src, limits) }
+		l.table(item, prefix, src, fields)
+	}
+}
+
+// table hands each entry of the table v to its field's decoder; unknown and repeated keys
+// are problems.
+func (l *loader) table(v fileValue, path, src string, fields map[string]func(fileValue)) {
+	entries, err := v.entries()
+	if err != nil {
+		if path == "" {
+			path = "config"
+		}
+		l.add(path, src, "%v", err)
+		return
+	}
+	seen := map[string]bool{}
+	for _, e := range entries {
+		p := e.key
+		if path != "" {
+			p = path + "." + e.key
+		}
+		decode, ok := fields[e.key]
+		switch {
+		case seen[e.key]:
+			l.add(p, src, "key appears more than once")
+		case !ok:
+			l.add(p, src, "unknown key")
+		default:
+			decode(e.val)
+		}
+		seen[e.key] = true
+	}
+}
+
+// decode reads the scalar v into dst, the field at path.
+func (l *loader) decode(v fileValue, path, src string, dst any) {
+	if err := v.decode(dst); err != nil {
+		l.add(path, src, "%v", err)
+		return
+	}
+	l.from[path] = src
+}
+
+// fileValue is one value of a YAML or TOML config file.
+type fileValue interface {
+	entries() ([]fileEntry, error) // a table's entries; an error if v is not a table
+	items() ([]fileValue, error)   // a list's items; an error if v is not a list
+	decode(dst any) error          // a scalar into *string, *int, *bool or *Duration
+}
+
+type fileEntry struct {
+	key string
+	val fileValue
+}
+
+var (
+	errNotTable = errors.New("want a table of keys and values")
+	errNotList  = errors.New("want a list")
+)
+
+// parseYAML reads one YAML document; an empty file is an empty table.
+func parseYAML(data []byte) (fileValue, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err == io.EOF {
+		return yamlValue{&yaml.Node{Kind: yaml.MappingNode}}, nil
+	} else if err != nil {
+		return nil, err
+	}
+	var next yaml.Node
+	if err := dec.Decode(&next); err == nil {
+		return nil, errors.New("yaml: more than one document")
+	} else if err != io.EOF {
+		return nil, err
+	}
+	return yamlValue{&doc}, nil
+}
+
+type yamlValue struct{ n *yaml.Node }
+
+// node looks through documents and aliases.
+func (v yamlValue) node() *yaml.Node {
+	n := v.n
+	for i := 0; i < 8 && n != nil; i++ { // bounded: an alias names a node, which is no alias
+		switch {
+		case n.Kind == yaml.DocumentNode && len(n.Content) == 1:
+			n = n.Content[0]
+		case n.Kind == yaml.AliasNode && n.Alias != nil:
+			n = n.Alias
+		default:
+			return n
+		}
+	}
+	return n
+}
+
+func isNull(n *yaml.Node) bool { return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" }
+
+func (v yamlValue) entries() ([]fileEntry, error) {
+	n := v.node()
+	if isNull(n) {
+		return nil, nil
+	}
+	if n.Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("line %d: %w", n.Line, errNotTable)
+	}
+	out := make([]fileEntry, 0, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := yamlValue{n.Content[i]}.node()
+		if k.Kind != yaml.ScalarNode {
+			return nil, fmt.Errorf("line %d: keys must be strings", k.Line)
+		}
+		out = append(out, fileEntry{k.Value, yamlValue{n.Content[i+1]}})
+	}
+	return out, nil
+}
+
+func (v yamlValue) items() ([]fileValue, error) {
+	n := v.node()
+	if isNull(n) {
+		return nil, nil
+	}
+	if n.Kind != yaml.SequenceNode {
+		return nil, fmt.Errorf("line %d: %w", n.Line, errNotList)
+	}
+	out := make([]fileValue, len(n.Content))
+	for i, c := range n.Content {
+		out[i] = yamlValue{c}
+	}
+	return out, nil
+}
+
+func (v yamlValue) decode(dst any) error {
+	n := v.node()
+	err := n.Decode(dst)
+	var te *yaml.TypeError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &te):
+		return errors.New(strings.Join(te.Errors, "; "))
+	}
+	return fmt.Errorf("line %d: %v", n.Line, err)
+}
+
+// parseTOML reads a TOML document.
+func parseTOML(data []byte) (fileValue, error) {
+	var root toml.Primitive
+	md, err := toml.Decode(string(data), &root)
+	if err != nil {
+		return nil, err
+	}
+	return tomlValue{&md, root}, nil
+}
+
+type tomlValue struct {
+	md *toml.MetaData
+	p  toml.Primitive
+}
+
+func (v tomlValue) entries() ([]fileEntry, error) {
+	// Look first: toml decodes a non-table into a map as an empty map, without an error.
+	var raw any
+	if err := v.md.PrimitiveDecode(v.p, &raw); err != nil {
+		return nil, err
+	}
+	if _, ok := raw.(map[string]any); !ok {
+		return nil, errNotTable
+	}
+	var m map[string]toml.Primitive
+	if err := v.md.PrimitiveDecode(v.p, &m); err != nil {
+		return nil, err
+	}
+	out := make([]fileEntry, 0, len(m))
+	for k, p := range m {
+		out = append(out, fileEntry{k, tomlValue{v.md, p}})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
+	return out, nil
+}
+
+func (v tomlValue) items() ([]fileValue, error) {
+	var s []toml.Primitive
+	if err := v.md.PrimitiveDecode(v.p, &s); err != nil {
+		return nil, errNotList
+	}
+	out := make([]fileValue, len(s))
+	for i, p := range s {
+		out[i] = tomlValue{v.md, p}
+	}
+	return out, nil
+}
+
+func (v tomlValue) decode(dst any) error {
+	if err := v.md.PrimitiveDecode(v.p, dst); err != nil {
+		return errors.New(tomlNoise.ReplaceAllString(err.Error(), ""))
+	}
+	return nil
+}
+
+// tomlNoise is what TOML errors say that ours already say: the package and the key.
+var tomlNoise = regexp.MustCompile(`^toml: | \(last key "[^"]*"\)`)

@@ -1,0 +1,551 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/herald-rt/herald"
+)
+
+// load runs LoadConfig with env as the whole environment and usage output discarded.
+func load(t testing.TB, args []string, env map[string]string) (Config, error) {
+	t.Helper()
+	return loadConfig(args, func(k string) string { return env[k] }, io.Discard)
+}
+
+// writeFile writes a config file into a fresh temporary directory and returns its path.
+func writeFile(t testing.TB, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func secs(n int) Duration { return Duration{time.Duration(n) * time.Second} }
+
+func TestLoadConfigDefaults(t *testing.T) {
+	c, err := load(t, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{
+		Host:                "127.0.0.1",
+		Port:                6001,
+		ShutdownTimeout:     secs(10),
+		ActivityTimeout:     secs(120),
+		PongTimeout:         secs(30),
+		MaxMessageBytes:     65536,
+		OutboundBufferBytes: 1048576,
+		RESTTimestampWindow: secs(600),
+		Log:                 LogConfig{Level: "info", Format: "text"},
+		Apps: []AppConfig{{ID: "app-id", Key: "app-key", Secret: "app-secret",
+			EnableClientMessages: true, EnableUserAuthentication: true}},
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("defaults:\n got %+v\nwant %+v", c, want)
+	}
+	if !c.UsedDefaultApp() {
+		t.Error("UsedDefaultApp() = false with no app configured")
+	}
+}
+
+const fullYAML = `
+host: 0.0.0.0
+port: 7001
+max_connections: 5000
+shutdown_timeout: 1m30s
+activity_timeout: 60
+pong_timeout: 15s
+max_message_bytes: 32768
+outbound_buffer_bytes: 65536
+workers: 4
+rest_timestamp_window: 300
+log: { level: debug, format: json }
+apps:
+  - id: "1001"
+    key: key-one
+    secret: secret-one
+    enable_client_messages: true
+    limits:
+      max_presence_members: 200
+      max_channels_per_conn: 50
+  - id: "1002"
+    key: key-two
+    secret: secret-two
+    enable_user_authentication: true
+`
+
+const fullTOML = `
+host = "0.0.0.0"
+port = 7001
+max_connections = 5000
+shutdown_timeout = "1m30s"
+activity_timeout = 60
+pong_timeout = "15s"
+max_message_bytes = 32768
+outbound_buffer_bytes = 65536
+workers = 4
+rest_timestamp_window = 300
+
+[log]
+level = "debug"
+format = "json"
+
+[[apps]]
+id = "1001"
+key = "key-one"
+secret = "secret-one"
+enable_client_messages = true
+
+[apps.limits]
+max_presence_members = 200
+max_channels_per_conn = 50
+
+[[apps]]
+id = "1002"
+key = "key-two"
+secret = "secret-two"
+enable_user_authentication = true
+`
+
+var fullWant = Config{
+	Host:                "0.0.0.0",
+	Port:                7001,
+	MaxConnections:      5000,
+	ShutdownTimeout:     secs(90),
+	ActivityTimeout:     secs(60),
+	PongTimeout:         secs(15),
+	MaxMessageBytes:     32768,
+	OutboundBufferBytes: 65536,
+	Workers:             4,
+	RESTTimestampWindow: secs(300),
+	Log:                 LogConfig{Level: "debug", Format: "json"},
+	Apps: []AppConfig{
+		{ID: "1001", Key: "key-one", Secret: "secret-one", EnableClientMessages: true,
+			Limits: herald.Limits{MaxPresenceMembers: 200, MaxChannelsPerConn: 50}},
+		{ID: "1002", Key: "key-two", Secret: "secret-two", EnableUserAuthentication: true},
+	},
+}
+
+func TestLoadConfigFileFormats(t *testing.T) {
+	for _, tc := range []struct{ name, content string }{
+		{"herald.yaml", fullYAML},
+		{"herald.yml", fullYAML},
+		{"herald.toml", fullTOML},
+		{"HERALD.TOML", fullTOML},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := load(t, []string{"--config", writeFile(t, tc.name, tc.content)}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(c, fullWant) {
+				t.Fatalf("\n got %+v\nwant %+v", c, fullWant)
+			}
+			if c.UsedDefaultApp() {
+				t.Error("UsedDefaultApp() = true with apps from the file")
+			}
+		})
+	}
+}
+
+func TestLoadConfigEmptyFile(t *testing.T) {
+	for _, name := range []string{"empty.yaml", "empty.toml"} {
+		c, err := load(t, []string{"--config", writeFile(t, name, "")}, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !reflect.DeepEqual(c, defaultConfig()) {
+			t.Errorf("%s: got %+v, want the defaults", name, c)
+		}
+	}
+}
+
+func TestLoadConfigPrecedence(t *testing.T) {
+	file := writeFile(t, "herald.yaml", "port: 7001\nhost: file.example\nlog: {level: warn}\n")
+	other := writeFile(t, "other.yaml", "port: 7002\n")
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want func(*Config)
+	}{
+		{"file", []string{"--config", file}, nil,
+			func(c *Config) { c.Port, c.Host, c.Log.Level = 7001, "file.example", "warn" }},
+		{"HERALD_CONFIG names the file", nil, map[string]string{"HERALD_CONFIG": file},
+			func(c *Config) { c.Port, c.Host, c.Log.Level = 7001, "file.example", "warn" }},
+		{"--config beats HERALD_CONFIG", []string{"--config", other}, map[string]string{"HERALD_CONFIG": file},
+			func(c *Config) { c.Port = 7002 }},
+		{"env beats file", []string{"--config", file}, map[string]string{"HERALD_PORT": "8001", "HERALD_LOG_LEVEL": "error"},
+			func(c *Config) { c.Port, c.Host, c.Log.Level = 8001, "file.example", "error" }},
+		{"flag beats env", []string{"--config", file, "--port", "9001", "-log-level=debug"},
+			map[string]string{"HERALD_PORT": "8001", "HERALD_LOG_LEVEL": "error", "HERALD_HOST": "env.example"},
+			func(c *Config) { c.Port, c.Host, c.Log.Level = 9001, "env.example", "debug" }},
+		{"empty env is unset", nil, map[string]string{"HERALD_HOST": ""}, func(c *Config) {}},
+		{"every env var", nil, map[string]string{
+			"HERALD_HOST": "h", "HERALD_PORT": "1", "HERALD_MAX_CONNECTIONS": "2", "HERALD_SHUTDOWN_TIMEOUT": "3",
+			"HERALD_ACTIVITY_TIMEOUT": "4s", "HERALD_PONG_TIMEOUT": "5s", "HERALD_MAX_MESSAGE_BYTES": "6000",
+			"HERALD_OUTBOUND_BUFFER_BYTES": "7000", "HERALD_WORKERS": "8", "HERALD_REST_TIMESTAMP_WINDOW": "9",
+			"HERALD_LOG_LEVEL": "warn", "HERALD_LOG_FORMAT": "json",
+		}, func(c *Config) {
+			*c = Config{Host: "h", Port: 1, MaxConnections: 2, ShutdownTimeout: secs(3), ActivityTimeout: secs(4),
+				PongTimeout: secs(5), MaxMessageBytes: 6000, OutboundBufferBytes: 7000, Workers: 8,
+				RESTTimestampWindow: secs(9), Log: LogConfig{"warn", "json"}, Apps: c.Apps}
+		}},
+		{"every flag", []string{"--host", "h", "--port", "1", "--max-connections", "2", "--shutdown-timeout", "3",
+			"--activity-timeout", "4s", "--pong-timeout", "5s", "--max-message-bytes", "6000",
+			"--outbound-buffer-bytes", "7000", "--workers", "8", "--rest-timestamp-window", "9",
+			"--log-level", "warn", "--log-format", "json"}, nil,
+			func(c *Config) {
+				*c = Config{Host: "h", Port: 1, MaxConnections: 2, ShutdownTimeout: secs(3), ActivityTimeout: secs(4),
+					PongTimeout: secs(5), MaxMessageBytes: 6000, OutboundBufferBytes: 7000, Workers: 8,
+					RESTTimestampWindow: secs(9), Log: LogConfig{"warn", "json"}, Apps: c.Apps}
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := defaultConfig()
+			tc.want(&want)
+			c, err := load(t, tc.args, tc.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(c, want) {
+				t.Fatalf("\n got %+v\nwant %+v", c, want)
+			}
+		})
+	}
+}
+
+func TestLoadConfigDurations(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		file string // file name and content, "name:content"
+		args []string
+		env  map[string]string
+		want time.Duration
+	}{
+		{"yaml string", "c.yaml:shutdown_timeout: 10s", nil, nil, 10 * time.Second},
+		{"yaml compound", "c.yaml:shutdown_timeout: 1m30s", nil, nil, 90 * time.Second},
+		{"yaml integer seconds", "c.yaml:shutdown_timeout: 10", nil, nil, 10 * time.Second},
+		{"yaml quoted seconds", `c.yaml:shutdown_timeout: "10"`, nil, nil, 10 * time.Second},
+		{"yaml milliseconds", "c.yaml:shutdown_timeout: 1500ms", nil, nil, 1500 * time.Millisecond},
+		{"toml string", `c.toml:shutdown_timeout = "10s"`, nil, nil, 10 * time.Second},
+		{"toml integer seconds", "c.toml:shutdown_timeout = 10", nil, nil, 10 * time.Second},
+		{"env string", "", nil, map[string]string{"HERALD_SHUTDOWN_TIMEOUT": "2m"}, 2 * time.Minute},
+		{"env seconds", "", nil, map[string]string{"HERALD_SHUTDOWN_TIMEOUT": "45"}, 45 * time.Second},
+		{"flag string", "", []string{"--shutdown-timeout=1h"}, nil, time.Hour},
+		{"flag seconds", "", []string{"--shutdown-timeout", "5"}, nil, 5 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if name, content, ok := strings.Cut(tc.file, ":"); ok {
+				args = append([]string{"--config", writeFile(t, name, content+"\n")}, args...)
+			}
+			c, err := load(t, args, tc.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.ShutdownTimeout.Duration != tc.want {
+				t.Fatalf("shutdown_timeout = %v, want %v", c.ShutdownTimeout, tc.want)
+			}
+		})
+	}
+}
+
+func TestLoadConfigAppFromEnvAndFlags(t *testing.T) {
+	one := writeFile(t, "one.yaml", `
+apps:
+  - id: file-id
+    key: file-key
+    secret: file-secret
+    enable_client_messages: false
+    limits: {max_batch_size: 5}
+`)
+	two := writeFile(t, "two.yaml", `
+apps:
+  - {id: a, key: a, secret: a}
+  - {id: b, key: b, secret: b}
+`)
+	creds := map[string]string{"HERALD_APP_ID": "env-id", "HERALD_APP_KEY": "env-key", "HERALD_APP_SECRET": "env-secret"}
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		want    AppConfig
+		wantErr string
+	}{
+		{"env replaces the default app", nil, creds,
+			AppConfig{ID: "env-id", Key: "env-key", Secret: "env-secret", EnableClientMessages: true, EnableUserAuthentication: true}, ""},
+		{"flags replace the default app", []string{"--app-id", "f-id", "--app-key", "f-key", "--app-secret", "f-secret"}, nil,
+			AppConfig{ID: "f-id", Key: "f-key", Secret: "f-secret", EnableClientMessages: true, EnableUserAuthentication: true}, ""},
+		{"flag beats env", []string{"--app-secret", "f-secret"}, creds,
+			AppConfig{ID: "env-id", Key: "env-key", Secret: "f-secret", EnableClientMessages: true, EnableUserAuthentication: true}, ""},
+		{"env replaces the file's single app, keeping its switches and limits", []string{"--config", one}, creds,
+			AppConfig{ID: "env-id", Key: "env-key", Secret: "env-secret", Limits: herald.Limits{MaxBatchSize: 5}}, ""},
+		{"unset credentials come from the file's app", []string{"--config", one}, map[string]string{"HERALD_APP_SECRET": "s"},
+			AppConfig{ID: "file-id", Key: "file-key", Secret: "s", Limits: herald.Limits{MaxBatchSize: 5}}, ""},
+		{"no fallback to the development credentials", nil, map[string]string{"HERALD_APP_KEY": "k"}, AppConfig{},
+			"apps[0].secret: must not be empty (from env HERALD_APP_KEY, which replaces the app; set HERALD_APP_SECRET or --app-secret too)"},
+		{"two apps in the file", []string{"--config", two}, map[string]string{"HERALD_APP_KEY": "k"}, AppConfig{},
+			"apps: HERALD_APP_* and --app-* replace the single app, but file " + two + " defines 2 apps (from env HERALD_APP_KEY)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := load(t, tc.args, tc.env)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error = %v, want it to contain %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(c.Apps, []AppConfig{tc.want}) {
+				t.Fatalf("apps:\n got %+v\nwant %+v", c.Apps, []AppConfig{tc.want})
+			}
+			if c.UsedDefaultApp() {
+				t.Error("UsedDefaultApp() = true")
+			}
+		})
+	}
+}
+
+func TestLoadConfigProblems(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		file string // "name:content", or empty
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"port too high", "", []string{"--port", "70000"}, nil, "port: 70000 out of range 1..65535 (from flag --port)"},
+		{"port zero", "c.yaml:port: 0", nil, nil, "port: 0 out of range 1..65535 (from file "},
+		{"port not a number", "", nil, map[string]string{"HERALD_PORT": "http"}, `port: "http" is not an integer (from env HERALD_PORT)`},
+		{"port wrong type in yaml", "c.yaml:port: [1]", nil, nil, "port: line 1: cannot unmarshal !!seq into int (from file "},
+		{"port wrong type in toml", `c.toml:port = "x"`, nil, nil, "port: line 1: incompatible types: TOML value has type string; destination has type integer (from file "},
+		{"empty host", "", []string{"--host", ""}, nil, "host: must not be empty (from flag --host)"},
+		{"negative max_connections", "", []string{"--max-connections", "-1"}, nil, "max_connections: -1 must not be negative (from flag --max-connections)"},
+		{"negative workers", "", nil, map[string]string{"HERALD_WORKERS": "-2"}, "workers: -2 must not be negative (from env HERALD_WORKERS)"},
+		{"zero shutdown_timeout", "c.yaml:shutdown_timeout: 0s", nil, nil, "shutdown_timeout: 0s must be positive (from file "},
+		{"negative shutdown_timeout", "", []string{"--shutdown-timeout", "-5s"}, nil, "shutdown_timeout: -5s must be positive (from flag --shutdown-timeout)"},
+		{"bad duration", "", []string{"--shutdown-timeout", "soon"}, nil, `shutdown_timeout: invalid duration "soon"`},
+		{"float duration", "c.yaml:pong_timeout: 1.5", nil, nil, `pong_timeout: line 1: invalid duration "1.5"`},
+		{"duration overflow", "c.yaml:pong_timeout: 9223372036854775807", nil, nil, "pong_timeout: line 1: duration of 9223372036854775807 seconds is too long"},
+		{"short activity_timeout", "", []string{"--activity-timeout", "500ms"}, nil, "activity_timeout: 500ms must be at least 1s (from flag --activity-timeout)"},
+		{"short pong_timeout", "", nil, map[string]string{"HERALD_PONG_TIMEOUT": "0"}, "pong_timeout: 0s must be at least 1s (from env HERALD_PONG_TIMEOUT)"},
+		{"zero rest_timestamp_window", "", []string{"--rest-timestamp-window", "0"}, nil, "rest_timestamp_window: 0s must be positive (from flag --rest-timestamp-window)"},
+		{"small max_message_bytes", "", []string{"--max-message-bytes", "1023"}, nil, "max_message_bytes: 1023 must be at least 1024 (from flag --max-message-bytes)"},
+		{"small outbound_buffer_bytes", "", []string{"--outbound-buffer-bytes", "4095"}, nil, "outbound_buffer_bytes: 4095 must be at least 4096 (from flag --outbound-buffer-bytes)"},
+		{"bad log level", "c.yaml:log: {level: verbose}", nil, nil, `log.level: "verbose" is not one of debug, info, warn, error (from file `},
+		{"bad log format", "", []string{"--log-format", "xml"}, nil, `log.format: "xml" is not one of text, json (from flag --log-format)`},
+		{"no apps", "c.yaml:apps: []", nil, nil, "apps: at least one app is required (from file "},
+		{"null apps", "c.yaml:apps:", nil, nil, "apps: at least one app is required (from file "},
+		{"apps not a list", "c.yaml:apps: {id: a}", nil, nil, "apps: line 1: want a list (from file "},
+		{"app not a table", "c.yaml:apps: [a]", nil, nil, "apps[0]: line 1: want a table of keys and values (from file "},
+		{"empty id", "c.yaml:apps: [{key: k, secret: s}]", nil, nil, "apps[0].id: must not be empty (from file "},
+		{"empty key", "c.yaml:apps: [{id: i, secret: s}]", nil, nil, "apps[0].key: must not be empty (from file "},
+		{"empty secret", "c.yaml:apps: [{id: i, key: k}]", nil, nil, "apps[0].secret: must not be empty (from file "},
+		{"duplicate id", "c.yaml:apps: [{id: i, key: a, secret: s}, {id: i, key: b, secret: s}]", nil, nil, "apps[1].id: duplicate of apps[0].id (from file "},
+		{"duplicate key", "c.toml:apps = [{id = \"a\", key = \"k\", secret = \"s\"}, {id = \"b\", key = \"x\", secret = \"s\"}, {id = \"c\", key = \"k\", secret = \"s\"}]", nil, nil,
+			"apps[2].key: duplicate of apps[0].key (from file "},
+		{"bad id characters", "c.yaml:apps: [{id: 'a b', key: k, secret: s}]", nil, nil, `apps[0].id: "a b" may hold only letters, digits, '_', '.' and '-' (from file `},
+		{"bad key characters", "", []string{"--app-id", "i", "--app-key", "k/ey", "--app-secret", "s"}, nil,
+			`apps[0].key: "k/ey" may hold only letters, digits, '_', '.' and '-' (from flag --app-key)`},
+		{"negative limit", "c.yaml:apps: [{id: i, key: k, secret: s, limits: {max_presence_members: -5}}]", nil, nil,
+			"apps[0].limits.max_presence_members: -5 must not be negative (from file "},
+		{"limit wrong type", "c.toml:[[apps]]\nid = \"i\"\nkey = \"k\"\nsecret = \"s\"\nlimits = 3", nil, nil,
+			"apps[0].limits: want a table of keys and values (from file "},
+		{"switch wrong type", "c.yaml:apps: [{id: i, key: k, secret: s, enable_client_messages: maybe}]", nil, nil,
+			"apps[0].enable_client_messages: line 1: cannot unmarshal !!str `maybe` into bool (from file "},
+		{"unknown top-level key", "c.yaml:prot: 6001", nil, nil, "prot: unknown key (from file "},
+		{"unknown nested key", "c.yaml:log: {lvl: debug}", nil, nil, "log.lvl: unknown key (from file "},
+		{"unknown app key", "c.toml:[[apps]]\nid = \"i\"\nkey = \"k\"\nsecret = \"s\"\nenable_client_events = true", nil, nil,
+			"apps[0].enable_client_events: unknown key (from file "},
+		{"unknown limit key", "c.yaml:apps: [{id: i, key: k, secret: s, limits: {max_foo: 1}}]", nil, nil,
+			"apps[0].limits.max_foo: unknown key (from file "},
+		{"repeated key", "c.yaml:port: 1\nport: 2", nil, nil, "port: key appears more than once (from file "},
+		{"top level not a table", "c.yaml:- 1", nil, nil, "config: line 1: want a table of keys and values (from file "},
+		{"yaml syntax", "c.yaml:port: [", nil, nil, "config: yaml: line 1: did not find expected node content (from file "},
+		{"two yaml documents", "c.yaml:port: 1\n---\nport: 2", nil, nil, "config: yaml: more than one document (from file "},
+		{"toml syntax", "c.toml:port = ", nil, nil, "config: toml: line 2 (last key \"port\"): expected value"},
+		{"unknown extension", "c.json:{}", nil, nil, `.json" must end in .yaml, .yml or .toml (from flag --config)`},
+		{"missing file", "", nil, map[string]string{"HERALD_CONFIG": "/nonexistent/herald.yaml"}, "config: open /nonexistent/herald.yaml: no such file or directory (from env HERALD_CONFIG)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := tc.args
+			if name, content, ok := strings.Cut(tc.file, ":"); ok {
+				args = append([]string{"--config", writeFile(t, name, content+"\n")}, args...)
+			}
+			_, err := load(t, args, tc.env)
+			if err == nil {
+				t.Fatalf("no error, want %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error:\n%v\nwant it to contain %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestLoadConfigReportsEveryProblem(t *testing.T) {
+	file := writeFile(t, "herald.yaml", `
+port: 70000
+log: {format: xml}
+apps:
+  - {id: a, key: k, secret: s}
+  - {id: b, key: k, secret: s, limits: {max_batch_size: -1}}
+  - {id: c, key: c, secret: s, colour: red}
+`)
+	_, err := load(t, []string{"--config", file, "--workers", "-1", "--host", ""},
+		map[string]string{"HERALD_PONG_TIMEOUT": "never"})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	want := []string{
+		"apps[2].colour: unknown key (from file " + file + ")",
+		`pong_timeout: invalid duration "never": want seconds or a duration such as "10s" or "1m30s" (from env HERALD_PONG_TIMEOUT)`,
+		"host: must not be empty (from flag --host)",
+		"port: 70000 out of range 1..65535 (from file " + file + ")",
+		"workers: -1 must not be negative (from flag --workers)",
+		`log.format: "xml" is not one of text, json (from file ` + file + ")",
+		"apps[1].key: duplicate of apps[0].key (from file " + file + ")",
+		"apps[1].limits.max_batch_size: -1 must not be negative (from file " + file + ")",
+	}
+	got := strings.Split(err.Error(), "\n")
+	if got[0] != "invalid configuration:" {
+		t.Errorf("first line %q", got[0])
+	}
+	for i := range got[1:] {
+		got[i+1] = strings.TrimPrefix(got[i+1], "  ")
+	}
+	if !reflect.DeepEqual(got[1:], want) {
+		t.Fatalf("problems:\n%s\nwant:\n%s", strings.Join(got[1:], "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestLoadConfigFlagErrors(t *testing.T) {
+	var out strings.Builder
+	_, err := loadConfig([]string{"-h"}, func(string) string { return "" }, &out)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: error = %v, want flag.ErrHelp", err)
+	}
+	for _, s := range settings {
+		if !strings.Contains(out.String(), "--"+s.flag()) || !strings.Contains(out.String(), "$"+s.env()) {
+			t.Errorf("usage lacks --%s or $%s:\n%s", s.flag(), s.env(), out.String())
+		}
+	}
+	if _, err := load(t, []string{"--prot", "1"}, nil); err == nil || !strings.Contains(err.Error(), "prot") {
+		t.Errorf("unknown flag: error = %v", err)
+	}
+	if _, err := load(t, []string{"extra"}, nil); err == nil || !strings.Contains(err.Error(), `unexpected argument "extra"`) {
+		t.Errorf("positional argument: error = %v", err)
+	}
+}
+
+func TestUsedDefaultApp(t *testing.T) {
+	copied := writeFile(t, "herald.yaml", "apps: [{id: x, key: app-key, secret: app-secret}]\n")
+	c, err := load(t, []string{"--config", copied}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.UsedDefaultApp() {
+		t.Error("UsedDefaultApp() = false for an app with the development key and secret")
+	}
+}
+
+func TestHeraldApps(t *testing.T) {
+	got := fullWant.HeraldApps()
+	want := []herald.App{
+		{ID: "1001", Key: "key-one", Secret: "secret-one", EnableClientMessages: true,
+			Limits: herald.Limits{MaxPresenceMembers: 200, MaxChannelsPerConn: 50}},
+		{ID: "1002", Key: "key-two", Secret: "secret-two", EnableUserAuthentication: true},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// TestDocs keeps docs/configuration.md in step with the code: it names every key, variable
+// and flag, and its YAML and TOML examples load to the same configuration.
+func TestDocs(t *testing.T) {
+	b, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	var names []string
+	for _, s := range settings {
+		names = append(names, s.key, s.env(), "--"+s.flag())
+	}
+	for _, f := range appFields {
+		names = append(names, f.key)
+	}
+	for _, f := range appFields[:appCredentials] {
+		names = append(names, f.env(), "--"+f.flag())
+	}
+	for _, f := range limitFields {
+		names = append(names, f.key)
+	}
+	for _, n := range append(names, "HERALD_CONFIG", "--config") {
+		if !strings.Contains(doc, "`"+n+"`") {
+			t.Errorf("docs/configuration.md does not mention `%s`", n)
+		}
+	}
+
+	var configs []Config
+	for _, lang := range []string{"yaml", "toml"} {
+		parts := strings.Split(doc, "```"+lang+"\n")
+		if len(parts) < 2 {
+			t.Fatalf("no %s example", lang)
+		}
+		for i, p := range parts[1:] {
+			block, _, _ := strings.Cut(p, "```")
+			c, err := load(t, []string{"--config", writeFile(t, "example."+lang, block)}, nil)
+			if err != nil {
+				t.Fatalf("%s example %d: %v", lang, i+1, err)
+			}
+			if i == 0 {
+				configs = append(configs, c)
+			}
+		}
+	}
+	if !reflect.DeepEqual(configs[0], configs[1]) {
+		t.Errorf("the first YAML and TOML examples differ:\n%+v\n%+v", configs[0], configs[1])
+	}
+}
+
+func FuzzLoadConfigYAML(f *testing.F) {
+	f.Add([]byte(fullYAML))
+	f.Add([]byte("port: 70000\napps: [{id: a, key: a, secret: a}, {id: a, key: a, secret: a}]\n"))
+	f.Add([]byte("a: &x [*x]\n"))
+	f.Add([]byte("log: &l {level: info}\nx: *l\n"))
+	f.Add([]byte("shutdown_timeout: 9999999999999999999\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := writeFile(t, "fuzz.yaml", string(data))
+		c, err := load(t, []string{"--config", path}, nil)
+		if err == nil && (len(c.Apps) == 0 || c.Port < 1 || c.Port > 65535) {
+			t.Fatalf("invalid config accepted: %+v", c)
+		}
+	})
+}
+
+func FuzzLoadConfigTOML(f *testing.F) {
+	f.Add([]byte(fullTOML))
+	f.Add([]byte("port = 70000\n[[apps]]\nid = 1\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := writeFile(t, "fuzz.toml", string(data))
+		c, err := load(t, []string{"--config", path}, nil)
+		if err == nil && (len(c.Apps) == 0 || c.Port < 1 || c.Port > 65535) {
+			t.Fatalf("invalid config accepted: %+v", c)
+		}
+	})
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// validate checks the whole configuration and records every problem, each with where the
+// value came from. Fields that could not be read at all were reported already and are skipped.
+func (l *loader) validate() {
+	c := &l.cfg
+	if c.Host == "" {
+		l.problem("host", "must not be empty")
+	}
+	if c.Port < 1 || c.Port > 65535 {
+		l.problem("port", "%d out of range 1..65535", c.Port)
+	}
+	l.notNegative("max_connections", c.MaxConnections)
+	l.notNegative("workers", c.Workers)
+	l.atLeast("max_message_bytes", c.MaxMessageBytes, 1024)
+	l.atLeast("outbound_buffer_bytes", c.OutboundBufferBytes, 4096)
+	l.longerThan("shutdown_timeout", c.ShutdownTimeout, 0)
+	l.longerThan("activity_timeout", c.ActivityTimeout, time.Second)
+	l.longerThan("pong_timeout", c.PongTimeout, time.Second)
+	l.longerThan("rest_timestamp_window", c.RESTTimestampWindow, 0)
+	l.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
+	l.oneOf("log.format", c.Log.Format, "text", "json")
+
+	if len(c.Apps) == 0 {
+		l.problem("apps", "at least one app is required")
+	}
+	ids, keys := map[string]int{}, map[string]int{}
+	for i := range c.Apps {
+		a := &c.Apps[i]
+		at := fmt.Sprintf("apps[%d]", i)
+		l.name(i, "id", a.ID, ids)
+		l.name(i, "key", a.Key, keys)
+		if a.Secret == "" {
+			l.problem(at+".secret", "must not be empty")
+		}
+		for _, f := range limitFields {
+			l.notNegative(at+".limits."+f.key, *f.ref(&a.Limits))
+		}
+	}
+}
+
+// problem records a problem with the field at path unless reading it already failed.
+func (l *loader) problem(path, format string, args ...any) {
+	if !l.failed[path] {
+		l.add(path, l.source(path), format, args...)
+	}
+}
+
+func (l *loader) notNegative(path string, v int) {
+	if v < 0 {
+		l.problem(path, "%d must not be negative", v)
+	}
+}
+
+func (l *loader) atLeast(path string, v, min int) {
+	if v < min {
+		l.problem(path, "%d must be at least %d", v, min)
+	}
+}
+
+func (l *loader) longerThan(path string, d Duration, min time.Duration) {
+	switch {
+	case min == 0 && d.Duration <= 0:
+		l.problem(path, "%v must be positive", d)
+	case d.Duration < min:
+		l.problem(path, "%v must be at least %v", d, min)
+	}
+}
+
+func (l *loader) oneOf(path, v string, allowed ...string) {
+	for _, a := range allowed {
+		if v == a {
+			return
+		}
+	}
+	l.problem(path, "%q is not one of %s", v, strings.Join(allowed, ", "))
+}
+
+// name checks apps[i].id or apps[i].key: present, made of [A-Za-z0-9_.-] and unique among
+// the apps (seen maps each value to the first app that has it).
+func (l *loader) name(i int, field, v string, seen map[string]int) {
+	path := fmt.Sprintf("apps[%d].%s", i, field)
+	switch {
+	case v == "":
+		l.problem(path, "must not be empty")
+		return
+	case strings.TrimLeft(v, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") != "":
+		l.problem(path, "%q may hold only letters, digits, '_', '.' and '-'", v)
+	}
+	if first, dup := seen[v]; dup {
+		l.problem(path, "duplicate of apps[%d].%s", first, field)
+		return
+	}
+	seen[v] = i
+}

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/httpapi"
+	"github.com/herald-rt/herald/hub"
+)
+
+// fdReserve is how many descriptors a node keeps for itself (listener, epoll, REST
+// clients, logs) below the open-file limit.
+const fdReserve = 100
+
+// serve runs a node until SIGINT or SIGTERM, or only validates the configuration.
+func serve(args []string, env func(string) string, stderr io.Writer, checkOnly bool) int {
+	cfg, err := LoadConfig(args, env)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "herald: invalid configuration:\n%v\n", err)
+		return 2
+	}
+	if checkOnly {
+		fmt.Fprintln(stderr, "herald: configuration is valid")
+		return 0
+	}
+	log := newLogger(cfg.Log, stderr)
+	capacity, fdLimit := capacityOf(cfg.MaxConnections)
+	apps := herald.NewStaticApps(cfg.HeraldApps())
+	h, err := hub.New(hub.Config{
+		Workers:             cfg.Workers,
+		ActivityTimeout:     cfg.ActivityTimeout.Duration,
+		PongTimeout:         cfg.PongTimeout.Duration,
+		OutboundBufferBytes: cfg.OutboundBufferBytes,
+		MaxConnections:      capacity,
+		MaxMessageBytes:     cfg.MaxMessageBytes,
+	}, apps.Apps(), log)
+	if err != nil {
+		log.Error("start hub", "err", err)
+		return 1
+	}
+	health := func() httpapi.HealthReport {
+		st := h.Stats()
+		status := "ok"
+		if st.Draining {
+			status = "draining"
+		}
+		return httpapi.HealthReport{Status: status, Connections: httpapi.Capacity{Current: st.Connections, Max: st.MaxConnections}, Channels: st.Channels}
+	}
+	api := httpapi.New(httpapi.Config{TimestampWindow: cfg.RESTTimestampWindow.Duration}, apps, h, health, log)
+
+	addr := net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		log.Error("listen", "addr", addr, "err", err)
+		_ = h.Shutdown(context.Background())
+		return 1
+	}
+	srv := &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if cfg.UsedDefaultApp() {
+		for _, a := range cfg.Apps {
+			log.Warn("DEVELOPMENT CREDENTIALS: using the built-in app; configure your own apps for production",
+				"app_id", a.ID, "key", a.Key, "secret", a.Secret)
+		}
+	}
+	log.Info("herald listening", "addr", ln.Addr().String(), "websocket", "ws://"+ln.Addr().String()+"/app/{key}",
+		"max_connections", capacity, "open_file_limit", fdLimit, "workers", cfg.Workers, "version", version)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		log.Error("serve", "err", err)
+		_ = h.Shutdown(context.Background())
+		return 1
+	}
+	log.Info("shutting down: closing connections with 4200", "connections", h.Stats().Connections, "deadline", cfg.ShutdownTimeout.Duration)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.Duration)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	if err := h.Shutdown(sctx); err != nil {
+		log.Warn("shutdown deadline passed", "err", err, "connections", h.Stats().Connections)
+	}
+	log.Info("stopped")
+	return 0
+}
+
+// capacityOf returns the node's connection capacity: the configured limit capped by what
+// the open-file limit allows, and that limit.
+func capacityOf(configured int) (capacity, fdLimit int) {
+	var rl syscall.Rlimit
+	fdLimit = 1 << 20
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil {
+		fdLimit = int(rl.Cur)
+	}
+	capacity = max(fdLimit-fdReserve, 1)
+	if configured > 0 && configured < capacity {
+		capacity = configured
+	}
+	return capacity, fdLimit
+}
+
+func newLogger(c LogConfig, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

@@ -1,0 +1,94 @@
+package httpapi
+
+import (
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/herald-rt/herald"
+)
+
+func infoAttrs(q *request) (sub, users bool, err error) {
+	for _, a := range strings.Split(q.r.URL.Query().Get("info"), ",") {
+		switch strings.TrimSpace(a) {
+		case "":
+		case "subscription_count":
+			sub = true
+		case "user_count":
+			users = true
+		case "cache":
+		default:
+			return false, false, herald.Errorf(herald.CodeInvalid, "unknown info attribute %q", a)
+		}
+	}
+	return sub, users, nil
+}
+
+func (s *Server) channels(w http.ResponseWriter, q *request) {
+	prefix := q.r.URL.Query().Get("filter_by_prefix")
+	sub, users, err := infoAttrs(q)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if users && !strings.HasPrefix(prefix, "presence-") {
+		writeError(w, herald.Errorf(herald.CodeInvalid, "info=user_count needs filter_by_prefix=presence-"))
+		return
+	}
+	stats := s.hub.Channels(q.app.ID, prefix)
+	sort.Slice(stats, func(i, j int) bool { return stats[i].Name < stats[j].Name })
+	out := make(map[string]map[string]int, len(stats))
+	for _, st := range stats {
+		m := map[string]int{}
+		if sub {
+			m["subscription_count"] = st.SubscriptionCount
+		}
+		if users {
+			m["user_count"] = st.UserCount
+		}
+		out[st.Name] = m
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"channels": out})
+}
+
+func (s *Server) channel(w http.ResponseWriter, q *request) {
+	name := q.r.PathValue("name")
+	sub, users, err := infoAttrs(q)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	isPresence := herald.Classify(name).Kind == herald.Presence
+	if users && !isPresence {
+		writeError(w, herald.Errorf(herald.CodeInvalid, "info=user_count is only for presence channels"))
+		return
+	}
+	st, occupied := s.hub.Channel(q.app.ID, name)
+	out := map[string]any{"occupied": occupied}
+	if sub {
+		out["subscription_count"] = st.SubscriptionCount
+	}
+	if users {
+		out["user_count"] = st.UserCount
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) users(w http.ResponseWriter, q *request) {
+	name := q.r.PathValue("name")
+	if herald.Classify(name).Kind != herald.Presence {
+		writeError(w, herald.Errorf(herald.CodeInvalid, "users are only listed for presence channels"))
+		return
+	}
+	ids := s.hub.Users(q.app.ID, name)
+	list := make([]map[string]string, len(ids))
+	for i, id := range ids {
+		list[i] = map[string]string{"id": id}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"users": list})
+}
+
+func (s *Server) terminate(w http.ResponseWriter, q *request) {
+	s.hub.TerminateUser(q.app.ID, q.r.PathValue("uid"))
+	writeJSON(w, http.StatusOK, struct{}{})
+}

@@ -1,0 +1,175 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"regexp"
+	"strings"
+
+	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/pusher"
+)
+
+// eventBody is one event of POST /events or of a batch.
+type eventBody struct {
+	Name     string          `json:"name"`
+	Data     json.RawMessage `json:"data"`
+	Channel  string          `json:"channel"`
+	Channels []string        `json:"channels"`
+	SocketID string          `json:"socket_id"`
+	Info     string          `json:"info"`
+}
+
+var socketIDPattern = regexp.MustCompile(`^\d+\.\d+$`)
+
+// validate checks one event against the app's limits and returns its channels and data.
+func validate(app *herald.App, e *eventBody, batch bool) ([]string, string, error) {
+	lim := app.Limits
+	if err := pusher.ValidateEventName(e.Name, lim.MaxEventNameLength); err != nil {
+		return nil, "", herald.Errorf(herald.CodeOf(err), "name: %s", herald.MessageOf(err))
+	}
+	chans := e.Channels
+	if e.Channel != "" {
+		if len(chans) > 0 {
+			return nil, "", herald.Errorf(herald.CodeInvalid, "give channel or channels, not both")
+		}
+		chans = []string{e.Channel}
+	}
+	if batch && len(e.Channels) > 0 {
+		return nil, "", herald.Errorf(herald.CodeInvalid, "batch events take one channel each")
+	}
+	if len(chans) == 0 {
+		return nil, "", herald.Errorf(herald.CodeInvalid, "channel or channels is required")
+	}
+	if len(chans) > lim.MaxChannelsPerEvent {
+		return nil, "", herald.Errorf(herald.CodeInvalid, "at most %d channels per event", lim.MaxChannelsPerEvent)
+	}
+	for _, ch := range chans {
+		if err := pusher.ValidateChannelName(ch, lim.MaxChannelNameLength); err != nil {
+			return nil, "", herald.Errorf(herald.CodeInvalid, "channel %q: %s", ch, herald.MessageOf(err))
+		}
+	}
+	if e.SocketID != "" && !socketIDPattern.MatchString(e.SocketID) {
+		return nil, "", herald.Errorf(herald.CodeInvalid, "socket_id %q is not a socket id", e.SocketID)
+	}
+	data, err := dataOf(e.Data)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(data) > lim.MaxEventPayloadBytes {
+		return nil, "", herald.Errorf(herald.CodeTooLarge, "data is %d bytes, over the limit of %d", len(data), lim.MaxEventPayloadBytes)
+	}
+	return chans, data, nil
+}
+
+// dataOf returns the event data as the string clients receive: Pusher's SDKs send a JSON
+// string; any other JSON value is accepted and passed on as its text.
+func dataOf(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", herald.Errorf(herald.CodeInvalid, "data: %v", err)
+		}
+		return s, nil
+	}
+	return string(raw), nil
+}
+
+func decodeBody(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(v); err != nil {
+		return herald.Errorf(herald.CodeInvalid, "invalid JSON body: %v", err)
+	}
+	return nil
+}
+
+func (s *Server) events(w http.ResponseWriter, q *request) {
+	var e eventBody
+	if err := decodeBody(q.body, &e); err != nil {
+		writeError(w, err)
+		return
+	}
+	chans, data, err := validate(q.app, &e, false)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	for _, ch := range chans {
+		if err := s.hub.Publish(q.app.ID, herald.Event{Name: e.Name, Channel: ch, Data: data, SocketID: e.SocketID}); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	if e.Info == "" {
+		writeJSON(w, http.StatusOK, struct{}{})
+		return
+	}
+	out := map[string]map[string]int{}
+	for _, ch := range chans {
+		out[ch] = s.channelInfo(q.app.ID, ch, e.Info)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"channels": out})
+}
+
+func (s *Server) batchEvents(w http.ResponseWriter, q *request) {
+	var b struct {
+		Batch []eventBody `json:"batch"`
+	}
+	if err := decodeBody(q.body, &b); err != nil {
+		writeError(w, err)
+		return
+	}
+	if len(b.Batch) > q.app.Limits.MaxBatchSize {
+		writeError(w, herald.Errorf(herald.CodeInvalid, "batch of %d events is over the limit of %d", len(b.Batch), q.app.Limits.MaxBatchSize))
+		return
+	}
+	datas := make([]string, len(b.Batch))
+	for i := range b.Batch {
+		_, data, err := validate(q.app, &b.Batch[i], true)
+		if err != nil {
+			writeError(w, herald.Errorf(herald.CodeOf(err), "batch[%d]: %s", i, herald.MessageOf(err)))
+			return
+		}
+		datas[i] = data
+	}
+	withInfo := false
+	for i, e := range b.Batch {
+		if err := s.hub.Publish(q.app.ID, herald.Event{Name: e.Name, Channel: e.Channel, Data: datas[i], SocketID: e.SocketID}); err != nil {
+			writeError(w, err)
+			return
+		}
+		withInfo = withInfo || e.Info != ""
+	}
+	if !withInfo {
+		writeJSON(w, http.StatusOK, struct{}{})
+		return
+	}
+	out := make([]map[string]int, len(b.Batch))
+	for i, e := range b.Batch {
+		out[i] = s.channelInfo(q.app.ID, e.Channel, e.Info)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"batch": out})
+}
+
+// channelInfo returns the attributes info asks for: subscription_count, and user_count for
+// presence channels.
+func (s *Server) channelInfo(appID, ch, info string) map[string]int {
+	st, _ := s.hub.Channel(appID, ch)
+	out := map[string]int{}
+	for _, attr := range strings.Split(info, ",") {
+		switch strings.TrimSpace(attr) {
+		case "subscription_count":
+			out["subscription_count"] = st.SubscriptionCount
+		case "user_count":
+			if herald.Classify(ch).Kind == herald.Presence {
+				out["user_count"] = st.UserCount
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,149 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/pusher"
+)
+
+// Hub is what the API needs from the fan-out core.
+type Hub interface {
+	ServeWS(w http.ResponseWriter, r *http.Request, key string)
+	Publish(appID string, ev herald.Event) error
+	Channels(appID, prefix string) []herald.ChannelStat
+	Channel(appID, name string) (herald.ChannelStat, bool)
+	Users(appID, name string) []string
+	TerminateUser(appID, userID string) int
+}
+
+// Health reports the node's state for /health and /ready.
+type Health func() HealthReport
+
+// HealthReport is the /health body.
+type HealthReport struct {
+	Status      string   `json:"status"` // "ok" or "draining"
+	Connections Capacity `json:"connections"`
+	Channels    int64    `json:"channels"`
+}
+
+// Capacity is how many connections the node holds and can hold: max is the smaller of the
+// configured limit and what the process's open-file limit allows.
+type Capacity struct {
+	Current int64 `json:"current"`
+	Max     int   `json:"max"`
+}
+
+// Config tunes the API.
+type Config struct {
+	TimestampWindow time.Duration // REST auth_timestamp tolerance; default 600s
+	MaxBodyBytes    int64         // largest request body; default 1 MiB
+}
+
+// Server routes requests.
+type Server struct {
+	cfg    Config
+	apps   herald.AppStore
+	hub    Hub
+	health Health
+	log    *slog.Logger
+	mux    *http.ServeMux
+	now    func() time.Time
+}
+
+// New builds the API's handler.
+func New(cfg Config, apps herald.AppStore, hub Hub, health Health, log *slog.Logger) *Server {
+	if cfg.TimestampWindow <= 0 {
+		cfg.TimestampWindow = 600 * time.Second
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, apps: apps, hub: hub, health: health, log: log, mux: http.NewServeMux(), now: time.Now}
+	s.mux.HandleFunc("GET /app/{key}", func(w http.ResponseWriter, r *http.Request) { hub.ServeWS(w, r, r.PathValue("key")) })
+	s.mux.HandleFunc("POST /apps/{id}/events", s.signed(s.events))
+	s.mux.HandleFunc("POST /apps/{id}/batch_events", s.signed(s.batchEvents))
+	s.mux.HandleFunc("GET /apps/{id}/channels", s.signed(s.channels))
+	s.mux.HandleFunc("GET /apps/{id}/channels/{name}", s.signed(s.channel))
+	s.mux.HandleFunc("GET /apps/{id}/channels/{name}/users", s.signed(s.users))
+	s.mux.HandleFunc("POST /apps/{id}/users/{uid}/terminate_connections", s.signed(s.terminate))
+	s.mux.HandleFunc("GET /health", s.healthz)
+	s.mux.HandleFunc("GET /ready", s.ready)
+	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, map[string]string{"server": "herald"}) })
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, herald.Errorf(herald.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
+	})
+	return s
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// request is a verified REST call.
+type request struct {
+	app  *herald.App
+	body []byte
+	r    *http.Request
+}
+
+// signed reads the body, finds the app and verifies the signature before calling next.
+func (s *Server) signed(next func(w http.ResponseWriter, q *request)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		app, ok := s.apps.AppByID(r.PathValue("id"))
+		if !ok {
+			writeError(w, herald.Errorf(herald.CodeAppNotFound, "app %q does not exist", r.PathValue("id")))
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+		if err != nil {
+			var tooBig *http.MaxBytesError
+			if errors.As(err, &tooBig) {
+				writeError(w, herald.Errorf(herald.CodeTooLarge, "request body over %d bytes", s.cfg.MaxBodyBytes))
+				return
+			}
+			writeError(w, herald.Errorf(herald.CodeInvalid, "read body: %v", err))
+			return
+		}
+		if err := pusher.VerifyRequest(app, r.Method, r.URL.Path, r.URL.Query(), body, s.now(), s.cfg.TimestampWindow); err != nil {
+			writeError(w, err)
+			return
+		}
+		next(w, &request{app: app, body: body, r: r})
+	}
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.health())
+}
+
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+	h := s.health()
+	if h.Status != "ok" {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "status": h.Status})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ready": true})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeError answers with the error's HTTP status and a JSON body.
+func writeError(w http.ResponseWriter, err error) {
+	code := herald.CodeOf(err)
+	status := code.HTTPStatus()
+	if code == herald.CodeRateLimited || code == herald.CodeBusy {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, status, map[string]any{"error": herald.MessageOf(err), "code": status})
+}

@@ -1,0 +1,115 @@
+package hub
+
+import (
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+
+	"github.com/herald-rt/herald"
+)
+
+// Channel is one occupied channel of one app. It exists while it has subscribers.
+type Channel struct {
+	name string
+	info herald.ChannelInfo
+	// wcount[i] is how many of worker i's connections are subscribed: publishers skip
+	// workers with none.
+	wcount   []atomic.Int32
+	subs     int // subscriptions; guarded by the registry shard's lock
+	presence *presence
+}
+
+// Name returns the channel's name.
+func (ch *Channel) Name() string { return ch.name }
+
+const registryShards = 32
+
+// registry maps channel names to occupied channels for one app, in locked shards.
+type registry struct {
+	seed    maphash.Seed
+	workers int
+	total   *atomic.Int64 // hub-wide channel count
+	shards  [registryShards]struct {
+		mu sync.RWMutex
+		m  map[string]*Channel
+	}
+}
+
+func newRegistry(workers int, total *atomic.Int64) *registry {
+	r := &registry{seed: maphash.MakeSeed(), workers: workers, total: total}
+	for i := range r.shards {
+		r.shards[i].m = map[string]*Channel{}
+	}
+	return r
+}
+
+func (r *registry) shard(name string) int {
+	return int(maphash.String(r.seed, name) % registryShards)
+}
+
+// lookup returns the occupied channel name, or nil.
+func (r *registry) lookup(name string) *Channel {
+	s := &r.shards[r.shard(name)]
+	s.mu.RLock()
+	ch := s.m[name]
+	s.mu.RUnlock()
+	return ch
+}
+
+// acquire returns the channel, creating it, and counts one more subscription.
+func (r *registry) acquire(name string, info herald.ChannelInfo) *Channel {
+	s := &r.shards[r.shard(name)]
+	s.mu.Lock()
+	ch := s.m[name]
+	if ch == nil {
+		ch = &Channel{name: name, info: info, wcount: make([]atomic.Int32, r.workers)}
+		if info.Kind == herald.Presence {
+			ch.presence = newPresence()
+		}
+		s.m[name] = ch
+		r.total.Add(1)
+	}
+	ch.subs++
+	s.mu.Unlock()
+	return ch
+}
+
+// release counts one subscription less and forgets the channel when it has none.
+func (r *registry) release(ch *Channel) {
+	s := &r.shards[r.shard(ch.name)]
+	s.mu.Lock()
+	ch.subs--
+	if ch.subs == 0 && s.m[ch.name] == ch {
+		delete(s.m, ch.name)
+		r.total.Add(-1)
+	}
+	s.mu.Unlock()
+}
+
+// stats returns every occupied channel whose name starts with prefix.
+func (r *registry) stats(prefix string) []herald.ChannelStat {
+	var out []herald.ChannelStat
+	for i := range r.shards {
+		s := &r.shards[i]
+		s.mu.RLock()
+		for name, ch := range s.m {
+			if len(name) >= len(prefix) && name[:len(prefix)] == prefix {
+				out = append(out, herald.ChannelStat{Name: name, SubscriptionCount: ch.subs, UserCount: ch.presence.count()})
+			}
+		}
+		s.mu.RUnlock()
+	}
+	return out
+}
+
+// stat returns one channel's figures; ok is false when it is not occupied.
+func (r *registry) stat(name string) (herald.ChannelStat, bool) {
+	s := &r.shards[r.shard(name)]
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	ch := s.m[name]
+	if ch == nil {
+		return herald.ChannelStat{Name: name}, false
+	}
+	return herald.ChannelStat{Name: name, SubscriptionCount: ch.subs, UserCount: ch.presence.count()}, true
+}

@@ -1,0 +1,76 @@
+package hub
+
+import (
+	"strconv"
+	"sync/atomic"
+
+	"github.com/herald-rt/herald"
+)
+
+// transport is what a worker needs from a connection's socket (*ws.Conn in production).
+type transport interface {
+	Writev(bufs [][]byte) (n int, blocked bool, err error)
+	Shutdown()
+	Close() error
+}
+
+// Conn is one client connection as the hub sees it.
+type Conn struct {
+	t   transport
+	w   *worker
+	app *appState
+	num uint64 // unique per node; the second half of the socket id
+	sid string // socket id "prefix.num"
+
+	lastSeen atomic.Int64 // hub clock (ms) of the last frame received
+
+	// Read side: owned by the connection's poller goroutine until the hang-up, then by the
+	// worker.
+	subs []sub
+	user string // signed-in user id
+
+	// Write side: owned by the worker.
+	out      [][]byte // queued frames; out[0] may be the unwritten tail of a frame
+	outBytes int
+	widx     int   // index in worker.conns
+	pingAt   int64 // when the server pinged; 0 when no ping is outstanding
+	closeAt  int64 // when closing: the deadline for the close frame to leave
+	dirty    bool  // in worker.dirty
+	headCut  bool  // out[0] is the unwritten tail of a frame
+	blocked  bool  // waiting for the socket to drain
+	closing  bool  // a close frame is queued; nothing else is
+	shut     bool  // Shutdown called
+}
+
+// sub is one channel a connection joined.
+type sub struct {
+	ch     *Channel
+	userID string // presence channels: the member this connection joined as
+}
+
+// SocketID returns the connection's Pusher socket id.
+func (c *Conn) SocketID() string { return c.sid }
+
+// App returns the connection's app.
+func (c *Conn) App() *herald.App { return c.app.app }
+
+func (c *Conn) subIndex(name string) int {
+	for i := range c.subs {
+		if c.subs[i].ch.name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// parseSocketID returns the number part of a socket id issued by this node (0 if none).
+func parseSocketID(prefix, sid string) uint64 {
+	if len(sid) <= len(prefix)+1 || sid[:len(prefix)] != prefix || sid[len(prefix)] != '.' {
+		return 0
+	}
+	n, err := strconv.ParseUint(sid[len(prefix)+1:], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return n
+}

@@ -1,0 +1,249 @@
+package hub
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"log/slog"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/pusher"
+	"github.com/herald-rt/herald/ws"
+)
+
+// Config tunes a Hub. Zero values mean the defaults noted.
+type Config struct {
+	Workers             int           // fan-out workers; default GOMAXPROCS
+	ActivityTimeout     time.Duration // advertised; the server pings a client silent this long; default 120s
+	PongTimeout         time.Duration // close 4201 when a ping stays unanswered this long; default 30s
+	OutboundBufferBytes int           // queued bytes per connection before 4100; default 1 MiB
+	MaxConnections      int           // node limit, already capped by the open-file limit; required
+	MaxMessageBytes     int           // largest client message (close 1009 over it); default 64 KiB
+	PublishTimeout      time.Duration // how long a publisher waits for a full worker queue before 503; default 1s
+	HandshakeTimeout    time.Duration // to write the handshake response; default 5s
+	CloseGrace          time.Duration // how long a close frame may take to leave; default 2s
+	SweepInterval       time.Duration // how often workers check timeouts; default 1s
+	InboxSize           int           // commands queued per worker; default 8192
+}
+
+func (c Config) withDefaults() Config {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	if c.Workers <= 0 {
+		c.Workers = runtime.GOMAXPROCS(0)
+	}
+	def(&c.ActivityTimeout, 120*time.Second)
+	def(&c.PongTimeout, 30*time.Second)
+	def(&c.PublishTimeout, time.Second)
+	def(&c.HandshakeTimeout, 5*time.Second)
+	def(&c.CloseGrace, 2*time.Second)
+	def(&c.SweepInterval, time.Second)
+	if c.OutboundBufferBytes <= 0 {
+		c.OutboundBufferBytes = 1 << 20
+	}
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = 64 << 10
+	}
+	if c.InboxSize <= 0 {
+		c.InboxSize = 8192
+	}
+	return c
+}
+
+// appState is the hub's live state of one app.
+type appState struct {
+	app      *herald.App
+	channels *registry
+	cache    *cache
+	conns    atomic.Int64
+	usersMu  sync.Mutex
+	users    map[string][]*Conn // signed-in user id -> connections
+}
+
+// Hub is one node's fan-out core. It is safe for concurrent use.
+type Hub struct {
+	cfg     Config
+	log     *slog.Logger
+	apps    map[string]*appState // by id
+	byKey   map[string]*appState
+	workers []*worker
+	engine  *ws.Engine
+	prefix  string // socket id prefix, random per process
+
+	clock    atomic.Int64 // ms, advanced by the clock goroutine
+	nextNum  atomic.Uint64
+	conns    atomic.Int64
+	channels atomic.Int64
+	draining atomic.Bool
+	drained  chan struct{}
+	drainOne sync.Once
+
+	slowConsumers atomic.Int64
+	pongTimeouts  atomic.Int64
+	refused       atomic.Int64
+	lastSlowWarn  atomic.Int64
+
+	// Pre-encoded frames.
+	pingFrame, pongFrame []byte
+	closeSlow, closePong []byte
+	closeShutdown        []byte
+
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	stopped sync.Once
+}
+
+// New builds a hub for apps and starts its workers, pollers and clock.
+func New(cfg Config, apps []*herald.App, log *slog.Logger) (*Hub, error) {
+	cfg = cfg.withDefaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var rnd [4]byte
+	_, _ = rand.Read(rnd[:])
+	h := &Hub{
+		cfg:     cfg,
+		log:     log,
+		apps:    map[string]*appState{},
+		byKey:   map[string]*appState{},
+		prefix:  strconv.FormatUint(uint64(binary.LittleEndian.Uint32(rnd[:])%1_000_000_000), 10),
+		drained: make(chan struct{}),
+		stop:    make(chan struct{}),
+	}
+	for _, a := range apps {
+		st := &appState{app: a, channels: newRegistry(cfg.Workers, &h.channels), cache: newCache(), users: map[string][]*Conn{}}
+		h.apps[a.ID] = st
+		h.byKey[a.Key] = st
+	}
+	h.pingFrame = ws.TextFrame(pusher.PingPayload)
+	h.pongFrame = ws.TextFrame(pusher.PongPayload)
+	h.closeSlow = closeFrames(herald.CodeSlowConsumer.PusherCode(), "slow consumer: too many bytes queued")
+	h.closePong = closeFrames(herald.CodePongTimeout.PusherCode(), "pong reply not received in time")
+	h.closeShutdown = closeFrames(herald.CodeReconnect.PusherCode(), "server shutting down, reconnect")
+	h.clock.Store(time.Now().UnixMilli())
+
+	eng, err := ws.NewEngine(ws.Config{Pollers: cfg.Workers, MaxMessageBytes: cfg.MaxMessageBytes}, h)
+	if err != nil {
+		return nil, err
+	}
+	h.engine = eng
+	for i := 0; i < cfg.Workers; i++ {
+		w := newWorker(h, i)
+		h.workers = append(h.workers, w)
+		h.wg.Add(1)
+		go func() { defer h.wg.Done(); w.run(h.stop) }()
+	}
+	h.wg.Add(1)
+	go h.tick()
+	return h, nil
+}
+
+// closeFrames is a pusher:error followed by a close frame with the same code: what pusher-js
+// reads to decide whether and how to reconnect.
+func closeFrames(code int, msg string) []byte {
+	f := ws.TextFrame(pusher.AppendError(nil, code, msg))
+	return append(f, ws.CloseFrame(code, msg)...)
+}
+
+// tick advances the coarse clock (nothing on the hot path calls time.Now) and expires cache
+// entries.
+func (h *Hub) tick() {
+	defer h.wg.Done()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	n := 0
+	for {
+		select {
+		case now := <-t.C:
+			ms := now.UnixMilli()
+			h.clock.Store(ms)
+			if n++; n%600 == 0 {
+				for _, a := range h.apps {
+					a.cache.expire(ms)
+				}
+			}
+		case <-h.stop:
+			return
+		}
+	}
+}
+
+func (h *Hub) now() int64 { return h.clock.Load() }
+
+// Stats is a snapshot of the node's counters.
+type Stats struct {
+	Connections    int64
+	MaxConnections int
+	Channels       int64
+	SlowConsumers  int64
+	PongTimeouts   int64
+	Refused        int64
+	Draining       bool
+}
+
+// Stats returns the node's counters.
+func (h *Hub) Stats() Stats {
+	return Stats{
+		Connections:    h.conns.Load(),
+		MaxConnections: h.cfg.MaxConnections,
+		Channels:       h.channels.Load(),
+		SlowConsumers:  h.slowConsumers.Load(),
+		PongTimeouts:   h.pongTimeouts.Load(),
+		Refused:        h.refused.Load(),
+		Draining:       h.draining.Load(),
+	}
+}
+
+// ActivityTimeout is the value advertised to clients.
+func (h *Hub) ActivityTimeout() time.Duration { return h.cfg.ActivityTimeout }
+
+// uncount is the single place a connection stops counting.
+func (h *Hub) uncount(c *Conn) {
+	c.app.conns.Add(-1)
+	if h.conns.Add(-1) == 0 && h.draining.Load() {
+		h.drainOne.Do(func() { close(h.drained) })
+	}
+}
+
+// warnSlow logs slow consumers, at most once a second.
+func (h *Hub) warnSlow(c *Conn) {
+	now := h.now()
+	last := h.lastSlowWarn.Load()
+	if now-last >= 1000 && h.lastSlowWarn.CompareAndSwap(last, now) {
+		h.log.Warn("closing slow consumer", "app_id", c.app.app.ID, "socket_id", c.sid,
+			"slow_consumers_total", h.slowConsumers.Load())
+	}
+}
+
+// Shutdown closes every connection with 4200 (clients reconnect elsewhere), waits for them to
+// go within ctx, then stops the hub's goroutines. It is idempotent.
+func (h *Hub) Shutdown(ctx context.Context) error {
+	var err error
+	h.stopped.Do(func() {
+		h.draining.Store(true)
+		if h.conns.Load() == 0 {
+			h.drainOne.Do(func() { close(h.drained) })
+		}
+		for _, w := range h.workers {
+			w.inbox <- cmd{op: opCloseAll, frame: h.closeShutdown}
+		}
+		select {
+		case <-h.drained:
+		case <-ctx.Done():
+			err = errors.New("hub: connections still open at the shutdown deadline")
+		}
+		close(h.stop)
+		h.wg.Wait()
+		h.engine.Close()
+	})
+	return err
+}

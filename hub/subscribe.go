@@ -1,0 +1,145 @@
+package hub
+
+import (
+	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/pusher"
+	"github.com/herald-rt/herald/ws"
+)
+
+// subscribe handles pusher:subscribe. Failures answer with pusher:subscription_error, which
+// pusher-js reports on the channel, and leave the connection open.
+func (h *Hub) subscribe(c *Conn, m pusher.Message) {
+	s, err := pusher.DecodeSubscribe(m.Data)
+	if err != nil {
+		h.sendError(c, herald.CodeInvalid, herald.MessageOf(err))
+		return
+	}
+	a, lim, name := c.app, c.app.app.Limits, s.Channel
+	if err := pusher.ValidateChannelName(name, lim.MaxChannelNameLength); err != nil {
+		h.subError(c, name, "InvalidChannel", herald.MessageOf(err), 4009)
+		return
+	}
+	if c.subIndex(name) >= 0 {
+		h.subError(c, name, "AlreadySubscribed", "already subscribed to "+name, 4009)
+		return
+	}
+	if len(c.subs) >= lim.MaxChannelsPerConn {
+		h.subError(c, name, "LimitReached", "too many channels on one connection", 4100)
+		return
+	}
+	info := herald.Classify(name)
+	var member herald.Member
+	switch info.Kind {
+	case herald.Private, herald.PrivateEncrypted:
+		if !pusher.CheckChannelAuth(a.app, c.sid, name, "", s.Auth) {
+			h.subError(c, name, "AuthError", "invalid signature for "+name, 401)
+			return
+		}
+	case herald.Presence:
+		if !pusher.CheckChannelAuth(a.app, c.sid, name, s.ChannelData, s.Auth) {
+			h.subError(c, name, "AuthError", "invalid signature for "+name, 401)
+			return
+		}
+		if member, err = pusher.DecodePresenceData(s.ChannelData); err != nil {
+			h.subError(c, name, "InvalidChannelData", herald.MessageOf(err), 400)
+			return
+		}
+		if len(member.UserID) > lim.MaxPresenceUserIDLength || len(member.Info) > lim.MaxPresenceMemberBytes {
+			h.subError(c, name, "LimitReached", "presence member is too large", 4301)
+			return
+		}
+	case herald.User:
+		if !a.app.EnableUserAuthentication || c.user == "" || name[len(herald.UserChannelPrefix):] != c.user {
+			h.subError(c, name, "AuthError", "sign in as this user before subscribing to "+name, 401)
+			return
+		}
+	}
+
+	ch := a.channels.acquire(name, info)
+	ok := true
+	subscribe := func(extra []byte) {
+		if info.Kind == herald.Presence {
+			ok = h.join(c, ch, member, extra)
+			return
+		}
+		h.sendSub(c, ch, ws.TextFrame(pusher.AppendSubscriptionSucceeded(nil, name, nil, false)), extra)
+	}
+	if info.Cache {
+		// Under the cache lock so the subscriber gets the last event exactly once.
+		a.cache.with(name, h.now(), func(last []byte) []byte {
+			if last == nil {
+				last = ws.TextFrame(pusher.AppendCacheMiss(nil, name))
+			}
+			subscribe(last)
+			return nil
+		})
+	} else {
+		subscribe(nil)
+	}
+	if !ok {
+		a.channels.release(ch)
+		h.subError(c, name, "LimitReached", "presence channel is full", 4100)
+		return
+	}
+	c.subs = append(c.subs, sub{ch: ch, userID: member.UserID})
+}
+
+// sendSub adds c to ch's subscribers on its worker, which then sends frame (and extra).
+func (h *Hub) sendSub(c *Conn, ch *Channel, frame, extra []byte) {
+	ch.wcount[c.w.idx].Add(1)
+	c.w.inbox <- cmd{op: opSub, c: c, ch: ch, frame: frame, extra: extra}
+}
+
+func (h *Hub) subError(c *Conn, channel, typ, msg string, status int) {
+	c.w.inbox <- cmd{op: opSend, c: c, frame: ws.TextFrame(pusher.AppendSubscriptionError(nil, channel, typ, msg, status))}
+}
+
+// join adds c to a presence channel as member. It reports false when the channel is full.
+// The subscription and the member_added broadcast are sent under the presence lock, so every
+// member learns of every other exactly once: from its snapshot or from member_added.
+func (h *Hub) join(c *Conn, ch *Channel, mb herald.Member, extra []byte) bool {
+	p := ch.presence
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m := p.members[mb.UserID]
+	if m == nil && len(p.members) >= c.app.app.Limits.MaxPresenceMembers {
+		return false
+	}
+	added := m == nil
+	if added {
+		m = &member{info: mb.Info}
+		p.members[mb.UserID] = m
+	}
+	m.conns++
+	h.sendSub(c, ch, ws.TextFrame(pusher.AppendSubscriptionSucceeded(nil, ch.name, p.snapshotLocked(), true)), extra)
+	if added {
+		_ = h.dispatch(ch, ws.TextFrame(pusher.AppendMemberAdded(nil, ch.name, herald.Member{UserID: mb.UserID, Info: m.info})), c.num, false)
+	}
+	return true
+}
+
+// unsubscribe leaves c.subs[i].
+func (h *Hub) unsubscribe(c *Conn, i int) {
+	s := c.subs[i]
+	c.subs = append(c.subs[:i], c.subs[i+1:]...)
+	c.w.inbox <- cmd{op: opUnsub, c: c, ch: s.ch}
+	h.leave(c, s)
+}
+
+// leave undoes a subscription's shared state: the worker count, presence membership
+// (member_removed when the user's last connection goes) and the channel's occupancy.
+func (h *Hub) leave(c *Conn, s sub) {
+	ch := s.ch
+	ch.wcount[c.w.idx].Add(-1)
+	if p := ch.presence; p != nil {
+		p.mu.Lock()
+		if m := p.members[s.userID]; m != nil {
+			if m.conns--; m.conns == 0 {
+				delete(p.members, s.userID)
+				_ = h.dispatch(ch, ws.TextFrame(pusher.AppendMemberRemoved(nil, ch.name, s.userID)), c.num, false)
+			}
+		}
+		p.mu.Unlock()
+	}
+	c.app.channels.release(ch)
+}

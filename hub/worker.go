@@ -1,0 +1,302 @@
+package hub
+
+import (
+	"time"
+)
+
+type op uint8
+
+const (
+	opAttach   op = iota // start owning c
+	opSend               // queue frame for c
+	opSub                // add c to ch's subscribers here, then queue frame and extra
+	opUnsub              // remove c from ch's subscribers here
+	opPublish            // queue frame for every subscriber of ch here but the excluded one
+	opClose              // queue frame (error + close) for c and shut it down once it is out
+	opCloseAll           // close every connection with frame
+	opWritable           // c's socket drained: flush
+	opHangup             // c is gone: forget it and release its socket
+)
+
+// cmd is one instruction to a worker. Frames are shared and never modified.
+type cmd struct {
+	op    op
+	c     *Conn
+	ch    *Channel
+	frame []byte
+	extra []byte
+	excl  uint64 // opPublish: Conn.num not to deliver to
+}
+
+// worker owns a fixed share of the connections: their outbound queues, their writes and
+// their place in each channel's subscriber list. Only the worker's goroutine touches these.
+type worker struct {
+	h     *Hub
+	idx   int
+	inbox chan cmd
+	subs  map[*Channel][]*Conn
+	conns []*Conn
+	dirty []*Conn
+	done  chan struct{}
+}
+
+func newWorker(h *Hub, idx int) *worker {
+	return &worker{
+		h:     h,
+		idx:   idx,
+		inbox: make(chan cmd, h.cfg.InboxSize),
+		subs:  map[*Channel][]*Conn{},
+		done:  make(chan struct{}),
+	}
+}
+
+// maxBatch bounds how many commands one batch takes before flushing, so a flood cannot
+// delay writes indefinitely.
+const maxBatch = 4096
+
+func (w *worker) run(stop <-chan struct{}) {
+	defer close(w.done)
+	tick := time.NewTicker(w.h.cfg.SweepInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case c := <-w.inbox:
+			w.handle(c)
+		drain:
+			for i := 0; i < maxBatch; i++ {
+				select {
+				case c := <-w.inbox:
+					w.handle(c)
+				default:
+					break drain
+				}
+			}
+			w.flushDirty()
+		case <-tick.C:
+			w.sweep(w.h.now())
+			w.flushDirty()
+		case <-stop:
+			return
+		}
+	}
+}
+
+func (w *worker) handle(m cmd) {
+	switch m.op {
+	case opPublish:
+		for _, c := range w.subs[m.ch] {
+			if c.num != m.excl {
+				w.enqueue(c, m.frame)
+			}
+		}
+	case opSend:
+		w.enqueue(m.c, m.frame)
+	case opSub:
+		w.subs[m.ch] = append(w.subs[m.ch], m.c)
+		w.enqueue(m.c, m.frame)
+		if m.extra != nil {
+			w.enqueue(m.c, m.extra)
+		}
+	case opUnsub:
+		w.unsub(m.c, m.ch)
+	case opAttach:
+		m.c.widx = len(w.conns)
+		w.conns = append(w.conns, m.c)
+	case opClose:
+		w.close(m.c, m.frame)
+	case opCloseAll:
+		for _, c := range w.conns {
+			w.close(c, m.frame)
+		}
+	case opWritable:
+		m.c.blocked = false
+		w.flush(m.c)
+	case opHangup:
+		w.hangup(m.c)
+	}
+}
+
+func (w *worker) unsub(c *Conn, ch *Channel) {
+	list := w.subs[ch]
+	for i, x := range list {
+		if x == c {
+			last := len(list) - 1
+			list[i] = list[last]
+			list[last] = nil
+			list = list[:last]
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(w.subs, ch)
+	} else {
+		w.subs[ch] = list
+	}
+}
+
+// enqueue queues frame for c. A connection whose queue would pass the byte bound is a slow
+// consumer: it is closed with 4100 instead, and the publisher never waits for it.
+func (w *worker) enqueue(c *Conn, frame []byte) {
+	if c.closing {
+		return
+	}
+	if c.outBytes+len(frame) > w.h.cfg.OutboundBufferBytes {
+		w.h.slowConsumers.Add(1)
+		w.h.warnSlow(c)
+		w.drop(c)
+		w.close(c, w.h.closeSlow)
+		return
+	}
+	c.out = append(c.out, frame)
+	c.outBytes += len(frame)
+	w.markDirty(c)
+}
+
+func (w *worker) markDirty(c *Conn) {
+	if !c.dirty {
+		c.dirty = true
+		w.dirty = append(w.dirty, c)
+	}
+}
+
+// drop discards queued frames, keeping only the unwritten tail of a frame already started
+// (the stream would be corrupt without it).
+func (w *worker) drop(c *Conn) {
+	keep := 0
+	if len(c.out) > 0 && c.outBytes > 0 && c.headStarted() {
+		keep = 1
+	}
+	clear(c.out[keep:])
+	c.out = c.out[:keep]
+	c.outBytes = 0
+	for _, b := range c.out {
+		c.outBytes += len(b)
+	}
+}
+
+// close queues frame (a pusher:error and a close frame) as the last thing c receives and
+// shuts c down once it is out, or at the close deadline.
+func (w *worker) close(c *Conn, frame []byte) {
+	if c.closing {
+		return
+	}
+	c.closing = true
+	c.closeAt = w.h.now() + w.h.cfg.CloseGrace.Milliseconds()
+	c.out = append(c.out, frame)
+	c.outBytes += len(frame)
+	w.markDirty(c)
+}
+
+func (w *worker) flushDirty() {
+	for _, c := range w.dirty {
+		c.dirty = false
+		if !c.blocked {
+			w.flush(c)
+		}
+	}
+	clear(w.dirty)
+	w.dirty = w.dirty[:0]
+}
+
+// flush writes c's queue with one writev.
+func (w *worker) flush(c *Conn) {
+	if c.shut || len(c.out) == 0 {
+		return
+	}
+	n, blocked, err := c.t.Writev(c.out)
+	if n > 0 {
+		c.consume(n)
+	}
+	switch {
+	case err != nil:
+		// The socket is dead; the poller reports the hang-up.
+		c.closing = true
+		w.shutdown(c)
+	case blocked:
+		c.blocked = true
+	case c.closing && len(c.out) == 0:
+		w.shutdown(c)
+	}
+}
+
+func (w *worker) shutdown(c *Conn) {
+	if !c.shut {
+		c.shut = true
+		c.t.Shutdown()
+	}
+}
+
+// consume drops n written bytes from the front of c's queue.
+func (c *Conn) consume(n int) {
+	c.outBytes -= n
+	k := 0
+	for k < len(c.out) && n >= len(c.out[k]) {
+		n -= len(c.out[k])
+		k++
+	}
+	if k < len(c.out) && n > 0 {
+		c.out[k] = c.out[k][n:]
+		c.headCut = true
+	} else {
+		c.headCut = false
+	}
+	if k > 0 {
+		m := copy(c.out, c.out[k:])
+		clear(c.out[m:])
+		c.out = c.out[:m]
+	}
+}
+
+// headStarted reports whether the first queued frame is partly written.
+func (c *Conn) headStarted() bool { return c.headCut }
+
+// hangup forgets c: its subscriptions here, its place in conns, its queue; then it releases
+// the socket and uncounts the connection. This is the one place a connection is uncounted.
+func (w *worker) hangup(c *Conn) {
+	for _, s := range c.subs {
+		w.unsub(c, s.ch)
+	}
+	c.subs = nil
+	last := len(w.conns) - 1
+	if c.widx <= last && w.conns[c.widx] == c {
+		w.conns[c.widx] = w.conns[last]
+		w.conns[c.widx].widx = c.widx
+		w.conns[last] = nil
+		w.conns = w.conns[:last]
+	}
+	clear(c.out)
+	c.out = nil
+	c.outBytes = 0
+	c.closing, c.shut = true, true
+	c.t.Close()
+	w.h.uncount(c)
+}
+
+// sweep pings connections that have been silent for the activity timeout, closes those that
+// did not answer within the pong timeout, and forces out closes that did not drain.
+func (w *worker) sweep(now int64) {
+	act := w.h.cfg.ActivityTimeout.Milliseconds()
+	pong := w.h.cfg.PongTimeout.Milliseconds()
+	for _, c := range w.conns {
+		if c.closing {
+			if !c.shut && now >= c.closeAt {
+				w.shutdown(c)
+			}
+			continue
+		}
+		last := c.lastSeen.Load()
+		if c.pingAt != 0 {
+			if last >= c.pingAt {
+				c.pingAt = 0
+			} else if now-c.pingAt >= pong {
+				w.h.pongTimeouts.Add(1)
+				w.close(c, w.h.closePong)
+				continue
+			}
+		}
+		if c.pingAt == 0 && now-last >= act {
+			c.pingAt = now
+			w.enqueue(c, w.h.pingFrame)
+		}
+	}
+}

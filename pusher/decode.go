@@ -1,0 +1,187 @@
+package pusher
+
+import (
+	"bytes"
+	"encoding/json"
+
+	"github.com/herald-rt/herald"
+)
+
+// Message is a decoded client->server frame. Data is the raw JSON value of "data" (object or
+// string, may be nil); it is a copy, so a Message never aliases the buffer it was decoded from.
+type Message struct {
+	Event   string
+	Channel string
+	Data    json.RawMessage
+}
+
+// DataString is the message's data as a channel event carries it to other clients: the value
+// of a JSON string, the JSON text of anything else, "" when there is none.
+func (m Message) DataString() string {
+	if len(m.Data) > 0 && m.Data[0] == '"' {
+		return unquote(m.Data)
+	}
+	return string(m.Data)
+}
+
+// Decode parses one client text message: a JSON object with a non-empty string "event", an
+// optional string "channel" and any "data" (null counts as absent). Errors are *herald.Error
+// with herald.CodeInvalid.
+func Decode(b []byte) (Message, error) {
+	if !json.Valid(b) {
+		return Message{}, invalid("message is not valid JSON")
+	}
+	obj, ok := openObject(b)
+	if !ok {
+		return Message{}, invalid("message must be a JSON object")
+	}
+	var event, channel, data []byte
+	for {
+		key, val, ok := obj.next()
+		if !ok {
+			break
+		}
+		switch string(key) {
+		case "event":
+			event = val
+		case "channel":
+			channel = val
+		case "data":
+			data = val
+		}
+	}
+	var m Message
+	switch {
+	case event == nil:
+		return Message{}, invalid("message has no event")
+	case event[0] != '"':
+		return Message{}, invalid("event must be a string")
+	}
+	if m.Event = unquote(event); m.Event == "" {
+		return Message{}, invalid("event must not be empty")
+	}
+	if channel != nil && !isNull(channel) {
+		if channel[0] != '"' {
+			return Message{}, invalid("channel must be a string")
+		}
+		m.Channel = unquote(channel)
+	}
+	if data != nil && !isNull(data) {
+		m.Data = bytes.Clone(data)
+	}
+	return m, nil
+}
+
+// Subscribe is the data of pusher:subscribe (and of pusher:unsubscribe, which has only Channel).
+type Subscribe struct {
+	Channel     string
+	Auth        string
+	ChannelData string
+}
+
+// DecodeSubscribe parses the data of pusher:subscribe or pusher:unsubscribe: an object, or a
+// JSON string holding one (some clients double-encode), with a non-empty string "channel" and
+// optional string "auth" and "channel_data".
+func DecodeSubscribe(data json.RawMessage) (Subscribe, error) {
+	obj, err := openData(data, "subscription")
+	if err != nil {
+		return Subscribe{}, err
+	}
+	var s Subscribe
+	for {
+		key, val, ok := obj.next()
+		if !ok {
+			break
+		}
+		switch string(key) {
+		case "channel":
+			s.Channel, err = stringField(val, "channel")
+		case "auth":
+			s.Auth, err = stringField(val, "auth")
+		case "channel_data":
+			s.ChannelData, err = stringField(val, "channel_data")
+		}
+		if err != nil {
+			return Subscribe{}, err
+		}
+	}
+	if s.Channel == "" {
+		return Subscribe{}, invalid("subscription has no channel")
+	}
+	return s, nil
+}
+
+// Signin is the data of pusher:signin.
+type Signin struct {
+	Auth     string
+	UserData string
+}
+
+// DecodeSignin parses the data of pusher:signin: an object (or a JSON string holding one) with
+// non-empty strings "auth" and "user_data".
+func DecodeSignin(data json.RawMessage) (Signin, error) {
+	obj, err := openData(data, "signin")
+	if err != nil {
+		return Signin{}, err
+	}
+	var s Signin
+	for {
+		key, val, ok := obj.next()
+		if !ok {
+			break
+		}
+		switch string(key) {
+		case "auth":
+			s.Auth, err = stringField(val, "auth")
+		case "user_data":
+			s.UserData, err = stringField(val, "user_data")
+		}
+		if err != nil {
+			return Signin{}, err
+		}
+	}
+	switch {
+	case s.Auth == "":
+		return Signin{}, invalid("signin has no auth")
+	case s.UserData == "":
+		return Signin{}, invalid("signin has no user_data")
+	}
+	return s, nil
+}
+
+// openData returns a walker over the object in data, unwrapping one level of string encoding.
+func openData(data []byte, what string) (members, error) {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 || isNull(data) {
+		return members{}, invalid("%s has no data", what)
+	}
+	if !json.Valid(data) {
+		return members{}, invalid("%s data is not valid JSON", what)
+	}
+	if data[0] == '"' {
+		data = []byte(unquote(data))
+		if !json.Valid(data) {
+			return members{}, invalid("%s data is a string that does not hold valid JSON", what)
+		}
+	}
+	obj, ok := openObject(data)
+	if !ok {
+		return members{}, invalid("%s data must be a JSON object", what)
+	}
+	return obj, nil
+}
+
+// stringField decodes a member that must be a string; null reads as "".
+func stringField(val []byte, name string) (string, error) {
+	switch {
+	case isNull(val):
+		return "", nil
+	case val[0] != '"':
+		return "", invalid("%s must be a string", name)
+	}
+	return unquote(val), nil
+}
+
+func invalid(format string, args ...any) error {
+	return herald.Errorf(herald.CodeInvalid, format, args...)
+}

@@ -1,0 +1,848 @@
+// Test harness for herald's real-client suite: builds and runs the herald binary, and gives the
+// tests pusher-js clients, the `pusher` server SDK, a raw WebSocket client and a raw REST client.
+//
+// Every wait here has a deadline; nothing sleeps for a fixed time to wait for something to happen.
+
+import { spawn, execFileSync } from 'node:child_process';
+import { createHash, createHmac } from 'node:crypto';
+import { mkdtempSync, writeFileSync, rmSync, existsSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import Pusher from 'pusher-js';
+import PusherServer from 'pusher';
+import WebSocket from 'ws';
+
+export { Pusher, PusherServer, WebSocket };
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+export const REPO_ROOT = path.resolve(HERE, '..', '..');
+
+// ---------------------------------------------------------------------------------------------
+// Apps
+
+export const APP1 = Object.freeze({
+  id: 'app-id',
+  key: 'app-key',
+  secret: 'app-secret',
+  enable_client_messages: true,
+  enable_user_authentication: true,
+});
+
+export const APP2 = Object.freeze({
+  id: 'app2',
+  key: 'app2-key',
+  secret: 'app2-secret',
+  enable_client_messages: false,
+  enable_user_authentication: false,
+  limits: { max_presence_members: 2, max_connections: 3 },
+});
+
+// 32 random-looking bytes, base64: the SDK's encryptionMasterKeyBase64 for encrypted channels.
+export const MASTER_KEY_B64 = Buffer.from(
+  createHash('sha256').update('herald-js-tests-master-key').digest(),
+).toString('base64');
+
+// ---------------------------------------------------------------------------------------------
+// Small utilities
+
+export const SOCKET_ID_RE = /^\d+\.\d+$/;
+
+let uniqueCounter = 0;
+/** A channel/user name unique within this process (and across files, thanks to the pid). */
+export function uniq(prefix = '') {
+  uniqueCounter += 1;
+  return `${prefix}t${process.pid}-${uniqueCounter}-${Math.random().toString(36).slice(2, 8)}`;
+}
+
+/** Rejects after ms with a message naming what was awaited. */
+export function withDeadline(promise, ms, what) {
+  let timer;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** Polls fn() until it returns a truthy value (returned) or the deadline passes. */
+export async function eventually(fn, ms, what, intervalMs = 25) {
+  const end = Date.now() + ms;
+  let last;
+  for (;;) {
+    try {
+      last = await fn();
+      if (last) return last;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > end) {
+      throw new Error(`timed out after ${ms} ms waiting for ${what} (last: ${fmt(last)})`);
+    }
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}
+
+function fmt(v) {
+  if (v instanceof Error) return v.message;
+  try {
+    return JSON.stringify(v);
+  } catch {
+    return String(v);
+  }
+}
+
+export function hmacHex(secret, str) {
+  return createHmac('sha256', secret).update(str).digest('hex');
+}
+
+export function md5Hex(str) {
+  return createHash('md5').update(str).digest('hex');
+}
+
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Building and running herald
+
+let builtBin = null;
+let buildDir = null;
+
+/** Path of the herald binary: $HERALD_BIN, or built once per process from the repo root. */
+export function heraldBinary() {
+  if (process.env.HERALD_BIN) return process.env.HERALD_BIN;
+  if (builtBin) return builtBin;
+  buildDir = mkdtempSync(path.join(os.tmpdir(), 'herald-js-bin-'));
+  const out = path.join(buildDir, 'herald');
+  try {
+    execFileSync('go', ['build', '-o', out, './cmd/herald'], {
+      cwd: REPO_ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      timeout: 300_000,
+    });
+  } catch (e) {
+    const stderr = e.stderr ? e.stderr.toString() : '';
+    throw new Error(`go build ./cmd/herald failed in ${REPO_ROOT}:\n${stderr || e.message}`);
+  }
+  builtBin = out;
+  return out;
+}
+
+// A tiny YAML emitter for the config (objects, arrays of objects, scalars).
+function yamlScalar(v) {
+  if (typeof v === 'string') return JSON.stringify(v);
+  return String(v);
+}
+export function toYaml(value, indent = '') {
+  let out = '';
+  if (Array.isArray(value)) {
+    for (const item of value) {
+      if (item !== null && typeof item === 'object') {
+        const body = toYaml(item, indent + '  ');
+        out += `${indent}- ${body.slice(indent.length + 2)}`;
+      } else {
+        out += `${indent}- ${yamlScalar(item)}\n`;
+      }
+    }
+    return out;
+  }
+  for (const [k, v] of Object.entries(value)) {
+    if (v === undefined) continue;
+    if (v !== null && typeof v === 'object') {
+      if (Array.isArray(v) && v.length === 0) {
+        out += `${indent}${k}: []\n`;
+      } else {
+        out += `${indent}${k}:\n${toYaml(v, indent + '  ')}`;
+      }
+    } else {
+      out += `${indent}${k}: ${yamlScalar(v)}\n`;
+    }
+  }
+  return out;
+}
+
+const liveProcs = new Set();
+process.on('exit', () => {
+  // Last resort: never leave a server behind, even if a test file crashed.
+  for (const p of liveProcs) {
+    try {
+      process.kill(p.pid, 'SIGKILL');
+    } catch {}
+  }
+  if (buildDir && !process.env.HERALD_BIN) {
+    try {
+      rmSync(buildDir, { recursive: true, force: true });
+    } catch {}
+  }
+});
+
+export class HeraldServer {
+  constructor({ port, config, apps, dir }) {
+    this.port = port;
+    this.config = config;
+    this.apps = apps;
+    this.dir = dir;
+    this.proc = null;
+    this.output = '';
+    this.exited = null; // promise of {code, signal}
+    this.exitInfo = null;
+  }
+
+  get host() {
+    return '127.0.0.1';
+  }
+  get wsUrl() {
+    return `ws://127.0.0.1:${this.port}`;
+  }
+  get httpUrl() {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  app(idOrKey) {
+    const a = this.apps.find((x) => x.id === idOrKey || x.key === idOrKey);
+    if (!a) throw new Error(`no app ${idOrKey}`);
+    return a;
+  }
+
+  /** Starts the process and waits until /health says ok. */
+  async start() {
+    const bin = heraldBinary();
+    const cfgPath = path.join(this.dir, `herald-${this.port}.yaml`);
+    const cfg = { host: '127.0.0.1', port: this.port, ...this.config, apps: this.apps };
+    writeFileSync(cfgPath, toYaml(cfg));
+    this.configText = toYaml(cfg);
+    this.output = '';
+    this.exitInfo = null;
+    const proc = spawn(bin, ['serve', '--config', cfgPath], {
+      cwd: this.dir,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    this.proc = proc;
+    liveProcs.add(proc);
+    const keep = (chunk) => {
+      this.output += chunk.toString();
+      if (this.output.length > 200_000) this.output = this.output.slice(-100_000);
+    };
+    proc.stdout.on('data', keep);
+    proc.stderr.on('data', keep);
+    this.exited = new Promise((resolve) => {
+      proc.on('exit', (code, signal) => {
+        liveProcs.delete(proc);
+        this.exitInfo = { code, signal };
+        resolve(this.exitInfo);
+      });
+    });
+    await this.waitHealthy(10_000);
+    return this;
+  }
+
+  async waitHealthy(ms) {
+    const end = Date.now() + ms;
+    let last = 'no response';
+    while (Date.now() < end) {
+      if (this.exitInfo) {
+        throw new Error(
+          `herald exited before it was ready (code ${this.exitInfo.code}, signal ${this.exitInfo.signal}).\n` +
+            `config:\n${this.configText}\noutput:\n${this.output}`,
+        );
+      }
+      try {
+        const res = await fetch(`${this.httpUrl}/health`, { signal: AbortSignal.timeout(1000) });
+        const text = await res.text();
+        last = `${res.status} ${text}`;
+        if (res.status === 200) {
+          const body = JSON.parse(text);
+          if (body.status === 'ok') return body;
+        }
+      } catch (e) {
+        last = e.message;
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error(`herald not healthy after ${ms} ms (last: ${last}).\noutput:\n${this.output}`);
+  }
+
+  async health() {
+    const res = await fetch(`${this.httpUrl}/health`, { signal: AbortSignal.timeout(2000) });
+    return { status: res.status, body: await res.json() };
+  }
+
+  /** Waits until /health reports exactly n current connections. */
+  async waitConnections(n, ms = 5000) {
+    return eventually(
+      async () => {
+        const h = await this.health();
+        return h.body.connections.current === n ? h.body : false;
+      },
+      ms,
+      `/health connections.current == ${n}`,
+    );
+  }
+
+  /** SIGTERM, wait for exit; returns {code, signal}. Kills with SIGKILL if it hangs. */
+  async stop(ms = 8000) {
+    if (!this.proc) return null;
+    if (this.exitInfo) return this.exitInfo;
+    try {
+      this.proc.kill('SIGTERM');
+    } catch {}
+    let info;
+    try {
+      info = await withDeadline(this.exited, ms, `herald (pid ${this.proc.pid}) to exit after SIGTERM`);
+    } catch (e) {
+      try {
+        this.proc.kill('SIGKILL');
+      } catch {}
+      await this.exited;
+      throw new Error(`${e.message}\noutput:\n${this.output}`);
+    }
+    return info;
+  }
+
+  /** The pusher server SDK configured for this server and app. */
+  sdk(app = APP1, extra = {}) {
+    return new PusherServer({
+      appId: app.id,
+      key: app.key,
+      secret: app.secret,
+      host: '127.0.0.1',
+      port: String(this.port),
+      useTLS: false,
+      encryptionMasterKeyBase64: MASTER_KEY_B64,
+      timeout: 5000,
+      ...extra,
+    });
+  }
+}
+
+/**
+ * Starts herald with the default two apps. opts.config overrides/extends top-level keys,
+ * opts.apps replaces the app list, opts.port reuses a port (for restarts).
+ */
+export async function startServer(opts = {}) {
+  const port = opts.port ?? (await freePort());
+  const dir = opts.dir ?? mkdtempSync(path.join(os.tmpdir(), 'herald-js-run-'));
+  const config = {
+    activity_timeout: '120s',
+    pong_timeout: '30s',
+    shutdown_timeout: '5s',
+    ...(opts.config || {}),
+  };
+  const apps = (opts.apps || [APP1, APP2]).map((a) => JSON.parse(JSON.stringify(a)));
+  const server = new HeraldServer({ port, config, apps, dir });
+  await server.start();
+  return server;
+}
+
+/** Stops a server and asserts (by throwing) that it exited with status 0. */
+export async function stopServer(server) {
+  if (!server) return;
+  const info = await server.stop();
+  if (!info || info.code !== 0) {
+    throw new Error(
+      `herald did not exit cleanly on SIGTERM: ${JSON.stringify(info)}\noutput:\n${server.output.slice(-5000)}`,
+    );
+  }
+  return info;
+}
+
+// ---------------------------------------------------------------------------------------------
+// pusher-js clients
+
+const liveClients = new Set();
+
+/**
+ * A pusher-js client for server/app. `presence` is a function (channelName) => presence data
+ * ({user_id, user_info}) used by the channel authorizer; `user` is the user object for signin.
+ * `authorize` overrides the whole channel authorizer (params, cb).
+ */
+export function makeClient(server, { app = APP1, presence, user, authorize, sdk, options = {} } = {}) {
+  const serverSdk = sdk || server.sdk(app);
+  const client = new Pusher(app.key, {
+    wsHost: '127.0.0.1',
+    wsPort: server.port,
+    forceTLS: false,
+    enabledTransports: ['ws'],
+    disableStats: true,
+    cluster: 'mt1',
+    channelAuthorization: {
+      customHandler:
+        authorize ||
+        ((params, cb) => {
+          try {
+            const pd =
+              params.channelName.startsWith('presence-') && presence
+                ? presence(params.channelName)
+                : undefined;
+            cb(null, serverSdk.authorizeChannel(params.socketId, params.channelName, pd));
+          } catch (e) {
+            cb(e, null);
+          }
+        }),
+    },
+    userAuthentication: {
+      customHandler: (params, cb) => {
+        try {
+          cb(null, serverSdk.authenticateUser(params.socketId, user));
+        } catch (e) {
+          cb(e, null);
+        }
+      },
+    },
+    ...options,
+  });
+  liveClients.add(client);
+  return client;
+}
+
+/** makeClient + wait for state 'connected'. */
+export async function connectClient(server, opts = {}, ms = 5000) {
+  const client = makeClient(server, opts);
+  await waitForState(client, 'connected', ms);
+  return client;
+}
+
+export function waitForState(client, state, ms = 5000) {
+  if (client.connection.state === state) return Promise.resolve();
+  return withDeadline(
+    new Promise((resolve) => {
+      const cb = ({ current }) => {
+        if (current === state) {
+          client.connection.unbind('state_change', cb);
+          resolve();
+        }
+      };
+      client.connection.bind('state_change', cb);
+    }),
+    ms,
+    `pusher-js state '${state}' (now '${client.connection.state}')`,
+  );
+}
+
+export function disconnectClient(client) {
+  try {
+    client.disconnect();
+  } catch {}
+  liveClients.delete(client);
+}
+
+export function disconnectAllClients() {
+  for (const c of [...liveClients]) disconnectClient(c);
+}
+
+/**
+ * Records every emission of `event` on a pusher-js bindable (channel, client, user,
+ * connection) from now on. next(ms) resolves the next unconsumed one as {data, meta}.
+ */
+export function record(target, event) {
+  const items = [];
+  const waiters = [];
+  let consumed = 0;
+  const cb = (data, meta) => {
+    items.push({ data, meta });
+    flush();
+  };
+  function flush() {
+    while (waiters.length && consumed < items.length) {
+      const w = waiters.shift();
+      clearTimeout(w.timer);
+      w.resolve(items[consumed++]);
+    }
+  }
+  target.bind(event, cb);
+  return {
+    items,
+    next(ms = 5000) {
+      return new Promise((resolve, reject) => {
+        const w = { resolve };
+        w.timer = setTimeout(() => {
+          const i = waiters.indexOf(w);
+          if (i >= 0) waiters.splice(i, 1);
+          reject(new Error(`timed out after ${ms} ms waiting for '${event}' (got ${items.length} so far)`));
+        }, ms);
+        waiters.push(w);
+        flush();
+      });
+    },
+    stop() {
+      target.unbind(event, cb);
+    },
+  };
+}
+
+/** One emission of `event` on a pusher-js bindable, matching filter, within ms. */
+export function waitForBind(target, event, ms = 5000, filter = () => true) {
+  let cb;
+  return withDeadline(
+    new Promise((resolve) => {
+      cb = (data, meta) => {
+        if (!filter(data, meta)) return;
+        target.unbind(event, cb);
+        resolve(data);
+      };
+      target.bind(event, cb);
+    }),
+    ms,
+    `'${event}'`,
+  ).catch((e) => {
+    target.unbind(event, cb);
+    throw e;
+  });
+}
+
+/** Subscribes and waits for pusher:subscription_succeeded (rejects on subscription_error). */
+export async function subscribe(client, name, ms = 5000) {
+  const ch = client.subscribe(name);
+  let onErr;
+  const failed = new Promise((_, reject) => {
+    onErr = (err) => reject(new Error(`subscription_error on ${name}: ${JSON.stringify(err)}`));
+    ch.bind('pusher:subscription_error', onErr);
+  });
+  try {
+    await Promise.race([waitForBind(ch, 'pusher:subscription_succeeded', ms), failed]);
+  } finally {
+    ch.unbind('pusher:subscription_error', onErr);
+  }
+  return ch;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Raw WebSocket client
+
+function parseFrame(raw) {
+  const msg = JSON.parse(raw);
+  let data = msg.data;
+  if (typeof data === 'string') {
+    try {
+      data = JSON.parse(data);
+    } catch {}
+  }
+  return { event: msg.event, channel: msg.channel, data, rawData: msg.data, user_id: msg.user_id, frame: msg, raw };
+}
+
+export class RawClient {
+  constructor(ws, app) {
+    this.ws = ws;
+    this.app = app;
+    this.messages = [];
+    this.consumed = new Set();
+    this.waiters = [];
+    this.closeInfo = null;
+    this.socketId = null;
+    this.established = null;
+    this.closed = new Promise((resolve) => {
+      ws.on('close', (code, reason) => {
+        this.closeInfo = { code, reason: reason.toString() };
+        resolve(this.closeInfo);
+        this._check();
+      });
+    });
+    ws.on('error', (e) => {
+      this.error = e;
+    });
+    ws.on('message', (data, isBinary) => {
+      let m;
+      try {
+        m = parseFrame(data.toString());
+      } catch (e) {
+        m = { event: undefined, unparsable: data.toString(), isBinary };
+      }
+      m.at = Date.now();
+      this.messages.push(m);
+      this._check();
+    });
+  }
+
+  /** Opens a socket to /app/{key}. Resolves once open (no handshake wait). */
+  static open(server, key = APP1.key, { query = 'protocol=7&client=js&version=8.6.0&flash=false', path: p } = {}) {
+    const url = `${server.wsUrl}${p ?? `/app/${key}`}${query ? `?${query}` : ''}`;
+    const ws = new WebSocket(url);
+    const app = server.apps.find((a) => a.key === key) || { key };
+    const client = new RawClient(ws, app);
+    rawClients.add(client);
+    return withDeadline(
+      new Promise((resolve, reject) => {
+        ws.once('open', () => resolve(client));
+        ws.once('unexpected-response', (req, res) =>
+          reject(new Error(`WebSocket upgrade refused with HTTP ${res.statusCode}`)),
+        );
+        ws.once('error', (e) => reject(e));
+      }),
+      5000,
+      `WebSocket open ${url}`,
+    );
+  }
+
+  /** Opens and waits for pusher:connection_established. */
+  static async connect(server, key = APP1.key, opts = {}) {
+    const c = await RawClient.open(server, key, opts);
+    const est = await c.waitFor('pusher:connection_established', { ms: 5000 });
+    c.established = est;
+    c.socketId = est.data.socket_id;
+    return c;
+  }
+
+  _match(m, pred) {
+    if (typeof pred === 'string') return m.event === pred;
+    return pred(m);
+  }
+
+  _check() {
+    for (const w of [...this.waiters]) {
+      const idx = this.messages.findIndex((m, i) => !this.consumed.has(i) && this._match(m, w.pred));
+      if (idx >= 0) {
+        this.consumed.add(idx);
+        this.waiters.splice(this.waiters.indexOf(w), 1);
+        clearTimeout(w.timer);
+        w.resolve(this.messages[idx]);
+      } else if (this.closeInfo && !w.allowClosed) {
+        this.waiters.splice(this.waiters.indexOf(w), 1);
+        clearTimeout(w.timer);
+        w.reject(
+          new Error(
+            `socket closed (${this.closeInfo.code} ${this.closeInfo.reason}) while waiting for ${w.what}; received: ${this.describe()}`,
+          ),
+        );
+      }
+    }
+  }
+
+  /**
+   * Next unconsumed message matching pred (event name, or function of the parsed message),
+   * optionally restricted to a channel.
+   */
+  waitFor(pred, { channel, ms = 5000 } = {}) {
+    const base = pred;
+    const full =
+      channel === undefined
+        ? base
+        : (m) => m.channel === channel && (typeof base === 'string' ? m.event === base : base(m));
+    const what = typeof base === 'string' ? `'${base}'${channel ? ` on ${channel}` : ''}` : 'matching message';
+    return new Promise((resolve, reject) => {
+      const w = { pred: full, resolve, reject, what };
+      w.timer = setTimeout(() => {
+        const i = this.waiters.indexOf(w);
+        if (i >= 0) this.waiters.splice(i, 1);
+        reject(new Error(`timed out after ${ms} ms waiting for ${what}; received: ${this.describe()}`));
+      }, ms);
+      this.waiters.push(w);
+      this._check();
+    });
+  }
+
+  /** Marks every message received so far as consumed (waitFor will only see later ones). */
+  drain() {
+    this.messages.forEach((_, i) => this.consumed.add(i));
+  }
+
+  /** Whether any message ever received (consumed or not) matches pred. */
+  seen(pred) {
+    return this.messages.some((m) => this._match(m, pred));
+  }
+
+  filter(pred) {
+    return this.messages.filter((m) => this._match(m, pred));
+  }
+
+  describe() {
+    return JSON.stringify(this.messages.map((m) => m.raw ?? m.unparsable)).slice(0, 3000);
+  }
+
+  send(obj) {
+    this.ws.send(typeof obj === 'string' ? obj : JSON.stringify(obj));
+  }
+
+  sendBinary(buf) {
+    this.ws.send(buf, { binary: true });
+  }
+
+  subscribe(channel, extra = {}) {
+    this.send({ event: 'pusher:subscribe', data: { channel, ...extra } });
+  }
+
+  unsubscribe(channel) {
+    this.send({ event: 'pusher:unsubscribe', data: { channel } });
+  }
+
+  /** Subscribes (computing auth with the app secret for private/presence) and waits for success. */
+  async subscribeOk(channel, { channelData, ms = 5000 } = {}) {
+    const extra = {};
+    if (channel.startsWith('private-') || channel.startsWith('presence-')) {
+      let toSign = `${this.socketId}:${channel}`;
+      if (channelData !== undefined) {
+        extra.channel_data = typeof channelData === 'string' ? channelData : JSON.stringify(channelData);
+        toSign += `:${extra.channel_data}`;
+      }
+      extra.auth = `${this.app.key}:${hmacHex(this.app.secret, toSign)}`;
+    }
+    this.subscribe(channel, extra);
+    const m = await this.waitFor(
+      (x) =>
+        (x.event === 'pusher_internal:subscription_succeeded' && x.channel === channel) ||
+        (x.event === 'pusher:subscription_error' && x.channel === channel) ||
+        x.event === 'pusher:error',
+      { ms },
+    );
+    if (m.event !== 'pusher_internal:subscription_succeeded') {
+      throw new Error(`subscribe ${channel} failed: ${m.raw}`);
+    }
+    return m;
+  }
+
+  /** pusher:signin signed with the app secret; waits for pusher:signin_success. */
+  async signinOk(userData, { ms = 5000 } = {}) {
+    const user_data = JSON.stringify(userData);
+    const auth = `${this.app.key}:${hmacHex(this.app.secret, `${this.socketId}::user::${user_data}`)}`;
+    this.send({ event: 'pusher:signin', data: { auth, user_data } });
+    const m = await this.waitFor((x) => x.event === 'pusher:signin_success' || x.event === 'pusher:error', { ms });
+    if (m.event !== 'pusher:signin_success') throw new Error(`signin failed: ${m.raw}`);
+    return m;
+  }
+
+  /** ping -> pong round trip: proves the socket is open and the server is still reading it. */
+  async ping(ms = 3000) {
+    this.send({ event: 'pusher:ping', data: {} });
+    return this.waitFor('pusher:pong', { ms });
+  }
+
+  get isOpen() {
+    return this.ws.readyState === WebSocket.OPEN;
+  }
+
+  close() {
+    try {
+      this.ws.close();
+    } catch {}
+    rawClients.delete(this);
+  }
+
+  terminate() {
+    try {
+      this.ws.terminate();
+    } catch {}
+    rawClients.delete(this);
+  }
+}
+
+const rawClients = new Set();
+
+export function closeAllRaw() {
+  for (const c of [...rawClients]) c.terminate();
+}
+
+/** Closes every client opened through the harness. */
+export function cleanupAll() {
+  disconnectAllClients();
+  closeAllRaw();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Raw REST
+
+/**
+ * Signs a REST request per PROTOCOL.md §2.1 and sends it. Options let a test break one part
+ * (timestamp, bodyMd5, secret) to check the server refuses it.
+ */
+export async function restRequest(
+  server,
+  { app = APP1, method = 'GET', path: p, params = {}, body, timestamp, bodyMd5, secret, appId } = {},
+) {
+  const fullPath = `/apps/${appId ?? app.id}${p}`;
+  const bodyStr = body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body);
+  const q = {
+    auth_key: app.key,
+    auth_timestamp: String(timestamp ?? Math.floor(Date.now() / 1000)),
+    auth_version: '1.0',
+    ...params,
+  };
+  if (bodyStr) q.body_md5 = bodyMd5 ?? md5Hex(bodyStr);
+  const qs = Object.keys(q)
+    .sort()
+    .map((k) => `${k}=${q[k]}`)
+    .join('&');
+  const toSign = `${method.toUpperCase()}\n${fullPath}\n${qs}`;
+  const sig = hmacHex(secret ?? app.secret, toSign);
+  const url = `${server.httpUrl}${fullPath}?${qs}&auth_signature=${sig}`;
+  const res = await fetch(url, {
+    method,
+    body: bodyStr,
+    headers: bodyStr ? { 'content-type': 'application/json' } : {},
+    signal: AbortSignal.timeout(5000),
+  });
+  const text = await res.text();
+  let json;
+  try {
+    json = JSON.parse(text);
+  } catch {}
+  return { status: res.status, text, json };
+}
+
+/** Parses the JSON body of an SDK (node-fetch) response. */
+export async function sdkJson(resPromise) {
+  const res = await resPromise;
+  return res.json();
+}
+
+/** Runs an SDK call expected to fail; returns the RequestError (status, body). */
+export async function sdkError(promiseOrFn) {
+  try {
+    const p = typeof promiseOrFn === 'function' ? promiseOrFn() : promiseOrFn;
+    const res = await p;
+    throw Object.assign(new Error(`expected the request to fail, got HTTP ${res && res.status}`), {
+      unexpected: true,
+    });
+  } catch (e) {
+    if (e.unexpected) throw e;
+    return e;
+  }
+}
+
+export { existsSync };
+
+// ---------------------------------------------------------------------------------------------
+// Assertion helpers shared by the tests
+
+/**
+ * Waits for the server's refusal of a subscription on a raw client: either
+ * `pusher:subscription_error` on that channel or a `pusher:error`. Returns
+ * {event, status|code, message, msg}. Throws if subscription_succeeded arrives instead.
+ */
+export async function subscribeRejection(raw, channel, ms = 5000) {
+  const m = await raw.waitFor(
+    (x) =>
+      (x.event === 'pusher:subscription_error' && x.channel === channel) ||
+      x.event === 'pusher:error' ||
+      (x.event === 'pusher_internal:subscription_succeeded' && x.channel === channel),
+    { ms },
+  );
+  if (m.event === 'pusher_internal:subscription_succeeded') {
+    throw new Error(`expected ${channel} to be refused, got ${m.raw}`);
+  }
+  const d = m.data || {};
+  return {
+    event: m.event,
+    status: d.status,
+    code: d.code,
+    message: m.event === 'pusher:error' ? d.message : d.error ?? d.message,
+    msg: m,
+  };
+}
+
+/** The Pusher code carried by a pusher-js connection 'error' payload (close or pusher:error). */
+export function pusherJsErrorCode(err) {
+  if (!err) return undefined;
+  if (err.data && err.data.code !== undefined) return err.data.code;
+  if (err.error && err.error.data && err.error.data.code !== undefined) return err.error.data.code;
+  return undefined;
+}

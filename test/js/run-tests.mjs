@@ -1,0 +1,47 @@
+// `npm test`: builds herald once (unless HERALD_BIN is set), then runs every tests/*.test.mjs
+// with Node's built-in test runner, one file at a time, each file with its own server(s).
+
+import { spawnSync, spawn } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const ROOT = path.resolve(HERE, '..', '..');
+
+let tmp = null;
+const env = { ...process.env };
+if (!env.HERALD_BIN) {
+  tmp = mkdtempSync(path.join(os.tmpdir(), 'herald-js-bin-'));
+  const bin = path.join(tmp, 'herald');
+  const b = spawnSync('go', ['build', '-o', bin, './cmd/herald'], { cwd: ROOT, stdio: 'inherit' });
+  if (b.status !== 0) {
+    rmSync(tmp, { recursive: true, force: true });
+    console.error(`go build ./cmd/herald failed (status ${b.status})`);
+    process.exit(1);
+  }
+  env.HERALD_BIN = bin;
+}
+
+const args = process.argv.slice(2);
+const files =
+  args.length > 0
+    ? args
+    : readdirSync(path.join(HERE, 'tests'))
+        .filter((f) => f.endsWith('.test.mjs'))
+        .sort()
+        .map((f) => path.join('tests', f));
+
+const child = spawn(
+  process.execPath,
+  ['--test', '--test-concurrency=1', '--test-timeout=60000', ...files],
+  { cwd: HERE, env, stdio: 'inherit' },
+);
+const forward = (sig) => () => child.kill(sig);
+process.on('SIGINT', forward('SIGINT'));
+process.on('SIGTERM', forward('SIGTERM'));
+child.on('exit', (code, signal) => {
+  if (tmp) rmSync(tmp, { recursive: true, force: true });
+  process.exit(code ?? (signal ? 1 : 0));
+});

@@ -1,0 +1,104 @@
+package ws
+
+import (
+	"errors"
+	"sync/atomic"
+	"syscall"
+	"unsafe"
+)
+
+// Conn is one WebSocket connection after its handshake. Reading state belongs to the
+// connection's poller; Writev, Shutdown and Close belong to one owner goroutine at a time
+// (herald's fan-out worker).
+type Conn struct {
+	fd     int
+	p      *poller
+	armed  atomic.Bool // a Writev would have blocked: report the next writable edge
+	closed atomic.Bool
+
+	// Poller-owned read state.
+	rbuf   []byte // unparsed bytes of a frame that has not fully arrived
+	msg    []byte // fragments of a message in progress
+	msgOp  Opcode
+	broken bool // a protocol error was reported: input is discarded
+	gone   bool // hang-up reported
+
+	// Data is the owner's per-connection state, set before the connection is attached.
+	Data any
+}
+
+// ErrClosed is returned by writes on a closed connection.
+var ErrClosed = errors.New("ws: connection closed")
+
+// maxIOV is how many buffers one writev call takes here: enough to coalesce a burst, small
+// enough for the iovec array to live on the stack (0 allocations, measured).
+const maxIOV = 64
+
+// Writev writes bufs with as few writev calls as possible and never blocks. It does not
+// modify bufs. It returns how many bytes went out; blocked is true when the kernel buffer
+// filled first, in which case the handler's OnWritable is called once the socket drains.
+func (c *Conn) Writev(bufs [][]byte) (n int, blocked bool, err error) {
+	if c.closed.Load() {
+		return 0, false, ErrClosed
+	}
+	// Arm before writing so that a writable edge between EAGAIN and arming cannot be lost.
+	c.armed.Store(true)
+	idx, off := 0, 0 // the first unwritten byte is bufs[idx][off]
+	for idx < len(bufs) {
+		var iov [maxIOV]syscall.Iovec
+		k, want := 0, 0
+		for i := idx; i < len(bufs) && k < maxIOV; i++ {
+			b := bufs[i]
+			if i == idx {
+				b = b[off:]
+			}
+			if len(b) == 0 {
+				continue
+			}
+			iov[k].Base = &b[0]
+			iov[k].SetLen(len(b))
+			want += len(b)
+			k++
+		}
+		if k == 0 {
+			break
+		}
+		r, _, e := syscall.Syscall(syscall.SYS_WRITEV, uintptr(c.fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(k))
+		if e != 0 {
+			if e == syscall.EINTR {
+				continue
+			}
+			if e == syscall.EAGAIN {
+				return n, true, nil
+			}
+			c.armed.Store(false)
+			return n, false, e
+		}
+		n += int(r)
+		// Step past r bytes.
+		left := int(r)
+		for idx < len(bufs) && left >= len(bufs[idx])-off {
+			left -= len(bufs[idx]) - off
+			idx, off = idx+1, 0
+		}
+		off += left
+	}
+	c.armed.Store(false)
+	return n, false, nil
+}
+
+// Shutdown ends the connection in both directions; bytes already accepted by the kernel
+// still go out first. The poller reports the hang-up afterwards.
+func (c *Conn) Shutdown() {
+	if !c.closed.Load() {
+		_ = syscall.Shutdown(c.fd, syscall.SHUT_RDWR)
+	}
+}
+
+// Close releases the socket. Call it once, after OnHangup, when nothing writes any more.
+func (c *Conn) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	return syscall.Close(c.fd)
+}

@@ -1,0 +1,146 @@
+package ws
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+)
+
+// Config sizes an Engine. Zero values mean the defaults noted.
+type Config struct {
+	Pollers         int // goroutines that wait on epoll; default 1
+	MaxMessageBytes int // largest message a client may send; default 64 KiB
+	ReadBufferBytes int // one scratch buffer per poller; default 64 KiB
+	// MaxFD bounds the descriptor table; default: the process's open-file limit.
+	MaxFD int
+}
+
+// Engine owns the pollers. It is safe for concurrent use.
+type Engine struct {
+	cfg     Config
+	h       Handler
+	pollers []*poller
+	table   []atomic.Pointer[Conn] // by fd: a connection's descriptor is unique while it is open
+	next    atomic.Uint32
+	closing atomic.Bool
+	wg      sync.WaitGroup
+	once    sync.Once
+}
+
+// NewEngine starts cfg.Pollers pollers delivering to h. Stop them with Close.
+func NewEngine(cfg Config, h Handler) (*Engine, error) {
+	if cfg.Pollers <= 0 {
+		cfg.Pollers = 1
+	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = 64 << 10
+	}
+	if cfg.ReadBufferBytes <= 0 {
+		cfg.ReadBufferBytes = 64 << 10
+	}
+	if cfg.MaxFD <= 0 {
+		var rl syscall.Rlimit
+		if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+			return nil, fmt.Errorf("read open-file limit: %w", err)
+		}
+		cfg.MaxFD = int(rl.Cur)
+	}
+	e := &Engine{cfg: cfg, h: h, table: make([]atomic.Pointer[Conn], cfg.MaxFD)}
+	for i := 0; i < cfg.Pollers; i++ {
+		p, err := newPoller(e)
+		if err != nil {
+			e.Close()
+			return nil, err
+		}
+		e.pollers = append(e.pollers, p)
+	}
+	for _, p := range e.pollers {
+		e.wg.Add(1)
+		go p.run()
+	}
+	return e, nil
+}
+
+// Attach takes over nc, a hijacked TCP connection whose WebSocket handshake is complete:
+// its descriptor is duplicated into the engine and nc is closed, so the connection costs one
+// descriptor and no goroutine. pre holds bytes the client sent after its handshake. bind is
+// called with the new connection before any event for it can be delivered: it sets c.Data
+// and hands the connection to its owner.
+func (e *Engine) Attach(nc net.Conn, pre []byte, bind func(*Conn)) (*Conn, error) {
+	if e.closing.Load() {
+		nc.Close()
+		return nil, errors.New("ws: engine closed")
+	}
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		nc.Close()
+		return nil, errors.New("ws: connection has no descriptor")
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("ws: raw conn: %w", err)
+	}
+	fd := -1
+	var dupErr error
+	if err := raw.Control(func(s uintptr) { fd, dupErr = dupCloexec(int(s)) }); err != nil {
+		dupErr = err
+	}
+	nc.Close()
+	if dupErr != nil {
+		return nil, fmt.Errorf("ws: dup: %w", dupErr)
+	}
+	if err := syscall.SetNonblock(fd, true); err != nil {
+		syscall.Close(fd)
+		return nil, fmt.Errorf("ws: nonblock: %w", err)
+	}
+	if fd >= len(e.table) {
+		syscall.Close(fd)
+		return nil, fmt.Errorf("ws: descriptor %d over the table size %d", fd, len(e.table))
+	}
+	p := e.pollers[int(e.next.Add(1))%len(e.pollers)]
+	c := &Conn{fd: fd, p: p}
+	bind(c)
+	e.table[fd].Store(c)
+	if len(pre) > 0 {
+		// Nothing else sees c yet, so parsing here is single-threaded like the poller's.
+		p.feed(c, pre)
+	}
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLOUT | syscall.EPOLLRDHUP | epollET, Fd: int32(fd)}
+	if err := syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_ADD, fd, &ev); err != nil {
+		// The owner already holds c: report a hang-up so it releases c the usual way.
+		p.hangup(c)
+		return c, fmt.Errorf("ws: epoll add: %w", err)
+	}
+	return c, nil
+}
+
+// Close stops the pollers and waits for them. Connections are not closed: their owner
+// shuts them down first and closes them after their hang-ups.
+func (e *Engine) Close() error {
+	e.once.Do(func() {
+		e.closing.Store(true)
+		for _, p := range e.pollers {
+			p.wake()
+		}
+		e.wg.Wait()
+		for _, p := range e.pollers {
+			syscall.Close(p.epfd)
+			syscall.Close(p.wakefd)
+		}
+	})
+	return nil
+}
+
+const epollET = 1 << 31 // EPOLLET; the syscall package's constant is negative
+
+func dupCloexec(fd int) (int, error) {
+	r, _, e := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_DUPFD_CLOEXEC, 0)
+	if e != 0 {
+		return -1, e
+	}
+	return int(r), nil
+}

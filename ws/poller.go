@@ -1,0 +1,187 @@
+package ws
+
+import (
+	"syscall"
+	"unsafe"
+)
+
+// poller waits on one epoll instance and reads every connection registered with it.
+type poller struct {
+	e      *Engine
+	epfd   int
+	wakefd int // eventfd that interrupts EpollWait on Close
+	buf    []byte
+}
+
+func newPoller(e *Engine) (*poller, error) {
+	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	r, _, errno := syscall.Syscall(syscall.SYS_EVENTFD2, 0, syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0)
+	if errno != 0 {
+		syscall.Close(epfd)
+		return nil, errno
+	}
+	p := &poller{e: e, epfd: epfd, wakefd: int(r), buf: make([]byte, e.cfg.ReadBufferBytes)}
+	ev := syscall.EpollEvent{Events: syscall.EPOLLIN, Fd: int32(p.wakefd)}
+	if err := syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, p.wakefd, &ev); err != nil {
+		syscall.Close(epfd)
+		syscall.Close(p.wakefd)
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *poller) wake() {
+	one := uint64(1)
+	syscall.Write(p.wakefd, (*[8]byte)(unsafe.Pointer(&one))[:])
+}
+
+func (p *poller) run() {
+	defer p.e.wg.Done()
+	events := make([]syscall.EpollEvent, 256)
+	for {
+		n, err := syscall.EpollWait(p.epfd, events, -1)
+		if err != nil {
+			if err == syscall.EINTR {
+				continue
+			}
+			return
+		}
+		for i := 0; i < n; i++ {
+			fd := int(events[i].Fd)
+			if fd == p.wakefd {
+				if p.e.closing.Load() {
+					return
+				}
+				continue
+			}
+			if fd < 0 || fd >= len(p.e.table) {
+				continue
+			}
+			c := p.e.table[fd].Load()
+			if c == nil || c.p != p {
+				continue
+			}
+			ev := events[i].Events
+			if ev&(syscall.EPOLLIN|syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
+				p.read(c)
+			}
+			if !c.gone && ev&syscall.EPOLLOUT != 0 && c.armed.CompareAndSwap(true, false) {
+				p.e.h.OnWritable(c)
+			}
+		}
+	}
+}
+
+// read drains the socket (the registration is edge-triggered).
+func (p *poller) read(c *Conn) {
+	for !c.gone {
+		n, err := syscall.Read(c.fd, p.buf)
+		if n > 0 {
+			if !c.broken {
+				p.feed(c, p.buf[:n])
+			}
+			continue
+		}
+		if err == syscall.EINTR {
+			continue
+		}
+		if err == syscall.EAGAIN {
+			return
+		}
+		p.hangup(c)
+		return
+	}
+}
+
+// hangup unregisters c and tells the handler, once.
+func (p *poller) hangup(c *Conn) {
+	c.gone = true
+	_ = syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_DEL, c.fd, nil)
+	p.e.table[c.fd].CompareAndSwap(c, nil)
+	c.rbuf, c.msg = nil, nil
+	p.e.h.OnHangup(c)
+}
+
+// feed parses data (appended to any partial frame c holds) and delivers what is complete.
+func (p *poller) feed(c *Conn, data []byte) {
+	if len(c.rbuf) > 0 {
+		c.rbuf = append(c.rbuf, data...)
+		data = c.rbuf
+	}
+	used := p.parse(c, data)
+	rest := data[used:]
+	switch {
+	case len(rest) == 0 || c.broken:
+		c.rbuf = nil
+	case len(c.rbuf) > 0:
+		c.rbuf = c.rbuf[:copy(c.rbuf, rest)]
+	default:
+		c.rbuf = append(make([]byte, 0, len(rest)), rest...)
+	}
+}
+
+// parse delivers every complete frame at the start of data and returns the bytes used.
+func (p *poller) parse(c *Conn, data []byte) int {
+	used := 0
+	max := p.e.cfg.MaxMessageBytes
+	for !c.broken {
+		h, ok, bad := parseHeader(data[used:], max)
+		if bad != nil {
+			p.fail(c, bad.code, bad.reason)
+			return len(data)
+		}
+		if !ok || len(data)-used < h.size+h.length {
+			return used
+		}
+		payload := data[used+h.size : used+h.size+h.length]
+		used += h.size + h.length
+		unmask(payload, h.mask)
+		switch {
+		case h.op >= OpClose:
+			p.e.h.OnMessage(c, h.op, payload)
+		case h.op == OpContinuation:
+			if c.msgOp == 0 {
+				p.fail(c, CloseProtocolError, "continuation without a message")
+				return len(data)
+			}
+			if len(c.msg)+len(payload) > max {
+				p.fail(c, CloseTooBig, "message too big")
+				return len(data)
+			}
+			c.msg = append(c.msg, payload...)
+			if h.fin {
+				p.deliver(c, c.msgOp, c.msg)
+				c.msg, c.msgOp = nil, 0
+			}
+		default:
+			if c.msgOp != 0 {
+				p.fail(c, CloseProtocolError, "new message inside a fragmented one")
+				return len(data)
+			}
+			if h.fin {
+				p.deliver(c, h.op, payload)
+			} else {
+				c.msgOp = h.op
+				c.msg = append(make([]byte, 0, len(payload)*2), payload...)
+			}
+		}
+	}
+	return len(data)
+}
+
+func (p *poller) deliver(c *Conn, op Opcode, payload []byte) {
+	if op == OpText && !validUTF8(payload) {
+		p.fail(c, CloseInvalidData, "invalid UTF-8")
+		return
+	}
+	p.e.h.OnMessage(c, op, payload)
+}
+
+func (p *poller) fail(c *Conn, code int, reason string) {
+	c.broken = true
+	c.msg, c.msgOp = nil, 0
+	p.e.h.OnProtocolError(c, code, reason)
+}
