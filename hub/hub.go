@@ -97,6 +97,8 @@ type Hub struct {
 	closeSlow, closePong []byte
 	closeShutdown        []byte
 
+	fences []*Conn // tests only: see fence in fake_test.go
+
 	stop    chan struct{}
 	wg      sync.WaitGroup
 	stopped sync.Once
@@ -247,3 +249,6 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 	})
 	return err
 }
+
+// Workers returns the number of fan-out workers.
+func (h *Hub) Workers() int { return len(h.workers) }

@@ -245,9 +245,35 @@ func FuzzDecode(f *testing.F) {
 				t.Fatal("user data without id accepted")
 			}
 		}
-		DecodePresenceData(m.DataString())
-		DecodeUserData(m.DataString())
+		checkPresenceData(t, m.DataString())
+		if u, err := DecodeUserData(m.DataString()); err == nil {
+			var ref struct {
+				ID string `json:"id"`
+			}
+			if json.Unmarshal([]byte(m.DataString()), &ref) != nil || ref.ID != u.ID {
+				t.Fatalf("user_data %q: id %q, encoding/json %q", m.DataString(), u.ID, ref.ID)
+			}
+		}
 	})
+}
+
+// checkPresenceData compares a successful DecodePresenceData with encoding/json's reading.
+func checkPresenceData(t *testing.T, s string) {
+	m, err := DecodePresenceData(s)
+	if err != nil {
+		return
+	}
+	var ref map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(s), &ref); err != nil {
+		t.Fatalf("channel_data %q accepted, encoding/json: %v", s, err)
+	}
+	var id string
+	if json.Unmarshal(ref["user_id"], &id) == nil && id != m.UserID {
+		t.Fatalf("channel_data %q: user_id %q, encoding/json %q", s, m.UserID, id)
+	}
+	if info := ref["user_info"]; string(info) != "null" && !bytes.Equal(info, m.Info) || string(info) == "null" && m.Info != nil {
+		t.Fatalf("channel_data %q: user_info %s, encoding/json %s", s, m.Info, info)
+	}
 }
 
 func chanOK(c json.RawMessage) bool {

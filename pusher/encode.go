@@ -4,8 +4,9 @@ import "unicode/utf8"
 
 const hexDigits = "0123456789abcdef"
 
-// plainASCII marks the ASCII bytes that stand for themselves inside a JSON string.
-var plainASCII = func() (t [utf8.RuneSelf]bool) {
+// plainASCII marks the bytes that stand for themselves inside a JSON string: printable ASCII
+// but '"' and '\\'. A 256-entry table makes the common case one lookup.
+var plainASCII = func() (t [256]bool) {
 	for c := 0x20; c < utf8.RuneSelf; c++ {
 		t[c] = c != '"' && c != '\\'
 	}
@@ -36,11 +37,11 @@ func appendEscaped[T string | []byte](dst []byte, s T, double bool) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
+		if plainASCII[c] {
+			i++
+			continue
+		}
 		if c < utf8.RuneSelf {
-			if plainASCII[c] {
-				i++
-				continue
-			}
 			dst = append(dst, s[start:i]...)
 			dst = appendEscapedASCII(dst, c, double)
 			i++

@@ -34,7 +34,9 @@ func loadConfig(args []string, env func(string) string, out io.Writer) (Config, 
 	}
 	l := &loader{cfg: defaultConfig(), from: map[string]string{}, failed: map[string]bool{}, fileApps: -1}
 	if v, ok := flags["config"]; ok {
-		l.loadFile(v, "flag --config")
+		if v != "" { // --config "" means no file, whatever HERALD_CONFIG says
+			l.loadFile(v, "flag --config")
+		}
 	} else if v := env("HERALD_CONFIG"); v != "" {
 		l.loadFile(v, "env HERALD_CONFIG")
 	}
@@ -74,8 +76,20 @@ type loader struct {
 
 // add records a problem with the field at path, whose value came from src.
 func (l *loader) add(path, src, format string, args ...any) {
-	l.failed[path] = true
 	l.problems = append(l.problems, fmt.Sprintf("%s: %s (%s)", path, fmt.Sprintf(format, args...), describe(src)))
+}
+
+// fail records that the value for path in src could not be read. Validation then skips the
+// field and everything under it, which still hold an older value.
+func (l *loader) fail(path, src string, err error) {
+	l.failed[path] = true
+	l.add(path, src, "%v", err)
+}
+
+// read records that path now holds a value from src.
+func (l *loader) read(path, src string) {
+	l.from[path] = src
+	delete(l.failed, path)
 }
 
 func describe(src string) string {
@@ -117,10 +131,10 @@ func (l *loader) set(s setting, raw, src string) {
 		err = p.UnmarshalText([]byte(raw))
 	}
 	if err != nil {
-		l.add(s.key, src, "%v", err)
+		l.fail(s.key, src, err)
 		return
 	}
-	l.from[s.key] = src
+	l.read(s.key, src)
 }
 
 // applyAppCredentials lets HERALD_APP_ID/KEY/SECRET and --app-id/key/secret replace the one
@@ -150,14 +164,14 @@ func (l *loader) applyAppCredentials(flags map[string]string, env func(string) s
 	if l.fileApps == 1 {
 		a = l.cfg.Apps[0]
 	} else {
-		l.from["apps"] = trigger
+		l.read("apps", trigger)
 	}
 	for i, f := range appFields[:appCredentials] {
 		path := "apps[0]." + f.key
 		switch {
 		case srcs[i] != "":
 			*f.ref(&a).(*string) = vals[i]
-			l.from[path] = srcs[i]
+			l.read(path, srcs[i])
 		case l.fileApps != 1:
 			l.from[path] = fmt.Sprintf("%s, which replaces the app; set %s or --%s too", trigger, f.env(), f.flag())
 		}
@@ -241,18 +255,18 @@ func (l *loader) loadFile(path, via string) {
 	case ".toml":
 		parse = parseTOML
 	default:
-		l.add("config", via, "%q must end in .yaml, .yml or .toml", path)
+		l.fail("config", via, fmt.Errorf("%q must end in .yaml, .yml or .toml", path))
 		return
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		l.add("config", via, "%v", err)
+		l.fail("config", via, err)
 		return
 	}
 	src := "file " + path
 	root, err := parse(data)
 	if err != nil {
-		l.add("config", src, "%v", err)
+		l.fail("config", src, err)
 		return
 	}
 
@@ -279,10 +293,10 @@ func (l *loader) loadFile(path, via string) {
 func (l *loader) decodeApps(v fileValue, src string) {
 	items, err := v.items()
 	if err != nil {
-		l.add("apps", src, "%v", err)
+		l.fail("apps", src, err)
 		return
 	}
-	l.from["apps"] = src
+	l.read("apps", src)
 	l.fileApps = len(items)
 	l.cfg.Apps = make([]AppConfig, len(items))
 	for i, item := range items {
@@ -309,7 +323,7 @@ func (l *loader) table(v fileValue, path, src string, fields map[string]func(fil
 		if path == "" {
 			path = "config"
 		}
-		l.add(path, src, "%v", err)
+		l.fail(path, src, err)
 		return
 	}
 	seen := map[string]bool{}
@@ -334,10 +348,10 @@ func (l *loader) table(v fileValue, path, src string, fields map[string]func(fil
 // decode reads the scalar v into dst, the field at path.
 func (l *loader) decode(v fileValue, path, src string, dst any) {
 	if err := v.decode(dst); err != nil {
-		l.add(path, src, "%v", err)
+		l.fail(path, src, err)
 		return
 	}
-	l.from[path] = src
+	l.read(path, src)
 }
 
 // fileValue is one value of a YAML or TOML config file.

@@ -185,6 +185,8 @@ func TestLoadConfigPrecedence(t *testing.T) {
 			func(c *Config) { c.Port, c.Host, c.Log.Level = 7001, "file.example", "warn" }},
 		{"--config beats HERALD_CONFIG", []string{"--config", other}, map[string]string{"HERALD_CONFIG": file},
 			func(c *Config) { c.Port = 7002 }},
+		{`--config "" ignores HERALD_CONFIG`, []string{"--config", ""}, map[string]string{"HERALD_CONFIG": file},
+			func(c *Config) {}},
 		{"env beats file", []string{"--config", file}, map[string]string{"HERALD_PORT": "8001", "HERALD_LOG_LEVEL": "error"},
 			func(c *Config) { c.Port, c.Host, c.Log.Level = 8001, "file.example", "error" }},
 		{"flag beats env", []string{"--config", file, "--port", "9001", "-log-level=debug"},
@@ -330,6 +332,8 @@ func TestLoadConfigProblems(t *testing.T) {
 		{"port too high", "", []string{"--port", "70000"}, nil, "port: 70000 out of range 1..65535 (from flag --port)"},
 		{"port zero", "c.yaml:port: 0", nil, nil, "port: 0 out of range 1..65535 (from file "},
 		{"port not a number", "", nil, map[string]string{"HERALD_PORT": "http"}, `port: "http" is not an integer (from env HERALD_PORT)`},
+		{"env over an unreadable file value is still checked", "c.yaml:port: [1]", nil, map[string]string{"HERALD_PORT": "70000"},
+			"port: 70000 out of range 1..65535 (from env HERALD_PORT)"},
 		{"port wrong type in yaml", "c.yaml:port: [1]", nil, nil, "port: line 1: cannot unmarshal !!seq into int (from file "},
 		{"port wrong type in toml", `c.toml:port = "x"`, nil, nil, "port: line 1: incompatible types: TOML value has type string; destination has type integer (from file "},
 		{"empty host", "", []string{"--host", ""}, nil, "host: must not be empty (from flag --host)"},
@@ -432,6 +436,29 @@ apps:
 	}
 }
 
+// TestLoadConfigNoEchoes checks that a value that cannot be read is reported once, not again
+// by validation of the value left in its place.
+func TestLoadConfigNoEchoes(t *testing.T) {
+	for _, tc := range []struct{ name, content string }{
+		{"c.yaml", "apps: [a]"},
+		{"c.yaml", "apps: [{id: [x], key: k, secret: s}]"},
+		{"c.yaml", "apps: 3"},
+		{"c.yaml", "log: [info]"},
+		{"c.yaml", "port: '6001'"},
+		{"c.toml", "apps = [1]"},
+		{"c.toml", "port = 1.5"},
+	} {
+		_, err := load(t, []string{"--config", writeFile(t, tc.name, tc.content+"\n")}, nil)
+		if err == nil {
+			t.Errorf("%s: no error", tc.content)
+			continue
+		}
+		if n := strings.Count(err.Error(), "\n"); n != 1 {
+			t.Errorf("%s: %d problems, want 1:\n%v", tc.content, n, err)
+		}
+	}
+}
+
 func TestLoadConfigFlagErrors(t *testing.T) {
 	var out strings.Builder
 	_, err := loadConfig([]string{"-h"}, func(string) string { return "" }, &out)
@@ -459,6 +486,35 @@ func TestUsedDefaultApp(t *testing.T) {
 	}
 	if !c.UsedDefaultApp() {
 		t.Error("UsedDefaultApp() = false for an app with the development key and secret")
+	}
+}
+
+// TestSchemaCoversEveryField fails when a field is added to Config, AppConfig or herald.Limits
+// without a key to set it.
+func TestSchemaCoversEveryField(t *testing.T) {
+	var c Config
+	seen := map[any]bool{}
+	for _, s := range settings {
+		seen[s.ref(&c)] = true
+	}
+	// Every Config field but Log and Apps is one setting; Log is two.
+	if want := reflect.TypeOf(c).NumField() - 2 + reflect.TypeOf(c.Log).NumField(); len(seen) != want {
+		t.Errorf("settings set %d distinct fields, Config has %d", len(seen), want)
+	}
+	var a AppConfig
+	clear(seen)
+	for _, f := range appFields {
+		seen[f.ref(&a)] = true
+	}
+	if want := reflect.TypeOf(a).NumField() - 1; len(seen) != want {
+		t.Errorf("appFields set %d distinct fields, AppConfig has %d besides Limits", len(seen), want)
+	}
+	clear(seen)
+	for _, f := range limitFields {
+		seen[f.ref(&a.Limits)] = true
+	}
+	if want := reflect.TypeOf(a.Limits).NumField(); len(seen) != want {
+		t.Errorf("limitFields set %d distinct fields, herald.Limits has %d", len(seen), want)
 	}
 }
 

@@ -45,11 +45,18 @@ func (l *loader) validate() {
 	}
 }
 
-// problem records a problem with the field at path unless reading it already failed.
+// problem records a problem with the field at path, unless reading it or a table holding it
+// failed: that was reported already.
 func (l *loader) problem(path, format string, args ...any) {
-	if !l.failed[path] {
-		l.add(path, l.source(path), format, args...)
+	for p := path; ; p = p[:strings.LastIndexAny(p, ".[")] {
+		if l.failed[p] {
+			return
+		}
+		if !strings.ContainsAny(p, ".[") {
+			break
+		}
 	}
+	l.add(path, l.source(path), format, args...)
 }
 
 func (l *loader) notNegative(path string, v int) {

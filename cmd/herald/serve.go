@@ -30,7 +30,7 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "herald: invalid configuration:\n%v\n", err)
+		fmt.Fprintf(stderr, "herald: %v\n", err)
 		return 2
 	}
 	if checkOnly {
@@ -77,12 +77,14 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 	}
 	if cfg.UsedDefaultApp() {
 		for _, a := range cfg.Apps {
-			log.Warn("DEVELOPMENT CREDENTIALS: using the built-in app; configure your own apps for production",
-				"app_id", a.ID, "key", a.Key, "secret", a.Secret)
+			if a.Key == devApp.Key && a.Secret == devApp.Secret {
+				log.Warn("DEVELOPMENT CREDENTIALS: this app uses the public built-in credentials; configure your own for production",
+					"app_id", a.ID, "key", a.Key, "secret", a.Secret)
+			}
 		}
 	}
 	log.Info("herald listening", "addr", ln.Addr().String(), "websocket", "ws://"+ln.Addr().String()+"/app/{key}",
-		"max_connections", capacity, "open_file_limit", fdLimit, "workers", cfg.Workers, "version", version)
+		"max_connections", capacity, "open_file_limit", fdLimit, "workers", h.Workers(), "version", version)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
