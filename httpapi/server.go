@@ -77,7 +77,9 @@ func New(cfg Config, apps herald.AppStore, hub Hub, health Health, log *slog.Log
 	s.mux.HandleFunc("POST /apps/{id}/users/{uid}/terminate_connections", s.signed(s.terminate))
 	s.mux.HandleFunc("GET /health", s.healthz)
 	s.mux.HandleFunc("GET /ready", s.ready)
-	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, map[string]string{"server": "herald"}) })
+	s.mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"server": "herald"})
+	})
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, herald.Errorf(herald.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
 	})

@@ -98,23 +98,11 @@ func (h *Hub) clientEvent(c *Conn, m pusher.Message) {
 		h.sendError(c, herald.CodeClientEventDenied, "client events are only supported on private and presence channels")
 		return
 	}
-	data := dataString(m.Data)
+	data := m.DataString()
 	if len(data) > lim.MaxEventPayloadBytes {
 		h.sendError(c, herald.CodeTooLarge, "client event data is too large")
 		return
 	}
 	ev := herald.Event{Name: m.Event, Channel: m.Channel, Data: data, UserID: s.userID}
 	_ = h.publish(a, m.Channel, eventFrame(ev), c.num, false)
-}
-
-// dataString turns a client's data value into the string delivered to others: a JSON string
-// is unquoted, anything else is passed as its JSON text.
-func dataString(raw []byte) string {
-	if len(raw) > 0 && raw[0] == '"' {
-		var s string
-		if err := jsonUnmarshalString(raw, &s); err == nil {
-			return s
-		}
-	}
-	return string(raw)
 }

@@ -1,14 +1,10 @@
 package hub
 
 import (
-	"encoding/json"
-
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/pusher"
 	"github.com/herald-rt/herald/ws"
 )
-
-func jsonUnmarshalString(raw []byte, s *string) error { return json.Unmarshal(raw, s) }
 
 // signin handles pusher:signin. A bad signature closes the connection with 4009, as Pusher
 // does; sign-in on an app without user authentication is refused with a 4009 error.

@@ -50,10 +50,15 @@ func TextFrame(payload []byte) []byte {
 	return AppendFrame(make([]byte, 0, len(payload)+10), OpText, payload)
 }
 
-// CloseFrame returns a close frame with a status code and a reason (cut to fit 125 bytes).
+// CloseFrame returns a close frame with a status code and a reason (cut to fit 125 bytes,
+// at a character boundary: a peer fails the connection on a reason that is not UTF-8).
 func CloseFrame(code int, reason string) []byte {
 	if len(reason) > 123 {
-		reason = reason[:123]
+		cut := 123
+		for cut > 0 && !utf8.RuneStart(reason[cut]) {
+			cut--
+		}
+		reason = reason[:cut]
 	}
 	p := make([]byte, 2, 2+len(reason))
 	binary.BigEndian.PutUint16(p, uint16(code))
@@ -109,12 +114,11 @@ func parseHeader(b []byte, maxLen int) (h frameHeader, ok bool, bad *errFrame) {
 		n = int(v)
 		h.size = 10
 	}
-	if h.op >= OpClose {
-		if !h.fin || n > 125 {
-			return h, false, &errFrame{CloseProtocolError, "invalid control frame"}
-		}
-	} else if h.op > OpBinary {
+	if h.op > OpPong || (h.op > OpBinary && h.op < OpClose) {
 		return h, false, &errFrame{CloseProtocolError, "unknown opcode"}
+	}
+	if h.op >= OpClose && (!h.fin || n > 125) {
+		return h, false, &errFrame{CloseProtocolError, "invalid control frame"}
 	}
 	if n > maxLen {
 		return h, false, &errFrame{CloseTooBig, "message too big"}
