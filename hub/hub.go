@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"log/slog"
+	"math"
 	"runtime"
 	"strconv"
 	"sync"
@@ -23,7 +24,7 @@ type Config struct {
 	ActivityTimeout     time.Duration // advertised; the server pings a client silent this long; default 120s
 	PongTimeout         time.Duration // close 4201 when a ping stays unanswered this long; default 30s
 	OutboundBufferBytes int           // queued bytes per connection before 4100; default 1 MiB
-	MaxConnections      int           // node limit, already capped by the open-file limit; required
+	MaxConnections      int           // node limit, already capped by the open-file limit; 0 = no limit
 	MaxMessageBytes     int           // largest client message (close 1009 over it); default 64 KiB
 	PublishTimeout      time.Duration // how long a publisher waits for a full worker queue before 503; default 1s
 	HandshakeTimeout    time.Duration // to write the handshake response; default 5s
@@ -52,6 +53,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxMessageBytes <= 0 {
 		c.MaxMessageBytes = 64 << 10
+	}
+	if c.MaxConnections <= 0 {
+		c.MaxConnections = math.MaxInt32
 	}
 	if c.InboxSize <= 0 {
 		c.InboxSize = 8192

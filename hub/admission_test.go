@@ -1,0 +1,100 @@
+package hub_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/hub"
+	"github.com/herald-rt/herald/internal/wstest"
+)
+
+// expectRefusal dials and expects a pusher:error and a close frame, both with code.
+func expectRefusal(t *testing.T, addr, path string, code int) {
+	t.Helper()
+	c, err := wstest.Dial(addr, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	m, err := c.Expect("pusher:error", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct{ Code int }
+	if err := json.Unmarshal(m.Data, &d); err != nil || d.Code != code {
+		t.Fatalf("pusher:error data %s; want code %d", m.Data, code)
+	}
+	got, err := c.ExpectClose(5 * time.Second)
+	if err != nil || got != code {
+		t.Fatalf("close code %d, %v; want %d", got, err, code)
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	quota := &herald.App{ID: "q", Key: "q-key", Secret: "s", Limits: herald.Limits{MaxConnections: 1}.WithDefaults()}
+	h, err := hub.New(hub.Config{MaxConnections: 3}, []*herald.App{app, quota}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeWS(w, r, r.URL.Path[len("/app/"):])
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+	defer h.Shutdown(t.Context())
+	addr := ln.Addr().String()
+
+	expectRefusal(t, addr, "/app/no-such-key", 4001)
+
+	q1, err := wstest.Dial(addr, "/app/q-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q1.Close()
+	if _, err := q1.SocketID(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	expectRefusal(t, addr, "/app/q-key", 4004)
+
+	var held []*wstest.Client
+	for i := 0; i < 2; i++ {
+		c, err := wstest.Dial(addr, "/app/app-key")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.SocketID(5 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	expectRefusal(t, addr, "/app/app-key", 4100)
+	if st := h.Stats(); st.Connections != 3 || st.Refused != 3 {
+		t.Fatalf("stats %+v; want 3 connections and 3 refusals", st)
+	}
+	// A slot freed is a slot available again.
+	held[0].Close()
+	eventually(t, 5*time.Second, "slot freed", func() (bool, string) {
+		n := h.Stats().Connections
+		return n == 2, fmt.Sprint(n, " connections")
+	})
+	c, err := wstest.Dial(addr, "/app/app-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.SocketID(5 * time.Second); err != nil {
+		t.Fatalf("after a slot was freed: %v", err)
+	}
+}
+
+
