@@ -96,5 +96,3 @@ func TestRefusals(t *testing.T) {
 		t.Fatalf("after a slot was freed: %v", err)
 	}
 }
-
-
