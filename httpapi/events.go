@@ -124,6 +124,10 @@ func (s *Server) batchEvents(w http.ResponseWriter, q *request) {
 		writeError(w, err)
 		return
 	}
+	if len(b.Batch) == 0 {
+		writeError(w, herald.Errorf(herald.CodeInvalid, "batch is required and must hold at least one event"))
+		return
+	}
 	if len(b.Batch) > q.app.Limits.MaxBatchSize {
 		writeError(w, herald.Errorf(herald.CodeInvalid, "batch of %d events is over the limit of %d", len(b.Batch), q.app.Limits.MaxBatchSize))
 		return
