@@ -173,7 +173,13 @@ export function toYaml(value, indent = '') {
 }
 
 const liveProcs = new Set();
+const runDirs = new Set();
 process.on('exit', () => {
+  for (const d of runDirs) {
+    try {
+      rmSync(d, { recursive: true, force: true });
+    } catch {}
+  }
   // Last resort: never leave a server behind, even if a test file crashed.
   for (const p of liveProcs) {
     try {
@@ -332,7 +338,11 @@ export class HeraldServer {
  */
 export async function startServer(opts = {}) {
   const port = opts.port ?? (await freePort());
-  const dir = opts.dir ?? mkdtempSync(path.join(os.tmpdir(), 'herald-js-run-'));
+  let dir = opts.dir;
+  if (!dir) {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'herald-js-run-'));
+    runDirs.add(dir);
+  }
   const config = {
     activity_timeout: '120s',
     pong_timeout: '30s',
@@ -359,6 +369,22 @@ export async function stopServer(server) {
 
 // ---------------------------------------------------------------------------------------------
 // pusher-js clients
+
+// pusher-js in Node talks through its bundled faye-websocket. When pusher-js closes a socket
+// that the server has already closed (it does so after a "refused" close code such as 4009 or
+// 4004), faye still arms its 30 s close timer, which then does nothing but keeps the test
+// process alive for 30 s. Unref that timer when the socket is already closed; behaviour is
+// otherwise unchanged.
+const FayeWebSocket = Pusher.Runtime.getWebSocketAPI();
+const fayeClose = FayeWebSocket.prototype.close;
+FayeWebSocket.prototype.close = function patchedClose(...args) {
+  const alreadyClosed = this.readyState === 3;
+  const result = fayeClose.apply(this, args);
+  if (alreadyClosed && this._closeTimer && typeof this._closeTimer.unref === 'function') {
+    this._closeTimer.unref();
+  }
+  return result;
+};
 
 const liveClients = new Set();
 

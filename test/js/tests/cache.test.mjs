@@ -26,7 +26,7 @@ before(async () => {
 afterEach(() => cleanupAll());
 after(async () => {
   cleanupAll();
-  await server?.stop();
+  await stopServer(server); // SIGTERM if still running; throws unless it exited 0
 });
 
 /**

@@ -29,7 +29,7 @@ before(async () => {
 afterEach(() => cleanupAll());
 after(async () => {
   cleanupAll();
-  await server?.stop();
+  await stopServer(server); // SIGTERM if still running; throws unless it exited 0
 });
 
 // ---- public -----------------------------------------------------------------------------------
@@ -179,13 +179,14 @@ test('private-encrypted: the server relays the ciphertext untouched (raw subscri
   const raw = await RawClient.connect(server);
   const name = uniq('private-encrypted-raw-');
   await raw.subscribeOk(name);
-  await sdk.trigger(name, 'sealed', { plain: 'text' });
+  await sdk.trigger(name, 'sealed', { plaintextMarker: 'visible-secret' });
   const frame = await raw.waitFor('sealed', { channel: name });
   assert.equal(typeof frame.rawData, 'string');
   const env = JSON.parse(frame.rawData);
   assert.equal(typeof env.nonce, 'string');
   assert.equal(typeof env.ciphertext, 'string');
-  assert.ok(!frame.rawData.includes('text'), 'no plaintext on the wire');
+  assert.ok(!frame.rawData.includes('visible-secret'), 'no plaintext on the wire');
+  assert.ok(!frame.rawData.includes('plaintextMarker'), 'no plaintext on the wire');
 });
 
 test('shutdown: SIGTERM stops the server with exit status 0', async () => {

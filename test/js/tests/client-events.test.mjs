@@ -27,7 +27,7 @@ before(async () => {
 afterEach(() => cleanupAll());
 after(async () => {
   cleanupAll();
-  await server?.stop();
+  await stopServer(server); // SIGTERM if still running; throws unless it exited 0
 });
 
 test('private: a pusher-js client event reaches the other subscriber and is not echoed to the sender', async () => {

@@ -1,12 +1,13 @@
 // Server-side liveness: with activity_timeout 2s and pong_timeout 2s the server pings a silent
 // client and closes it with 4201 if it never answers.
 
-import { test, before, after, afterEach } from 'node:test';
+import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 
 import {
   RawClient,
   connectClient,
+  disconnectClient,
   record,
   startServer,
   stopServer,
@@ -25,65 +26,72 @@ before(async () => {
     config: { activity_timeout: `${ACTIVITY_S}s`, pong_timeout: `${PONG_S}s` },
   });
 });
-afterEach(() => cleanupAll());
 after(async () => {
   cleanupAll();
-  await server?.stop();
+  await stopServer(server); // SIGTERM if still running; throws unless it exited 0
 });
 
 test('handshake advertises the configured activity_timeout (2)', async () => {
   const raw = await RawClient.connect(server);
   assert.equal(raw.established.data.activity_timeout, ACTIVITY_S);
+  raw.close();
 });
 
-test('silent client: server sends pusher:ping, then closes with 4201 when no pong comes', async () => {
-  const raw = await RawClient.connect(server);
-  const t0 = Date.now();
-  const ping = await raw.waitFor('pusher:ping', { ms: ACTIVITY_S * 1000 + SLACK_MS });
-  const tPing = Date.now();
-  assert.ok(tPing - t0 >= ACTIVITY_S * 1000 - 500, `ping came too early: after ${tPing - t0} ms`);
-  assert.equal(ping.channel, undefined);
-  const close = await withDeadline(raw.closed, PONG_S * 1000 + SLACK_MS, 'close after unanswered ping');
-  assert.equal(close.code, 4201, `close ${JSON.stringify(close)}; received ${raw.describe()}`);
-  const tClose = Date.now();
-  assert.ok(tClose - tPing >= PONG_S * 1000 - 500, `closed too early: ${tClose - tPing} ms after ping`);
-});
-
-test('client that answers pusher:ping with pusher:pong stays open across several ping periods', async () => {
-  const raw = await RawClient.connect(server);
-  const t0 = Date.now();
-  for (let i = 0; i < 3; i++) {
-    await raw.waitFor('pusher:ping', { ms: ACTIVITY_S * 1000 + PONG_S * 1000 + SLACK_MS });
-    raw.send({ event: 'pusher:pong', data: {} });
-  }
-  // Three ping periods (> activity + pong timeout) have passed and the socket is still served.
-  assert.ok(Date.now() - t0 >= 2 * ACTIVITY_S * 1000, 'at least two full periods elapsed');
-  await raw.ping();
-  assert.ok(raw.isOpen);
-  assert.equal(raw.closeInfo, null);
-});
-
-test('pusher-js keeps a connection alive on a 2 s activity timeout (same socket, no error)', async () => {
-  const client = await connectClient(server);
-  const socketId = client.connection.socket_id;
-  const errors = record(client.connection, 'error');
-  const states = record(client.connection, 'state_change');
-  // Watch the heartbeat traffic pusher-js sees: it pings after 2 s of silence (min of its own
-  // 120 s and the server's 2 s) and answers the server's pings.
-  const beats = [];
-  let resolveBeats;
-  const enough = new Promise((r) => (resolveBeats = r));
-  client.connection.bind('message', (m) => {
-    if (m.event === 'pusher:pong' || m.event === 'pusher:ping') {
-      beats.push(m.event);
-      if (beats.length >= 3) resolveBeats();
-    }
+// The three slow checks each wait for several 2 s periods; they use separate sockets, so they
+// run concurrently to keep the file short. Each closes what it opened.
+describe('server heartbeat', { concurrency: true }, () => {
+  test('silent client: server sends pusher:ping, then closes with 4201 when no pong comes', async () => {
+    const raw = await RawClient.connect(server);
+    const t0 = Date.now();
+    const ping = await raw.waitFor('pusher:ping', { ms: ACTIVITY_S * 1000 + SLACK_MS });
+    const tPing = Date.now();
+    assert.ok(tPing - t0 >= ACTIVITY_S * 1000 - 500, `ping came too early: after ${tPing - t0} ms`);
+    assert.equal(ping.channel, undefined);
+    const close = await withDeadline(raw.closed, PONG_S * 1000 + SLACK_MS, 'close after unanswered ping');
+    assert.equal(close.code, 4201, `close ${JSON.stringify(close)}; received ${raw.describe()}`);
+    const tClose = Date.now();
+    assert.ok(tClose - tPing >= PONG_S * 1000 - 500, `closed too early: ${tClose - tPing} ms after ping`);
+    raw.close();
   });
-  await withDeadline(enough, 4 * (ACTIVITY_S + PONG_S) * 1000, 'three heartbeat messages');
-  assert.equal(client.connection.state, 'connected');
-  assert.equal(client.connection.socket_id, socketId, 'no reconnect happened');
-  assert.equal(errors.items.length, 0, `errors: ${JSON.stringify(errors.items)}`);
-  assert.equal(states.items.length, 0, `state changes: ${JSON.stringify(states.items)}`);
+
+  test('client that answers pusher:ping with pusher:pong stays open across several ping periods', async () => {
+    const raw = await RawClient.connect(server);
+    const t0 = Date.now();
+    for (let i = 0; i < 3; i++) {
+      await raw.waitFor('pusher:ping', { ms: ACTIVITY_S * 1000 + PONG_S * 1000 + SLACK_MS });
+      raw.send({ event: 'pusher:pong', data: {} });
+    }
+    // Three ping periods (> activity + pong timeout) have passed and the socket is still served.
+    assert.ok(Date.now() - t0 >= 2 * ACTIVITY_S * 1000, 'at least two full periods elapsed');
+    await raw.ping();
+    assert.ok(raw.isOpen);
+    assert.equal(raw.closeInfo, null);
+    raw.close();
+  });
+
+  test('pusher-js keeps a connection alive on a 2 s activity timeout (same socket, no error)', async () => {
+    const client = await connectClient(server);
+    const socketId = client.connection.socket_id;
+    const errors = record(client.connection, 'error');
+    const states = record(client.connection, 'state_change');
+    // Watch the heartbeat traffic pusher-js sees: it pings after 2 s of silence (min of its own
+    // 120 s and the server's 2 s) and answers the server's pings.
+    const beats = [];
+    let resolveBeats;
+    const enough = new Promise((r) => (resolveBeats = r));
+    client.connection.bind('message', (m) => {
+      if (m.event === 'pusher:pong' || m.event === 'pusher:ping') {
+        beats.push(m.event);
+        if (beats.length >= 3) resolveBeats();
+      }
+    });
+    await withDeadline(enough, 4 * (ACTIVITY_S + PONG_S) * 1000, 'three heartbeat messages');
+    assert.equal(client.connection.state, 'connected');
+    assert.equal(client.connection.socket_id, socketId, 'no reconnect happened');
+    assert.equal(errors.items.length, 0, `errors: ${JSON.stringify(errors.items)}`);
+    assert.equal(states.items.length, 0, `state changes: ${JSON.stringify(states.items)}`);
+    disconnectClient(client);
+  });
 });
 
 test('shutdown: SIGTERM stops the server with exit status 0', async () => {

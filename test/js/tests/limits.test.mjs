@@ -47,8 +47,8 @@ afterEach(async () => {
 });
 after(async () => {
   cleanupAll();
-  await server?.stop();
-  await small?.stop();
+  await stopServer(server); // SIGTERM if still running; throws unless it exited 0
+  await stopServer(small); // SIGTERM if still running; throws unless it exited 0
 });
 
 test('per-app quota (app2 max_connections 3): the 4th connection is closed with 4004', async () => {

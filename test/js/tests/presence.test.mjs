@@ -34,7 +34,7 @@ before(async () => {
 afterEach(() => cleanupAll());
 after(async () => {
   cleanupAll();
-  await server?.stop();
+  await stopServer(server); // SIGTERM if still running; throws unless it exited 0
 });
 
 const info = (id) => ({ name: `Name of ${id}`, tags: [id.length, 'x'] });

@@ -34,8 +34,8 @@ before(async () => {
 });
 after(async () => {
   cleanupAll();
-  await first?.stop();
-  await second?.stop();
+  await stopServer(first); // SIGTERM if still running; throws unless it exited 0
+  await stopServer(second); // SIGTERM if still running; throws unless it exited 0
 });
 
 test('SIGTERM: pusher-js and raw clients are closed with 4200 and the server exits 0', async () => {

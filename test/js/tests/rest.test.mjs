@@ -32,7 +32,7 @@ before(async () => {
 afterEach(() => cleanupAll());
 after(async () => {
   cleanupAll();
-  await server?.stop();
+  await stopServer(server); // SIGTERM if still running; throws unless it exited 0
 });
 
 test('trigger to several channels at once reaches every channel', async () => {
@@ -252,6 +252,16 @@ test('terminateUserConnections closes every socket of that user with 4009 and no
   await waitForState(pjs, 'disconnected', 3000);
   await bystander.ping();
   assert.ok(bystander.isOpen);
+});
+
+test('sdk.post to /events with a hand-built body delivers the event', async () => {
+  const name = uniq('post-');
+  const raw = await RawClient.connect(server);
+  await raw.subscribeOk(name);
+  const res = await sdk.post({ path: '/events', body: { name: 'posted', channels: [name], data: '{"via":"post"}' } });
+  assert.equal(res.status, 200);
+  const m = await raw.waitFor('posted', { channel: name });
+  assert.equal(m.rawData, '{"via":"post"}');
 });
 
 test('raw REST: a correctly signed request succeeds (checks the test\'s own signer)', async () => {

@@ -28,7 +28,7 @@ before(async () => {
 afterEach(() => cleanupAll());
 after(async () => {
   cleanupAll();
-  await server?.stop();
+  await stopServer(server); // SIGTERM if still running; throws unless it exited 0
 });
 
 /** Connects a pusher-js client, signs it in, and waits until its user channel is subscribed. */
