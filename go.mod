@@ -7,4 +7,4 @@ require (
 	gopkg.in/yaml.v3 v3.0.1
 )
 
-require github.com/HdrHistogram/hdrhistogram-go v1.1.2 // indirect
+require github.com/HdrHistogram/hdrhistogram-go v1.1.2

@@ -31,11 +31,13 @@ func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 		return serve(args, env, stderr, false)
 	case "check-config":
 		return serve(args, env, stderr, true)
+	case "bench":
+		return benchCmd(args, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "herald", version)
 		return 0
 	default:
-		fmt.Fprintf(stderr, "herald: unknown command %q (commands: serve, check-config, version)\n", cmd)
+		fmt.Fprintf(stderr, "herald: unknown command %q (commands: serve, check-config, bench, version)\n", cmd)
 		return 2
 	}
 }

@@ -1,0 +1,182 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+)
+
+// IdleConfig configures the idle scenario. The zero value of each field means its default.
+type IdleConfig struct {
+	Target
+	Conns    int           // connections; default 1000
+	Channels int           // public channels they are spread over, round robin; default 10
+	Hold     time.Duration // how long to keep them open after measuring; default 0
+}
+
+func (c IdleConfig) withDefaults() IdleConfig {
+	c.Target = c.Target.withDefaults()
+	if c.Conns == 0 {
+		c.Conns = 1000
+	}
+	if c.Channels == 0 {
+		c.Channels = 10
+	}
+	return c
+}
+
+func (c IdleConfig) check() error {
+	var errs []error
+	if err := c.Target.check(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Conns < 0 {
+		errs = append(errs, errors.New("--conns must be positive"))
+	}
+	if c.Channels < 0 {
+		errs = append(errs, errors.New("--channels must be positive"))
+	}
+	if c.Hold < 0 {
+		errs = append(errs, errors.New("--hold must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// RSSSettle is how the server's RSS is read after connecting: every rssInterval until
+// rssStableSamples samples in a row agree within 1%, or rssSettleMax passes.
+const (
+	rssInterval      = 500 * time.Millisecond
+	rssStableSamples = 3
+	rssSettleMax     = 10 * time.Second
+)
+
+// ServerRSS is the server's resident memory before and after the connections were made.
+type ServerRSS struct {
+	BaselineBytes int64   `json:"baseline_bytes"` // sampled before connecting
+	AfterBytes    int64   `json:"after_bytes"`    // sampled once it settled
+	Settled       bool    `json:"settled"`        // false: still moving when the settle time ran out
+	SettleSeconds float64 `json:"settle_seconds"`
+	// PerConnBytes is (AfterBytes - BaselineBytes) / established connections: user-space memory
+	// per connection (the kernel's socket buffers are extra).
+	PerConnBytes float64 `json:"per_conn_bytes"`
+	PerConnKiB   float64 `json:"per_conn_kib"`
+}
+
+// IdleReport is the result of Idle.
+type IdleReport struct {
+	Scenario     string     `json:"scenario"` // "idle"
+	Server       ServerInfo `json:"server"`
+	Conns        int        `json:"conns"`
+	Channels     int        `json:"channels"`
+	Setup        Setup      `json:"setup"`
+	ServerRSS    *ServerRSS `json:"server_rss,omitempty"` // nil without a server pid
+	HoldSeconds  float64    `json:"hold_seconds"`
+	Lost         Lost       `json:"lost"` // connections ended by the server before the close phase
+	CloseSeconds float64    `json:"close_seconds"`
+	// Generator is the load generator's own CPU time over the whole run and its RSS with every
+	// connection open.
+	Generator Usage `json:"generator"`
+}
+
+// Idle opens cfg.Conns subscribed connections over cfg.Channels public channels ("idle-0",
+// "idle-1", ...), measures the server's RSS once it settles, holds them for cfg.Hold and closes
+// them.
+func Idle(ctx context.Context, cfg IdleConfig) (*IdleReport, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	rep := &IdleReport{Scenario: "idle", Server: cfg.info(false), Conns: cfg.Conns, Channels: cfg.Channels}
+	gen := self().startCPU()
+	var server proc
+	if cfg.ServerPID > 0 {
+		server = procOf(cfg.ServerPID)
+		base, err := server.rss()
+		if err != nil {
+			return nil, err
+		}
+		rep.ServerRSS = &ServerRSS{BaselineBytes: base}
+	}
+
+	p, setup, err := connect(ctx, cfg.Target, cfg.Conns, func(i int) string { return "idle-" + strconv.Itoa(i%cfg.Channels) }, nil)
+	rep.Setup = setup
+	if err != nil {
+		return rep, err
+	}
+	defer p.close(cfg.Timeout)
+
+	if server.ok() {
+		if err := settle(ctx, server, rep.ServerRSS); err != nil {
+			return rep, err
+		}
+		rep.ServerRSS.PerConnBytes = float64(rep.ServerRSS.AfterBytes-rep.ServerRSS.BaselineBytes) / float64(setup.Established)
+		rep.ServerRSS.PerConnKiB = rep.ServerRSS.PerConnBytes / 1024
+	}
+	if rss, err := self().rss(); err == nil {
+		rep.Generator.RSSBytes = rss
+	}
+	if cfg.Hold > 0 {
+		t := time.NewTimer(cfg.Hold)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return rep, context.Cause(ctx)
+		}
+		rep.HoldSeconds = cfg.Hold.Seconds()
+	}
+
+	start := time.Now()
+	if err := p.close(cfg.Timeout); err != nil {
+		return rep, err
+	}
+	rep.CloseSeconds = time.Since(start).Seconds()
+	rep.Lost = lostOf(p)
+	if u, err := gen.stop(); err == nil {
+		rep.Generator.CPUSeconds = u.CPUSeconds
+	}
+	return rep, nil
+}
+
+// settle samples the server's RSS until it stops changing and stores the last sample.
+func settle(ctx context.Context, server proc, r *ServerRSS) error {
+	start := time.Now()
+	var recent []int64
+	tick := time.NewTicker(rssInterval)
+	defer tick.Stop()
+	for {
+		rss, err := server.rss()
+		if err != nil {
+			return err
+		}
+		r.AfterBytes = rss
+		recent = append(recent, rss)
+		if len(recent) > rssStableSamples {
+			recent = recent[1:]
+		}
+		if len(recent) == rssStableSamples && stable(recent) {
+			r.Settled = true
+			break
+		}
+		if time.Since(start) >= rssSettleMax {
+			break
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	r.SettleSeconds = time.Since(start).Seconds()
+	return nil
+}
+
+// stable reports whether the samples lie within 1% of their largest.
+func stable(s []int64) bool {
+	lo, hi := s[0], s[0]
+	for _, v := range s {
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	return (hi-lo)*100 <= hi
+}

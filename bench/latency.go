@@ -1,0 +1,49 @@
+package bench
+
+import (
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Latency summarises publish → receive times in milliseconds, recorded at microsecond
+// resolution with three significant digits.
+type Latency struct {
+	Count  int64   `json:"count"`
+	MinMs  float64 `json:"min_ms"`
+	P50Ms  float64 `json:"p50_ms"`
+	P95Ms  float64 `json:"p95_ms"`
+	P99Ms  float64 `json:"p99_ms"`
+	P999Ms float64 `json:"p99_9_ms"`
+	MaxMs  float64 `json:"max_ms"`
+}
+
+// histogram records latencies in microseconds, from 1 µs to one hour.
+type histogram struct{ h *hdrhistogram.Histogram }
+
+func newHistogram() histogram {
+	return histogram{hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3)}
+}
+
+// record adds one latency; values under a microsecond (or negative, from a clock step) count
+// as 1 µs and values over an hour as an hour.
+func (h histogram) record(ns int64) {
+	us := min(max(ns/int64(time.Microsecond), 1), h.h.HighestTrackableValue())
+	_ = h.h.RecordValue(us)
+}
+
+func (h histogram) summary() Latency {
+	if h.h.TotalCount() == 0 {
+		return Latency{}
+	}
+	ms := func(us int64) float64 { return float64(us) / 1000 }
+	return Latency{
+		Count:  h.h.TotalCount(),
+		MinMs:  ms(h.h.Min()),
+		P50Ms:  ms(h.h.ValueAtQuantile(50)),
+		P95Ms:  ms(h.h.ValueAtQuantile(95)),
+		P99Ms:  ms(h.h.ValueAtQuantile(99)),
+		P999Ms: ms(h.h.ValueAtQuantile(99.9)),
+		MaxMs:  ms(h.h.Max()),
+	}
+}

@@ -1,0 +1,105 @@
+package bench
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat: 100 on every Linux
+// architecture Go supports.
+const clockTicks = 100
+
+// proc reads a process's CPU time and resident memory from /proc. The zero value reads nothing.
+type proc struct{ dir string }
+
+func procOf(pid int) proc { return proc{dir: "/proc/" + strconv.Itoa(pid)} }
+
+func self() proc { return proc{dir: "/proc/self"} }
+
+func (p proc) ok() bool { return p.dir != "" }
+
+// cpu returns the process's user plus system CPU time.
+func (p proc) cpu() (time.Duration, error) {
+	b, err := os.ReadFile(p.dir + "/stat")
+	if err != nil {
+		return 0, fmt.Errorf("read CPU time: %w", err)
+	}
+	// Fields after the command name, which is in parentheses and may hold anything.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("read CPU time: unexpected %s/stat", p.dir)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("read CPU time: short %s/stat", p.dir)
+	}
+	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("read CPU time: bad utime/stime in %s/stat", p.dir)
+	}
+	return time.Duration(ut+st) * time.Second / clockTicks, nil
+}
+
+// rss returns the process's resident set size in bytes (VmRSS).
+func (p proc) rss() (int64, error) {
+	b, err := os.ReadFile(p.dir + "/status")
+	if err != nil {
+		return 0, fmt.Errorf("read RSS: %w", err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(rest)
+			if len(f) == 2 && f[1] == "kB" {
+				kb, err := strconv.ParseInt(f[0], 10, 64)
+				if err == nil {
+					return kb << 10, nil
+				}
+			}
+			break
+		}
+	}
+	return 0, fmt.Errorf("read RSS: no VmRSS in %s/status", p.dir)
+}
+
+// Usage is a process's CPU time over a window and its RSS at the window's end.
+type Usage struct {
+	CPUSeconds float64 `json:"cpu_seconds"`
+	// CPUPerDeliveryMicros is CPUSeconds per fan-out delivery, in microseconds (fanout only).
+	CPUPerDeliveryMicros float64 `json:"cpu_per_delivery_us,omitempty"`
+	RSSBytes             int64   `json:"rss_bytes"`
+}
+
+// cpuWindow measures a process's CPU time between start and stop.
+type cpuWindow struct {
+	p     proc
+	start time.Duration
+	err   error
+}
+
+func (p proc) startCPU() *cpuWindow {
+	w := &cpuWindow{p: p}
+	w.start, w.err = p.cpu()
+	return w
+}
+
+// stop returns the CPU time and RSS since start.
+func (w *cpuWindow) stop() (Usage, error) {
+	if w.err != nil {
+		return Usage{}, w.err
+	}
+	end, err := w.p.cpu()
+	if err != nil {
+		return Usage{}, err
+	}
+	rss, err := w.p.rss()
+	if err != nil {
+		return Usage{}, err
+	}
+	return Usage{CPUSeconds: (end - w.start).Seconds(), RSSBytes: rss}, nil
+}

@@ -1,0 +1,94 @@
+package bench
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strconv"
+)
+
+// WriteText writes the report as a readable block.
+func (r *IdleReport) WriteText(w io.Writer) error {
+	b := bufio.NewWriter(w)
+	fmt.Fprintf(b, "idle: %d connections over %d channels on %s%s\n", r.Conns, r.Channels, r.Server.WS, pidNote(r.Server.PID))
+	writeSetup(b, r.Setup)
+	if s := r.ServerRSS; s != nil {
+		settled := fmt.Sprintf("settled in %.1f s", s.SettleSeconds)
+		if !s.Settled {
+			settled = fmt.Sprintf("still moving after %.1f s", s.SettleSeconds)
+		}
+		fmt.Fprintf(b, "  server RSS   baseline %s, after %s (%s)\n", mib(s.BaselineBytes), mib(s.AfterBytes), settled)
+		fmt.Fprintf(b, "  per conn     %.0f B = %.2f KiB user-space RSS per connection\n", s.PerConnBytes, s.PerConnKiB)
+	} else {
+		fmt.Fprintf(b, "  server RSS   not measured (no --server-pid)\n")
+	}
+	if r.HoldSeconds > 0 {
+		fmt.Fprintf(b, "  hold         %.1f s\n", r.HoldSeconds)
+	}
+	writeLost(b, r.Lost, "connections")
+	fmt.Fprintf(b, "  close        %d closed in %.2f s\n", r.Setup.Established, r.CloseSeconds)
+	fmt.Fprintf(b, "  generator    CPU %.2f s, RSS %s with every connection open\n", r.Generator.CPUSeconds, mib(r.Generator.RSSBytes))
+	return b.Flush()
+}
+
+// WriteText writes the report as a readable block.
+func (r *FanoutReport) WriteText(w io.Writer) error {
+	b := bufio.NewWriter(w)
+	fmt.Fprintf(b, "fanout: %d subscribers on %q, %d events %gs apart, %d-byte data, on %s and %s%s\n",
+		r.Subs, r.Channel, r.Events, r.IntervalSeconds, r.PayloadBytes, r.Server.WS, r.Server.REST, pidNote(r.Server.PID))
+	writeSetup(b, r.Setup)
+	d := r.Delivery
+	fmt.Fprintf(b, "  delivery     %d of %d (%.2f%%): missing %d, duplicated %d, out of order %d",
+		d.Delivered, d.Expected, d.Percent, d.Missing, d.Duplicated, d.OutOfOrder)
+	if d.Unexpected > 0 {
+		fmt.Fprintf(b, ", unexpected seq %d", d.Unexpected)
+	}
+	if d.Complete {
+		fmt.Fprintf(b, "; all in %.3f s after the last publish\n", d.WaitSeconds)
+	} else {
+		fmt.Fprintf(b, "; incomplete after waiting %.1f s\n", d.WaitSeconds)
+	}
+	writeLost(b, r.Lost, "subscribers")
+	fmt.Fprintf(b, "  latency ms   %8s %7s %7s %7s %7s %7s %7s  %s\n", "count", "min", "p50", "p95", "p99", "p99.9", "max", "publish")
+	writeLatency(b, "all", r.Latency, "")
+	for _, e := range r.PerEvent {
+		writeLatency(b, "event "+strconv.Itoa(e.Seq), e.Latency, fmt.Sprintf("%7.1f", e.PublishMs))
+	}
+	if u := r.ServerUsage; u != nil {
+		fmt.Fprintf(b, "  server CPU   %.2f s from first publish to end of delivery = %.1f us per delivery; RSS %s\n",
+			u.CPUSeconds, u.CPUPerDeliveryMicros, mib(u.RSSBytes))
+	} else {
+		fmt.Fprintf(b, "  server CPU   not measured (no --server-pid)\n")
+	}
+	fmt.Fprintf(b, "  generator    CPU %.2f s over the same window = %.1f us per delivery; RSS %s\n",
+		r.Generator.CPUSeconds, r.Generator.CPUPerDeliveryMicros, mib(r.Generator.RSSBytes))
+	return b.Flush()
+}
+
+func writeSetup(b io.Writer, s Setup) {
+	fmt.Fprintf(b, "  setup        %d established, %d failed in %.2f s (%.0f conn/s)\n", s.Established, s.Failed, s.Seconds, s.RatePerSec)
+	if s.FirstError != "" {
+		fmt.Fprintf(b, "               first failure: %s\n", s.FirstError)
+	}
+}
+
+func writeLost(b io.Writer, l Lost, what string) {
+	fmt.Fprintf(b, "  lost         %d %s dropped by the server", l.Count, what)
+	if l.FirstError != "" {
+		fmt.Fprintf(b, " (first: %s)", l.FirstError)
+	}
+	fmt.Fprintln(b)
+}
+
+func writeLatency(b io.Writer, name string, l Latency, extra string) {
+	fmt.Fprintf(b, "  %-12s %8d %7.1f %7.1f %7.1f %7.1f %7.1f %7.1f  %s\n", name, l.Count, l.MinMs, l.P50Ms, l.P95Ms, l.P99Ms, l.P999Ms, l.MaxMs, extra)
+}
+
+func pidNote(pid int) string {
+	if pid == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (server pid %d)", pid)
+}
+
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
