@@ -4,6 +4,7 @@
 // Every wait here has a deadline; nothing sleeps for a fixed time to wait for something to happen.
 
 import { spawn, execFileSync } from 'node:child_process';
+import { before, afterEach, after } from 'node:test';
 import { createHash, createHmac } from 'node:crypto';
 import { mkdtempSync, writeFileSync, rmSync, existsSync } from 'node:fs';
 import net from 'node:net';
@@ -871,4 +872,20 @@ export function pusherJsErrorCode(err) {
   if (err.data && err.data.code !== undefined) return err.data.code;
   if (err.error && err.error.data && err.error.data.code !== undefined) return err.error.data.code;
   return undefined;
+}
+
+// useServer registers the lifecycle every test file shares: start one herald before the file's
+// tests (opts as for startServer), clean up clients after each test, and stop the server after
+// the last one (stopServer throws unless it exited 0). onStart receives the running server.
+export function useServer(onStart, opts = {}) {
+  let server;
+  before(async () => {
+    server = await startServer(opts);
+    onStart(server);
+  });
+  afterEach(() => cleanupAll());
+  after(async () => {
+    cleanupAll();
+    await stopServer(server);
+  });
 }

@@ -1,7 +1,7 @@
 // Cache channels: the last event is replayed right after subscription_succeeded; an empty cache
 // gives pusher:cache_miss.
 
-import { test, before, after, afterEach } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import {
@@ -9,9 +9,8 @@ import {
   RawClient,
   connectClient,
   record,
-  startServer,
+  useServer,
   stopServer,
-  cleanupAll,
   uniq,
   withDeadline,
 } from '../harness.mjs';
@@ -19,14 +18,9 @@ import {
 let server;
 let sdk;
 
-before(async () => {
-  server = await startServer();
-  sdk = server.sdk(APP1);
-});
-afterEach(() => cleanupAll());
-after(async () => {
-  cleanupAll();
-  await stopServer(server); // SIGTERM if still running; throws unless it exited 0
+useServer((s) => {
+  server = s;
+  sdk = s.sdk(APP1);
 });
 
 /**

@@ -1,6 +1,6 @@
 // Public, private and private-encrypted channels with pusher-js and the server SDK.
 
-import { test, before, after, afterEach } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import {
@@ -11,9 +11,8 @@ import {
   subscribe,
   subscribeRejection,
   waitForBind,
-  startServer,
+  useServer,
   stopServer,
-  cleanupAll,
   uniq,
   hmacHex,
   withDeadline,
@@ -22,14 +21,9 @@ import {
 let server;
 let sdk;
 
-before(async () => {
-  server = await startServer();
-  sdk = server.sdk(APP1);
-});
-afterEach(() => cleanupAll());
-after(async () => {
-  cleanupAll();
-  await stopServer(server); // SIGTERM if still running; throws unless it exited 0
+useServer((s) => {
+  server = s;
+  sdk = s.sdk(APP1);
 });
 
 // ---- public -----------------------------------------------------------------------------------

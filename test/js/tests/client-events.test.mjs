@@ -1,7 +1,7 @@
 // Client events (client-*): delivered to the other subscribers of private/presence channels,
 // never echoed, carry user_id on presence, refused (4301) everywhere else.
 
-import { test, before, after, afterEach } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import {
@@ -11,23 +11,17 @@ import {
   connectClient,
   record,
   subscribe,
-  startServer,
+  useServer,
   stopServer,
-  cleanupAll,
   uniq,
 } from '../harness.mjs';
 
 let server;
 let sdk;
 
-before(async () => {
-  server = await startServer();
-  sdk = server.sdk(APP1);
-});
-afterEach(() => cleanupAll());
-after(async () => {
-  cleanupAll();
-  await stopServer(server); // SIGTERM if still running; throws unless it exited 0
+useServer((s) => {
+  server = s;
+  sdk = s.sdk(APP1);
 });
 
 test('private: a pusher-js client event reaches the other subscriber and is not echoed to the sender', async () => {

@@ -1,6 +1,6 @@
 // Presence channels: members, member_added/member_removed, one user on several sockets, limits.
 
-import { test, before, after, afterEach } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import {
@@ -13,9 +13,8 @@ import {
   subscribe,
   subscribeRejection,
   waitForBind,
-  startServer,
+  useServer,
   stopServer,
-  cleanupAll,
   uniq,
   hmacHex,
 } from '../harness.mjs';
@@ -27,15 +26,10 @@ let sdk;
 // several sockets without tripping it (limits.test.mjs checks the quota itself).
 const APP2_HERE = { ...APP2, limits: { max_presence_members: 2, max_connections: 20 } };
 
-before(async () => {
-  server = await startServer({ apps: [APP1, APP2_HERE] });
-  sdk = server.sdk(APP1);
-});
-afterEach(() => cleanupAll());
-after(async () => {
-  cleanupAll();
-  await stopServer(server); // SIGTERM if still running; throws unless it exited 0
-});
+useServer((s) => {
+  server = s;
+  sdk = s.sdk(APP1);
+}, { apps: [APP1, APP2_HERE] });
 
 const info = (id) => ({ name: `Name of ${id}`, tags: [id.length, 'x'] });
 

@@ -1,6 +1,6 @@
 // The Pusher REST API through the `pusher` server SDK, plus raw signed requests.
 
-import { test, before, after, afterEach } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import {
@@ -13,9 +13,8 @@ import {
   pusherJsErrorCode,
   restRequest,
   sdkError,
-  startServer,
+  useServer,
   stopServer,
-  cleanupAll,
   uniq,
   withDeadline,
   eventually,
@@ -25,14 +24,9 @@ import {
 let server;
 let sdk;
 
-before(async () => {
-  server = await startServer();
-  sdk = server.sdk(APP1);
-});
-afterEach(() => cleanupAll());
-after(async () => {
-  cleanupAll();
-  await stopServer(server); // SIGTERM if still running; throws unless it exited 0
+useServer((s) => {
+  server = s;
+  sdk = s.sdk(APP1);
 });
 
 test('trigger to several channels at once reaches every channel', async () => {

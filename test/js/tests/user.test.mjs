@@ -1,6 +1,6 @@
 // User authentication: pusher:signin, sendToUser (#server-to-user-{id}), refusals.
 
-import { test, before, after, afterEach } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 
 import {
@@ -10,9 +10,8 @@ import {
   connectClient,
   record,
   waitForBind,
-  startServer,
+  useServer,
   stopServer,
-  cleanupAll,
   uniq,
   hmacHex,
   withDeadline,
@@ -21,14 +20,9 @@ import {
 let server;
 let sdk;
 
-before(async () => {
-  server = await startServer();
-  sdk = server.sdk(APP1);
-});
-afterEach(() => cleanupAll());
-after(async () => {
-  cleanupAll();
-  await stopServer(server); // SIGTERM if still running; throws unless it exited 0
+useServer((s) => {
+  server = s;
+  sdk = s.sdk(APP1);
 });
 
 /** Connects a pusher-js client, signs it in, and waits until its user channel is subscribed. */
