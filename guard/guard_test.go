@@ -1,0 +1,180 @@
+package guard
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+)
+
+const sec = int64(time.Second)
+
+func TestBucketAllowsBurstThenRate(t *testing.T) {
+	r := Rate{PerSecond: 10, Burst: 5}
+	var b Bucket
+	now := int64(1000) * sec
+	for i := 0; i < 5; i++ {
+		if ok, _ := b.Take(r, now); !ok {
+			t.Fatalf("take %d of the burst refused", i+1)
+		}
+	}
+	ok, wait := b.Take(r, now)
+	if ok {
+		t.Fatal("6th take in the same instant allowed; burst is 5")
+	}
+	if wait != 100*time.Millisecond {
+		t.Fatalf("wait = %v, want 100ms (one token at 10/s)", wait)
+	}
+	// 100 ms later exactly one token is back.
+	now += sec / 10
+	if ok, _ := b.Take(r, now); !ok {
+		t.Fatal("take after one refill interval refused")
+	}
+	if ok, _ := b.Take(r, now); ok {
+		t.Fatal("second take after one refill interval allowed")
+	}
+	// Over a long run the rate holds: 100 s at 10/s is about 1,000 tokens.
+	allowed := 0
+	for i := 0; i < 100_000; i++ {
+		now += sec / 1000
+		if ok, _ := b.Take(r, now); ok {
+			allowed++
+		}
+	}
+	if allowed < 995 || allowed > 1005 {
+		t.Fatalf("allowed %d in 100 s at 10/s, want about 1,000", allowed)
+	}
+}
+
+func TestBucketUnlimited(t *testing.T) {
+	var b Bucket
+	for i := 0; i < 1000; i++ {
+		if ok, _ := b.Take(Rate{}, 0); !ok {
+			t.Fatal("unlimited rate refused")
+		}
+	}
+}
+
+func TestIPRateIsPerAddressAndForgets(t *testing.T) {
+	l := NewIPRate(Rate{PerSecond: 2, Burst: 2})
+	a, b := netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("::ffff:127.0.0.3")
+	now := int64(5000) * sec
+	if !l.Allow(a, now) || !l.Allow(a, now) {
+		t.Fatal("burst of 2 refused")
+	}
+	if l.Allow(a, now) {
+		t.Fatal("third attempt in the same instant allowed")
+	}
+	if !l.Allow(b, now) {
+		t.Fatal("another address was refused: limits must be per address")
+	}
+	if !l.Allow(netip.MustParseAddr("127.0.0.3"), now) {
+		t.Fatal("the IPv4-mapped and plain forms of one address must share a bucket, and it had one token left")
+	}
+	if l.Allow(b, now) {
+		t.Fatal("the mapped form did not share the plain form's bucket")
+	}
+	if got := l.Tracked(); got != 2 {
+		t.Fatalf("tracked %d addresses, want 2", got)
+	}
+	// After the buckets refill and a sweep interval passes, the addresses are forgotten.
+	now += int64(sweepEvery) + sec
+	for i := 0; i < ipShards*4; i++ { // touch every shard so each sweeps
+		l.Allow(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), now)
+	}
+	now += int64(sweepEvery) + sec
+	for i := 0; i < ipShards*4; i++ {
+		l.Allow(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), now)
+	}
+	if got := l.Tracked(); got > ipShards*4 {
+		t.Fatalf("tracked %d addresses after two sweeps, want at most the %d of the last round", got, ipShards*4)
+	}
+}
+
+func TestOrigins(t *testing.T) {
+	o, err := ParseOrigins([]string{"https://app.example.com", "*.trusted.io", "http://localhost:3000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for origin, want := range map[string]bool{
+		"":                           true, // non-browser clients send none
+		"https://app.example.com":    true,
+		"HTTPS://APP.EXAMPLE.COM":    true,
+		"http://app.example.com":     false, // scheme differs
+		"https://app.example.com:81": false,
+		"https://evil.com":           false,
+		"https://a.trusted.io":       true,
+		"http://b.c.trusted.io":      true,
+		"https://trusted.io":         false, // the wildcard is for subdomains
+		"https://eviltrusted.io":     false,
+		"http://localhost:3000":      true,
+		"http://localhost:3001":      false,
+		"null":                       false,
+	} {
+		if got := o.Allowed(origin); got != want {
+			t.Errorf("Allowed(%q) = %v, want %v", origin, got, want)
+		}
+	}
+	all, _ := ParseOrigins(nil)
+	if !all.Allowed("https://anything.example") || all.Restricted() {
+		t.Error("an empty list must allow every origin")
+	}
+	star, _ := ParseOrigins([]string{"*"})
+	if !star.Allowed("https://anything.example") {
+		t.Error(`"*" must allow every origin`)
+	}
+	for _, bad := range []string{"https://", "://x.com", "https://x.com/path", "a.*.com", "x.com?q"} {
+		if _, err := ParseOrigins([]string{bad}); err == nil {
+			t.Errorf("ParseOrigins(%q) accepted a malformed pattern", bad)
+		}
+	}
+}
+
+func TestMemoryGuardHysteresis(t *testing.T) {
+	m, err := NewMemory(MemoryConfig{Limit: 1000, RefuseAbove: 0.9, AcceptBelow: 0.8}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		used     uint64
+		refusing bool
+	}{
+		{500, false}, {900, false}, {901, true}, {850, true}, {800, true}, {799, false}, {850, false}, {950, true},
+	}
+	for _, s := range steps {
+		m.Observe(s.used)
+		if m.Refusing() != s.refusing {
+			t.Fatalf("after %d of 1000 bytes: refusing = %v, want %v", s.used, m.Refusing(), s.refusing)
+		}
+	}
+	if m.Trips() != 2 {
+		t.Fatalf("trips = %d, want 2", m.Trips())
+	}
+	if _, err := NewMemory(MemoryConfig{Limit: 1, RefuseAbove: 0.5, AcceptBelow: 0.6}, nil); err == nil {
+		t.Fatal("accept_below above refuse_above accepted")
+	}
+}
+
+func TestMemoryGuardSamplesTheProcess(t *testing.T) {
+	rss, err := ResidentBytes()
+	if err != nil || rss == 0 {
+		t.Fatalf("ResidentBytes = %d, %v", rss, err)
+	}
+	limit, err := DetectMemoryLimit()
+	if err != nil || limit < rss {
+		t.Fatalf("DetectMemoryLimit = %d, %v (RSS %d)", limit, err, rss)
+	}
+	// A limit below what the process already uses: the first sample refuses.
+	m, err := NewMemory(MemoryConfig{Limit: rss / 2, Interval: 10 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start()
+	defer m.Close()
+	if !m.Refusing() || m.Used() < rss/2 {
+		t.Fatalf("refusing = %v with %d bytes used over a %d limit", m.Refusing(), m.Used(), rss/2)
+	}
+	var never Memory
+	if never.Refusing() {
+		t.Fatal("zero guard refuses")
+	}
+}

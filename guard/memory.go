@@ -1,0 +1,180 @@
+package guard
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// MemoryConfig tunes the memory guard. The guard refuses new connections once the process
+// uses more than RefuseAbove of Limit and accepts them again only below AcceptBelow, so a
+// node near its limit does not flap between the two.
+type MemoryConfig struct {
+	Limit       uint64  // bytes; 0 = the cgroup's memory.max, else the machine's total memory
+	RefuseAbove float64 // fraction of Limit; default 0.90
+	AcceptBelow float64 // fraction of Limit, below RefuseAbove; default 0.80
+	Interval    time.Duration
+	// Read returns the bytes the process uses now; default: its resident set size.
+	Read func() (uint64, error)
+}
+
+// Memory is the memory guard. Refusing is one atomic load.
+type Memory struct {
+	cfg      MemoryConfig
+	log      *slog.Logger
+	refusing atomic.Bool
+	used     atomic.Uint64
+	trips    atomic.Int64
+	started  atomic.Bool
+
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+// NewMemory builds the guard, detecting the limit when cfg.Limit is 0. It does not sample
+// until Start.
+func NewMemory(cfg MemoryConfig, log *slog.Logger) (*Memory, error) {
+	if cfg.RefuseAbove <= 0 {
+		cfg.RefuseAbove = 0.90
+	}
+	if cfg.AcceptBelow <= 0 {
+		cfg.AcceptBelow = 0.80
+	}
+	if cfg.AcceptBelow >= cfg.RefuseAbove || cfg.RefuseAbove > 1 {
+		return nil, fmt.Errorf("memory guard: want 0 < accept_below (%v) < refuse_above (%v) <= 1", cfg.AcceptBelow, cfg.RefuseAbove)
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = 250 * time.Millisecond
+	}
+	if cfg.Read == nil {
+		cfg.Read = ResidentBytes
+	}
+	if cfg.Limit == 0 {
+		l, err := DetectMemoryLimit()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Limit = l
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Memory{cfg: cfg, log: log, stop: make(chan struct{}), done: make(chan struct{})}, nil
+}
+
+// Start samples memory every interval until Close.
+func (m *Memory) Start() {
+	m.started.Store(true)
+	m.sample()
+	go func() {
+		defer close(m.done)
+		t := time.NewTicker(m.cfg.Interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				m.sample()
+			case <-m.stop:
+				return
+			}
+		}
+	}()
+}
+
+// Close stops sampling; it is idempotent.
+func (m *Memory) Close() {
+	m.once.Do(func() { close(m.stop) })
+	if m.started.Load() {
+		<-m.done
+	}
+}
+
+func (m *Memory) sample() {
+	used, err := m.cfg.Read()
+	if err != nil {
+		return
+	}
+	m.Observe(used)
+}
+
+// Observe applies one reading: above the refuse threshold the guard starts refusing, below
+// the accept threshold it stops; in between it keeps its state.
+func (m *Memory) Observe(used uint64) {
+	m.used.Store(used)
+	frac := float64(used) / float64(m.cfg.Limit)
+	switch {
+	case frac > m.cfg.RefuseAbove && !m.refusing.Load():
+		m.refusing.Store(true)
+		m.trips.Add(1)
+		m.log.Warn("memory guard: refusing new connections", "used_bytes", used, "limit_bytes", m.cfg.Limit,
+			"refuse_above", m.cfg.RefuseAbove, "accept_below", m.cfg.AcceptBelow)
+	case frac < m.cfg.AcceptBelow && m.refusing.Load():
+		m.refusing.Store(false)
+		m.log.Info("memory guard: accepting connections again", "used_bytes", used, "limit_bytes", m.cfg.Limit)
+	}
+}
+
+// Refusing reports whether new connections are refused.
+func (m *Memory) Refusing() bool { return m != nil && m.refusing.Load() }
+
+// Used is the last reading, in bytes.
+func (m *Memory) Used() uint64 { return m.used.Load() }
+
+// Limit is the limit the fractions apply to, in bytes.
+func (m *Memory) Limit() uint64 { return m.cfg.Limit }
+
+// Trips counts how often the guard started refusing.
+func (m *Memory) Trips() int64 { return m.trips.Load() }
+
+// ResidentBytes is the process's resident set size, from /proc/self/statm.
+func ResidentBytes() (uint64, error) {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0, err
+	}
+	f := bytes.Fields(b)
+	if len(f) < 2 {
+		return 0, errors.New("guard: unexpected /proc/self/statm")
+	}
+	pages, err := strconv.ParseUint(string(f[1]), 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	return pages * uint64(os.Getpagesize()), nil
+}
+
+// DetectMemoryLimit is the cgroup v2 memory.max of this process when it has one, else the
+// machine's total memory.
+func DetectMemoryLimit() (uint64, error) {
+	if b, err := os.ReadFile("/sys/fs/cgroup/memory.max"); err == nil {
+		if s := strings.TrimSpace(string(b)); s != "max" {
+			if v, err := strconv.ParseUint(s, 10, 64); err == nil && v > 0 {
+				return v, nil
+			}
+		}
+	}
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0, fmt.Errorf("memory guard: no limit configured and none detected: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err == nil {
+				return kb << 10, nil
+			}
+		}
+	}
+	return 0, errors.New("memory guard: no limit configured and none detected in /proc/meminfo")
+}
