@@ -12,6 +12,10 @@ type App struct {
 	// EnableUserAuthentication allows pusher:signin and #server-to-user-{id} channels.
 	EnableUserAuthentication bool
 
+	// AllowedOrigins lists the browser origins that may connect ("https://app.example.com",
+	// "*.example.com", "*"); empty allows every origin. See guard.ParseOrigins.
+	AllowedOrigins []string
+
 	Limits Limits
 }
 
@@ -27,6 +31,12 @@ type Limits struct {
 	MaxPresenceMemberBytes  int // size of one member's user_info
 	MaxPresenceUserIDLength int
 	MaxChannelsPerConn      int // channels one connection may join
+	// MaxClientEventsPerSecond is each connection's client-event rate (token bucket with a
+	// burst of the same size); over it an event is rejected with 4301.
+	MaxClientEventsPerSecond int
+	// MaxAPIRequestsPerSecond is the app's REST request rate on this node (token bucket with a
+	// burst of the same size); over it the API answers 429 with Retry-After. 0 = unlimited.
+	MaxAPIRequestsPerSecond int
 }
 
 // DefaultLimits are the values used for every zero field of an app's Limits. They follow
@@ -42,6 +52,9 @@ var DefaultLimits = Limits{
 	MaxPresenceMemberBytes:  1024,
 	MaxPresenceUserIDLength: 128,
 	MaxChannelsPerConn:      100,
+
+	MaxClientEventsPerSecond: 10,
+	MaxAPIRequestsPerSecond:  0,
 }
 
 // WithDefaults returns l with every zero field replaced by its default.
@@ -64,6 +77,9 @@ func (l Limits) WithDefaults() Limits {
 		MaxPresenceMemberBytes:  pick(l.MaxPresenceMemberBytes, d.MaxPresenceMemberBytes),
 		MaxPresenceUserIDLength: pick(l.MaxPresenceUserIDLength, d.MaxPresenceUserIDLength),
 		MaxChannelsPerConn:      pick(l.MaxChannelsPerConn, d.MaxChannelsPerConn),
+
+		MaxClientEventsPerSecond: pick(l.MaxClientEventsPerSecond, d.MaxClientEventsPerSecond),
+		MaxAPIRequestsPerSecond:  pick(l.MaxAPIRequestsPerSecond, d.MaxAPIRequestsPerSecond),
 	}
 }
 

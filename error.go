@@ -28,6 +28,7 @@ const (
 	CodePongTimeout                   // no pong after a server ping
 	CodeReconnect                     // server going away: reconnect now
 	CodeBusy                          // a shared queue is full: push back
+	CodeConnectionRate                // too many new connections from one address
 )
 
 var pusherCodes = [...]int{
@@ -47,6 +48,7 @@ var pusherCodes = [...]int{
 	CodePongTimeout:       4201,
 	CodeReconnect:         4200,
 	CodeBusy:              4100,
+	CodeConnectionRate:    4100,
 }
 
 var httpStatuses = [...]int{
@@ -66,6 +68,7 @@ var httpStatuses = [...]int{
 	CodePongTimeout:       http.StatusRequestTimeout,
 	CodeReconnect:         http.StatusServiceUnavailable,
 	CodeBusy:              http.StatusServiceUnavailable,
+	CodeConnectionRate:    http.StatusTooManyRequests,
 }
 
 // PusherCode is the Pusher protocol error/close code for c (PROTOCOL.md §1.3).

@@ -1,7 +1,9 @@
 package hub
 
 import (
+	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 
 	"github.com/herald-rt/herald"
@@ -9,9 +11,13 @@ import (
 	"github.com/herald-rt/herald/ws"
 )
 
-// ServeWS upgrades a request for /app/{key} and hands the connection to a worker. Refusals
-// (unknown key, node or app full, draining) complete the handshake and answer with the Pusher
-// error and close code pusher-js acts on; they cost one write and never reach a worker.
+// ServeWS upgrades a request for /app/{key} and hands the connection to a worker.
+//
+// Refusals (unknown key, disallowed origin, an address over its connection rate, the memory
+// guard, node or app full, draining) complete the handshake and answer with the Pusher error
+// and close code pusher-js acts on: 4001 and 4009 stop it retrying, 4100 makes it back off
+// before reconnecting, 4004 stops it. A refusal costs one write, allocates no connection state
+// and never reaches a worker, so a burst of refusals does not feed the churn that caused it.
 func (h *Hub) ServeWS(w http.ResponseWriter, r *http.Request, key string) {
 	accept, err := ws.CheckHandshake(r)
 	if err != nil {
@@ -21,26 +27,37 @@ func (h *Hub) ServeWS(w http.ResponseWriter, r *http.Request, key string) {
 	a := h.byKey[key]
 	switch {
 	case a == nil:
-		h.refuse(w, accept, herald.CodeAppNotFound, "App key "+strconv.Quote(key)+" does not exist")
+		h.refuse(w, accept, RefusedAppNotFound, herald.CodeAppNotFound, "App key "+strconv.Quote(key)+" does not exist")
 		return
 	case h.draining.Load():
-		h.refuse(w, accept, herald.CodeReconnect, "server shutting down, reconnect")
+		h.refuse(w, accept, RefusedDraining, herald.CodeReconnect, "server shutting down, reconnect")
+		return
+	case !a.origins.Allowed(r.Header.Get("Origin")):
+		h.refuse(w, accept, RefusedOrigin, herald.CodeForbidden, "origin "+strconv.Quote(r.Header.Get("Origin"))+" is not allowed for this app")
+		return
+	case h.cfg.IPRate != nil && !h.cfg.IPRate.Allow(remoteIP(r), mono()):
+		h.refuse(w, accept, RefusedIPRate, herald.CodeConnectionRate, "too many new connections from your address, back off")
+		return
+	case h.cfg.Memory.Refusing():
+		h.refuse(w, accept, RefusedMemory, herald.CodeOverCapacity, "node over its memory limit")
 		return
 	}
 	if n := h.conns.Add(1); n > int64(h.cfg.MaxConnections) {
 		h.conns.Add(-1)
-		h.refuse(w, accept, herald.CodeOverCapacity, "node over capacity")
+		h.refuse(w, accept, RefusedNodeFull, herald.CodeOverCapacity, "node over capacity")
 		return
 	}
 	if n := a.conns.Add(1); a.app.Limits.MaxConnections > 0 && n > int64(a.app.Limits.MaxConnections) {
 		a.conns.Add(-1)
 		h.conns.Add(-1)
-		h.refuse(w, accept, herald.CodeAppOverQuota, "app over its connection quota")
+		h.refuse(w, accept, RefusedAppFull, herald.CodeAppOverQuota, "app over its connection quota")
 		return
 	}
 	num := h.nextNum.Add(1)
 	c := &Conn{app: a, num: num, sid: h.prefix + "." + strconv.FormatUint(num, 10)}
-	c.w = h.workers[num%uint64(len(h.workers))]
+	widx := num % uint64(len(h.workers))
+	c.w = h.workers[widx]
+	c.m = &a.counters[widx]
 	c.lastSeen.Store(h.now())
 	hello := ws.TextFrame(pusher.AppendConnectionEstablished(nil, c.sid, int(h.cfg.ActivityTimeout.Seconds())))
 	nc, pre, err := ws.Hijack(w, accept, hello, h.cfg.HandshakeTimeout)
@@ -49,6 +66,7 @@ func (h *Hub) ServeWS(w http.ResponseWriter, r *http.Request, key string) {
 		h.conns.Add(-1)
 		return
 	}
+	c.m.connects.Add(1)
 	_, err = h.engine.Attach(nc, pre, func(wc *ws.Conn) {
 		wc.Data = c
 		c.t = wc
@@ -58,15 +76,30 @@ func (h *Hub) ServeWS(w http.ResponseWriter, r *http.Request, key string) {
 		// Never handed to a worker: uncount here.
 		a.conns.Add(-1)
 		h.conns.Add(-1)
+		c.m.disconnects.Add(1)
 		h.log.Warn("attach connection", "err", err)
 	}
 }
 
-// refuse completes the handshake with a pusher:error and a close frame carrying code.
-func (h *Hub) refuse(w http.ResponseWriter, accept string, code herald.Code, msg string) {
-	h.refused.Add(1)
+// refuse completes the handshake with a pusher:error and a close frame carrying code, counts
+// the refusal and logs it at most once every 10 s per reason.
+func (h *Hub) refuse(w http.ResponseWriter, accept string, why Refusal, code herald.Code, msg string) {
+	n := h.refusals[why].Add(1)
+	if now, last := h.now(), h.lastRefusal[why].Load(); now-last >= 10_000 && h.lastRefusal[why].CompareAndSwap(last, now) {
+		h.log.Warn("refusing connections", "reason", why.String(), "code", code.PusherCode(), "refused_total", n)
+	}
 	nc, _, err := ws.Hijack(w, accept, closeFrames(code.PusherCode(), msg), h.cfg.HandshakeTimeout)
 	if err == nil {
 		nc.Close()
 	}
+}
+
+// remoteIP is the peer address of r; the limiter counts an unparsable one as the zero address.
+func remoteIP(r *http.Request) netip.Addr {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	ip, _ := netip.ParseAddr(host)
+	return ip
 }

@@ -29,6 +29,8 @@ type registry struct {
 	seed    maphash.Seed
 	workers int
 	total   *atomic.Int64 // hub-wide channel count
+	count   atomic.Int64  // this app's occupied channels
+	subs    atomic.Int64  // this app's subscriptions
 	shards  [registryShards]struct {
 		mu sync.RWMutex
 		m  map[string]*Channel
@@ -68,8 +70,10 @@ func (r *registry) acquire(name string, info herald.ChannelInfo) *Channel {
 		}
 		s.m[name] = ch
 		r.total.Add(1)
+		r.count.Add(1)
 	}
 	ch.subs++
+	r.subs.Add(1)
 	s.mu.Unlock()
 	return ch
 }
@@ -79,9 +83,11 @@ func (r *registry) release(ch *Channel) {
 	s := &r.shards[r.shard(ch.name)]
 	s.mu.Lock()
 	ch.subs--
+	r.subs.Add(-1)
 	if ch.subs == 0 && s.m[ch.name] == ch {
 		delete(s.m, ch.name)
 		r.total.Add(-1)
+		r.count.Add(-1)
 	}
 	s.mu.Unlock()
 }

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/guard"
 )
 
 // transport is what a worker needs from a connection's socket (*ws.Conn in production).
@@ -19,15 +20,17 @@ type Conn struct {
 	t   transport
 	w   *worker
 	app *appState
-	num uint64 // unique per node; the second half of the socket id
-	sid string // socket id "prefix.num"
+	num uint64    // unique per node; the second half of the socket id
+	sid string    // socket id "prefix.num"
+	m   *counters // the app's counters on this connection's worker
 
 	lastSeen atomic.Int64 // hub clock (ms) of the last frame received
 
 	// Read side: owned by the connection's poller goroutine until the hang-up, then by the
 	// worker.
-	subs []sub
-	user string // signed-in user id
+	subs   []sub
+	user   string       // signed-in user id
+	events guard.Bucket // client-event rate
 
 	// Write side: owned by the worker.
 	out      [][]byte // queued frames; out[0] may be the unwritten tail of a frame

@@ -53,6 +53,7 @@ func (h *Hub) attachFake(t transport) *Conn {
 	num := h.nextNum.Add(1)
 	c := &Conn{app: a, num: num, sid: "1." + string(rune('0'+num%10)), t: t}
 	c.w = h.workers[num%uint64(len(h.workers))]
+	c.m = &a.counters[num%uint64(len(h.workers))]
 	c.lastSeen.Store(h.now())
 	c.w.inbox <- cmd{op: opAttach, c: c}
 	return c
@@ -63,7 +64,7 @@ func (h *Hub) attachFake(t transport) *Conn {
 func (h *Hub) fence() {
 	if h.fences == nil {
 		for _, w := range h.workers {
-			h.fences = append(h.fences, &Conn{t: &memTransport{fence: make(chan struct{}, 1)}, w: w})
+			h.fences = append(h.fences, &Conn{t: &memTransport{fence: make(chan struct{}, 1)}, w: w, m: &counters{}})
 		}
 	}
 	for _, c := range h.fences {

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"runtime"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/guard"
 	"github.com/herald-rt/herald/pusher"
 	"github.com/herald-rt/herald/ws"
 )
@@ -31,6 +33,13 @@ type Config struct {
 	CloseGrace          time.Duration // how long a close frame may take to leave; default 2s
 	SweepInterval       time.Duration // how often workers check timeouts; default 1s
 	InboxSize           int           // commands queued per worker; default 8192
+
+	// Admission control; nil means no limit of that kind.
+	Memory *guard.Memory // refuse new connections (4100) while it refuses
+	IPRate *guard.IPRate // refuse an address's connections over its rate (4100)
+	// PublishLatency, when set, returns the observer of an app's publish → last-frame-queued
+	// latency in seconds; it is called once per app by New.
+	PublishLatency func(appID string) Observer
 }
 
 func (c Config) withDefaults() Config {
@@ -69,6 +78,10 @@ type appState struct {
 	channels *registry
 	cache    *cache
 	conns    atomic.Int64
+	counters []counters // by worker
+	origins  guard.Origins
+	events   guard.Rate // each connection's client-event rate
+	latency  Observer   // nil: not measured
 	usersMu  sync.Mutex
 	users    map[string][]*Conn // signed-in user id -> connections
 }
@@ -93,8 +106,9 @@ type Hub struct {
 
 	slowConsumers atomic.Int64
 	pongTimeouts  atomic.Int64
-	refused       atomic.Int64
+	refusals      [refusalCount]atomic.Int64
 	lastSlowWarn  atomic.Int64
+	lastRefusal   [refusalCount]atomic.Int64 // hub clock of the last refusal warning, by reason
 
 	// Pre-encoded frames.
 	pingFrame, pongFrame []byte
@@ -126,7 +140,17 @@ func New(cfg Config, apps []*herald.App, log *slog.Logger) (*Hub, error) {
 		stop:    make(chan struct{}),
 	}
 	for _, a := range apps {
-		st := &appState{app: a, channels: newRegistry(cfg.Workers, &h.channels), cache: newCache(), users: map[string][]*Conn{}}
+		origins, err := guard.ParseOrigins(a.AllowedOrigins)
+		if err != nil {
+			return nil, fmt.Errorf("app %s: allowed origins: %w", a.ID, err)
+		}
+		lim := a.Limits.WithDefaults()
+		st := &appState{app: a, channels: newRegistry(cfg.Workers, &h.channels), cache: newCache(), users: map[string][]*Conn{},
+			counters: make([]counters, cfg.Workers), origins: origins,
+			events: guard.Rate{PerSecond: float64(lim.MaxClientEventsPerSecond), Burst: float64(lim.MaxClientEventsPerSecond)}}
+		if cfg.PublishLatency != nil {
+			st.latency = cfg.PublishLatency(a.ID)
+		}
 		h.apps[a.ID] = st
 		h.byKey[a.Key] = st
 	}
@@ -192,20 +216,26 @@ type Stats struct {
 	Channels       int64
 	SlowConsumers  int64
 	PongTimeouts   int64
-	Refused        int64
+	Refused        int64 // every refusal, whatever the reason (see Refusals)
 	Draining       bool
+	Refusing       bool // the memory guard refuses new connections
 }
 
 // Stats returns the node's counters.
 func (h *Hub) Stats() Stats {
+	var refused int64
+	for i := range h.refusals {
+		refused += h.refusals[i].Load()
+	}
 	return Stats{
 		Connections:    h.conns.Load(),
 		MaxConnections: h.cfg.MaxConnections,
 		Channels:       h.channels.Load(),
 		SlowConsumers:  h.slowConsumers.Load(),
 		PongTimeouts:   h.pongTimeouts.Load(),
-		Refused:        h.refused.Load(),
+		Refused:        refused,
 		Draining:       h.draining.Load(),
+		Refusing:       h.cfg.Memory.Refusing(),
 	}
 }
 
@@ -215,6 +245,7 @@ func (h *Hub) ActivityTimeout() time.Duration { return h.cfg.ActivityTimeout }
 // uncount is the single place a connection stops counting.
 func (h *Hub) uncount(c *Conn) {
 	c.app.conns.Add(-1)
+	c.m.disconnects.Add(1)
 	if h.conns.Add(-1) == 0 && h.draining.Load() {
 		h.drainOne.Do(func() { close(h.drained) })
 	}

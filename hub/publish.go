@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/herald-rt/herald"
@@ -33,7 +34,7 @@ func (h *Hub) publish(a *appState, name string, frame []byte, excl uint64, pushB
 		var err error
 		a.cache.with(name, h.now(), func([]byte) []byte {
 			if ch := a.channels.lookup(name); ch != nil {
-				err = h.dispatch(ch, frame, excl, pushBack)
+				err = h.dispatch(ch, frame, excl, pushBack, a.latency)
 			}
 			return frame
 		})
@@ -43,18 +44,33 @@ func (h *Hub) publish(a *appState, name string, frame []byte, excl uint64, pushB
 	if ch == nil {
 		return nil
 	}
-	return h.dispatch(ch, frame, excl, pushBack)
+	return h.dispatch(ch, frame, excl, pushBack, a.latency)
 }
 
 // dispatch sends one publish command to each worker that has subscribers of ch. With
 // pushBack, a worker queue that stays full for the publish timeout fails the publish
-// instead of blocking the publisher indefinitely.
-func (h *Hub) dispatch(ch *Channel, frame []byte, excl uint64, pushBack bool) error {
+// instead of blocking the publisher indefinitely. latency, when not nil, observes the time
+// until the last worker has queued the frame for its subscribers.
+func (h *Hub) dispatch(ch *Channel, frame []byte, excl uint64, pushBack bool, latency Observer) error {
+	var track *pubTrack
+	if latency != nil {
+		n := int32(0)
+		for i := range h.workers {
+			if ch.wcount[i].Load() > 0 {
+				n++
+			}
+		}
+		if n == 0 {
+			return nil
+		}
+		track = &pubTrack{start: mono(), obs: latency}
+		track.left.Store(n)
+	}
 	for i, w := range h.workers {
 		if ch.wcount[i].Load() <= 0 {
 			continue
 		}
-		m := cmd{op: opPublish, ch: ch, frame: frame, excl: excl}
+		m := cmd{op: opPublish, ch: ch, frame: frame, excl: excl, track: track}
 		select {
 		case w.inbox <- m:
 			continue
@@ -101,6 +117,12 @@ func (h *Hub) clientEvent(c *Conn, m pusher.Message) {
 	data := m.DataString()
 	if len(data) > lim.MaxEventPayloadBytes {
 		h.sendError(c, herald.CodeTooLarge, "client event data is too large")
+		return
+	}
+	if ok, _ := c.events.Take(a.events, h.now()*1e6); !ok {
+		c.m.eventsLimited.Add(1)
+		h.sendError(c, herald.CodeRateLimited, "client event rejected: over the rate limit of "+
+			strconv.Itoa(lim.MaxClientEventsPerSecond)+" events per second")
 		return
 	}
 	ev := herald.Event{Name: m.Event, Channel: m.Channel, Data: data, UserID: s.userID}

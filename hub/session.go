@@ -16,6 +16,8 @@ var _ ws.Handler = (*Hub)(nil)
 func (h *Hub) OnMessage(wc *ws.Conn, op ws.Opcode, payload []byte) {
 	c := wc.Data.(*Conn)
 	c.lastSeen.Store(h.now())
+	c.m.received.Add(1)
+	c.m.receivedBytes.Add(int64(len(payload)))
 	switch op {
 	case ws.OpText:
 		h.onText(c, payload)

@@ -25,7 +25,8 @@ type cmd struct {
 	ch    *Channel
 	frame []byte
 	extra []byte
-	excl  uint64 // opPublish: Conn.num not to deliver to
+	excl  uint64    // opPublish: Conn.num not to deliver to
+	track *pubTrack // opPublish: measures publish → last frame queued; may be nil
 }
 
 // worker owns a fixed share of the connections: their outbound queues, their writes and
@@ -84,18 +85,27 @@ func (w *worker) run(stop <-chan struct{}) {
 func (w *worker) handle(m cmd) {
 	switch m.op {
 	case opPublish:
-		for _, c := range w.subs[m.ch] {
+		subs := w.subs[m.ch]
+		for _, c := range subs {
 			if c.num != m.excl {
 				w.enqueue(c, m.frame)
 			}
 		}
+		if len(subs) > 0 {
+			// Every subscriber here is of the channel's app and this worker: one shard.
+			subs[0].m.sent.Add(int64(len(subs)))
+		}
+		m.track.done()
 	case opSend:
 		w.enqueue(m.c, m.frame)
+		m.c.m.sent.Add(1)
 	case opSub:
 		w.subs[m.ch] = append(w.subs[m.ch], m.c)
 		w.enqueue(m.c, m.frame)
+		m.c.m.sent.Add(1)
 		if m.extra != nil {
 			w.enqueue(m.c, m.extra)
+			m.c.m.sent.Add(1)
 		}
 	case opUnsub:
 		w.unsub(m.c, m.ch)
@@ -142,6 +152,7 @@ func (w *worker) enqueue(c *Conn, frame []byte) {
 	}
 	if c.outBytes+len(frame) > w.h.cfg.OutboundBufferBytes {
 		w.h.slowConsumers.Add(1)
+		c.m.slow.Add(1)
 		w.h.warnSlow(c)
 		w.drop(c)
 		w.close(c, w.h.closeSlow)
@@ -206,6 +217,7 @@ func (w *worker) flush(c *Conn) {
 	n, blocked, err := c.t.Writev(c.out)
 	if n > 0 {
 		c.consume(n)
+		c.m.sentBytes.Add(int64(n))
 	}
 	switch {
 	case err != nil:
