@@ -67,6 +67,8 @@ func (h *Hub) ServeWS(w http.ResponseWriter, r *http.Request, key string) {
 		return
 	}
 	c.m.connects.Add(1)
+	c.m.sent.Add(1) // connection_established
+	c.m.sentBytes.Add(int64(len(hello)))
 	_, err = h.engine.Attach(nc, pre, func(wc *ws.Conn) {
 		wc.Data = c
 		c.t = wc

@@ -26,10 +26,16 @@ var app = &herald.App{ID: "app-id", Key: "app-key", Secret: "app-secret", Enable
 // startHub runs a hub behind a real HTTP server on 127.0.0.1 and returns its address.
 func startHub(t *testing.T, cfg hub.Config) (*hub.Hub, string) {
 	t.Helper()
+	return startHubApps(t, cfg, app)
+}
+
+// startHubApps is startHub for other apps.
+func startHubApps(t *testing.T, cfg hub.Config, apps ...*herald.App) (*hub.Hub, string) {
+	t.Helper()
 	if cfg.MaxConnections == 0 {
 		cfg.MaxConnections = 19000
 	}
-	h, err := hub.New(cfg, []*herald.App{app}, nil)
+	h, err := hub.New(cfg, apps, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,11 +37,20 @@ func Dial(addr, path string) (*Client, error) {
 
 // Handshake performs the opening handshake on nc.
 func Handshake(nc net.Conn, host, path string) (*Client, error) {
+	return HandshakeWith(nc, host, path, nil)
+}
+
+// HandshakeWith performs the opening handshake on nc with extra request headers.
+func HandshakeWith(nc net.Conn, host, path string, header map[string]string) (*Client, error) {
 	var k [16]byte
 	_, _ = rand.Read(k[:])
 	key := base64.StdEncoding.EncodeToString(k[:])
 	req := "GET " + path + " HTTP/1.1\r\nHost: " + host + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
-		"Sec-WebSocket-Key: " + key + "\r\nSec-WebSocket-Version: 13\r\n\r\n"
+		"Sec-WebSocket-Key: " + key + "\r\nSec-WebSocket-Version: 13\r\n"
+	for k, v := range header {
+		req += k + ": " + v + "\r\n"
+	}
+	req += "\r\n"
 	_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
 	if _, err := io.WriteString(nc, req); err != nil {
 		return nil, err
