@@ -33,7 +33,7 @@ func startHerald(t *testing.T, wrap func(http.Handler) http.Handler) Target {
 		t.Fatal(err)
 	}
 	health := func() httpapi.HealthReport { return httpapi.HealthReport{Status: "ok"} }
-	var handler http.Handler = httpapi.New(httpapi.Config{}, apps, h, health, nil)
+	var handler http.Handler = httpapi.New(httpapi.Config{}, apps, h, health, nil, nil)
 	if wrap != nil {
 		handler = wrap(handler)
 	}

@@ -58,7 +58,7 @@ func newEnv(t testing.TB) *env {
 	e := &env{t: t, hub: h}
 	e.app, _ = apps.AppByID("1")
 	e.app2, _ = apps.AppByID("2")
-	e.api = httpapi.New(httpapi.Config{MaxBodyBytes: 64 << 10}, apps, h, health, nil)
+	e.api = httpapi.New(httpapi.Config{MaxBodyBytes: 64 << 10}, apps, h, health, nil, nil)
 	e.srv = httptest.NewServer(e.api)
 	e.addr = strings.TrimPrefix(e.srv.URL, "http://")
 	t.Cleanup(e.srv.Close)

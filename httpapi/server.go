@@ -4,8 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
+	"strconv"
+	"sync"
 	"time"
 
 	"github.com/herald-rt/herald"
@@ -27,7 +31,9 @@ type Health func() HealthReport
 
 // HealthReport is the /health body.
 type HealthReport struct {
-	Status      string   `json:"status"` // "ok" or "draining"
+	// Status is "ok", "draining" (shutting down) or "refusing" (the memory guard refuses new
+	// connections); /ready answers 503 unless it is "ok".
+	Status      string   `json:"status"`
 	Connections Capacity `json:"connections"`
 	Channels    int64    `json:"channels"`
 }
@@ -45,19 +51,26 @@ type Config struct {
 	MaxBodyBytes    int64         // largest request body; default 1 MiB
 }
 
-// Server routes requests.
-type Server struct {
-	cfg    Config
-	apps   herald.AppStore
-	hub    Hub
-	health Health
-	log    *slog.Logger
-	mux    *http.ServeMux
-	now    func() time.Time
+// Meter counts an app's REST calls and their bytes; nil counts nothing.
+type Meter interface {
+	Call(appID string, received, transmitted int64)
 }
 
-// New builds the API's handler.
-func New(cfg Config, apps herald.AppStore, hub Hub, health Health, log *slog.Logger) *Server {
+// Server routes requests.
+type Server struct {
+	cfg      Config
+	apps     herald.AppStore
+	hub      Hub
+	health   Health
+	log      *slog.Logger
+	meter    Meter
+	mux      *http.ServeMux
+	now      func() time.Time
+	limiters sync.Map // app id -> *rateLimiter
+}
+
+// New builds the API's handler. meter may be nil.
+func New(cfg Config, apps herald.AppStore, hub Hub, health Health, meter Meter, log *slog.Logger) *Server {
 	if cfg.TimestampWindow <= 0 {
 		cfg.TimestampWindow = 600 * time.Second
 	}
@@ -67,7 +80,7 @@ func New(cfg Config, apps herald.AppStore, hub Hub, health Health, log *slog.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, apps: apps, hub: hub, health: health, log: log, mux: http.NewServeMux(), now: time.Now}
+	s := &Server{cfg: cfg, apps: apps, hub: hub, health: health, meter: meter, log: log, mux: http.NewServeMux(), now: time.Now}
 	s.mux.HandleFunc("GET /app/{key}", func(w http.ResponseWriter, r *http.Request) { hub.ServeWS(w, r, r.PathValue("key")) })
 	s.mux.HandleFunc("POST /apps/{id}/events", s.signed(s.events))
 	s.mux.HandleFunc("POST /apps/{id}/batch_events", s.signed(s.batchEvents))
@@ -95,13 +108,20 @@ type request struct {
 	r    *http.Request
 }
 
-// signed reads the body, finds the app and verifies the signature before calling next.
+// signed reads the body, finds the app, verifies the signature and takes one request from
+// the app's rate before calling next. Every call for a known app is metered, refused or not.
 func (s *Server) signed(next func(w http.ResponseWriter, q *request)) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+	return func(rw http.ResponseWriter, r *http.Request) {
 		app, ok := s.apps.AppByID(r.PathValue("id"))
 		if !ok {
-			writeError(w, herald.Errorf(herald.CodeAppNotFound, "app %q does not exist", r.PathValue("id")))
+			writeError(rw, herald.Errorf(herald.CodeAppNotFound, "app %q does not exist", r.PathValue("id")))
 			return
+		}
+		w := rw
+		if s.meter != nil {
+			cw := &countingWriter{ResponseWriter: rw}
+			w = cw
+			defer func() { s.meter.Call(app.ID, max(r.ContentLength, 0), cw.n) }()
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 		if err != nil {
@@ -115,6 +135,14 @@ func (s *Server) signed(next func(w http.ResponseWriter, q *request)) http.Handl
 		}
 		if err := pusher.VerifyRequest(app, r.Method, r.URL.Path, r.URL.Query(), body, s.now(), s.cfg.TimestampWindow); err != nil {
 			writeError(w, err)
+			return
+		}
+		// After the signature: unsigned requests must not spend the app's rate.
+		if wait, ok := s.limiter(app).take(s.now()); !ok {
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+			writeJSON(w, http.StatusTooManyRequests, map[string]any{
+				"error": fmt.Sprintf("app %s is over its rate of %d API requests per second", app.ID, app.Limits.MaxAPIRequestsPerSecond),
+				"code":  http.StatusTooManyRequests})
 			return
 		}
 		next(w, &request{app: app, body: body, r: r})
@@ -132,6 +160,18 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"ready": true})
+}
+
+// countingWriter counts the body bytes of a response.
+type countingWriter struct {
+	http.ResponseWriter
+	n int64
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	n, err := c.ResponseWriter.Write(b)
+	c.n += int64(n)
+	return n, err
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

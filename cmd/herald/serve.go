@@ -60,7 +60,7 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 		}
 		return httpapi.HealthReport{Status: status, Connections: httpapi.Capacity{Current: st.Connections, Max: st.MaxConnections}, Channels: st.Channels}
 	}
-	api := httpapi.New(httpapi.Config{TimestampWindow: cfg.RESTTimestampWindow.Duration}, apps, h, health, log)
+	api := httpapi.New(httpapi.Config{TimestampWindow: cfg.RESTTimestampWindow.Duration}, apps, h, health, nil, log)
 
 	addr := net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
 	ln, err := net.Listen("tcp", addr)
