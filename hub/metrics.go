@@ -87,8 +87,8 @@ var refusalNames = [refusalCount]string{"app_not_found", "draining", "origin", "
 func (r Refusal) String() string { return refusalNames[r] }
 
 // Refusals returns how many connections were refused for each reason, indexed by Refusal.
-func (h *Hub) Refusals() [refusalCount]int64 {
-	var out [refusalCount]int64
+func (h *Hub) Refusals() []int64 {
+	out := make([]int64, refusalCount)
 	for i := range out {
 		out[i] = h.refusals[i].Load()
 	}

@@ -1,0 +1,126 @@
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/herald-rt/herald/hub"
+)
+
+// Source is what the collector reads at each scrape; *hub.Hub implements it.
+type Source interface {
+	AppMetrics() []hub.AppMetrics
+	Refusals() []int64
+	QueueDepths() []int
+	Stats() hub.Stats
+}
+
+// collector turns a Source's counters into metrics at scrape time.
+type collector struct {
+	src  Source
+	http *HTTP
+
+	connected, newConns, disconnects         *prometheus.Desc
+	sent, received, sentBytes, receivedBytes *prometheus.Desc
+	httpCalls, httpReceived, httpTransmitted *prometheus.Desc
+	slow, eventsLimited, channels, subs      *prometheus.Desc
+	refused, queueDepth, pongTimeouts        *prometheus.Desc
+	capacity, refusing, nodeConns, nodeChans *prometheus.Desc
+}
+
+func newCollector(prefix string, src Source, http *HTTP) *collector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(prefix+name, help, labels, nil)
+	}
+	app := "app_id"
+	return &collector{
+		src:  src,
+		http: http,
+
+		connected:     d("connected", "WebSocket connections open now.", app),
+		newConns:      d("new_connections_total", "WebSocket connections accepted.", app),
+		disconnects:   d("new_disconnections_total", "WebSocket connections closed, for any reason.", app),
+		sent:          d("ws_messages_sent_total", "WebSocket messages queued to clients.", app),
+		received:      d("ws_messages_received_total", "WebSocket messages received from clients (data and control).", app),
+		sentBytes:     d("socket_transmitted_bytes", "Bytes written to WebSocket connections.", app),
+		receivedBytes: d("socket_received_bytes", "Payload bytes of the WebSocket messages received.", app),
+
+		httpCalls:       d("http_calls_received_total", "REST API calls received.", app),
+		httpReceived:    d("http_received_bytes", "REST API request body bytes received.", app),
+		httpTransmitted: d("http_transmitted_bytes", "REST API response body bytes sent.", app),
+
+		slow:          d("slow_consumer_disconnections_total", "Connections closed with 4100 because their outbound queue passed its bound.", app),
+		eventsLimited: d("client_events_rate_limited_total", "Client events rejected with 4301 for passing the per-connection rate.", app),
+		channels:      d("channels", "Occupied channels now.", app),
+		subs:          d("subscriptions", "Channel subscriptions now.", app),
+
+		refused:      d("refused_connections_total", "Connections refused at the handshake, by reason.", "reason"),
+		queueDepth:   d("fanout_queue_depth", "Commands waiting in each fan-out worker's queue.", "worker"),
+		pongTimeouts: d("pong_timeouts_total", "Connections closed with 4201 for not answering a ping."),
+		capacity:     d("max_connections", "Connections this node accepts: the configured limit capped by the open-file limit."),
+		refusing:     d("memory_guard_refusing", "1 while the memory guard refuses new connections."),
+		nodeConns:    d("node_connections", "WebSocket connections open on this node, all apps."),
+		nodeChans:    d("node_channels", "Occupied channels on this node, all apps."),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.connected, c.newConns, c.disconnects, c.sent, c.received, c.sentBytes,
+		c.receivedBytes, c.httpCalls, c.httpReceived, c.httpTransmitted, c.slow, c.eventsLimited, c.channels, c.subs,
+		c.refused, c.queueDepth, c.pongTimeouts, c.capacity, c.refusing, c.nodeConns, c.nodeChans} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	counter := func(d *prometheus.Desc, v int64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	for _, m := range c.src.AppMetrics() {
+		gauge(c.connected, float64(m.Connections), m.AppID)
+		counter(c.newConns, m.NewConnections, m.AppID)
+		counter(c.disconnects, m.Disconnections, m.AppID)
+		counter(c.sent, m.MessagesSent, m.AppID)
+		counter(c.received, m.MessagesReceived, m.AppID)
+		counter(c.sentBytes, m.BytesSent, m.AppID)
+		counter(c.receivedBytes, m.BytesReceived, m.AppID)
+		counter(c.slow, m.SlowConsumers, m.AppID)
+		counter(c.eventsLimited, m.ClientEventsLimited, m.AppID)
+		gauge(c.channels, float64(m.Channels), m.AppID)
+		gauge(c.subs, float64(m.Subscriptions), m.AppID)
+		if c.http != nil {
+			if h := c.http.apps[m.AppID]; h != nil {
+				counter(c.httpCalls, h.calls.Load(), m.AppID)
+				counter(c.httpReceived, h.received.Load(), m.AppID)
+				counter(c.httpTransmitted, h.transmitted.Load(), m.AppID)
+			}
+		}
+	}
+	for i, n := range c.src.Refusals() {
+		counter(c.refused, n, hub.Refusal(i).String())
+	}
+	for i, n := range c.src.QueueDepths() {
+		gauge(c.queueDepth, float64(n), itoa(i))
+	}
+	st := c.src.Stats()
+	counter(c.pongTimeouts, st.PongTimeouts)
+	gauge(c.capacity, float64(st.MaxConnections))
+	gauge(c.nodeConns, float64(st.Connections))
+	gauge(c.nodeChans, float64(st.Channels))
+	r := 0.0
+	if st.Refusing {
+		r = 1
+	}
+	gauge(c.refusing, r)
+}
+
+func itoa(i int) string {
+	if i < 10 {
+		return string(rune('0' + i))
+	}
+	return itoa(i/10) + string(rune('0'+i%10))
+}

@@ -1,0 +1,66 @@
+package metrics
+
+import (
+	"net/http"
+	"net/http/pprof"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/herald-rt/herald/hub"
+)
+
+// DefaultPrefix starts every herald metric name.
+const DefaultPrefix = "herald_"
+
+// Registry holds herald's metrics: the hub's and the API's counters, the publish latency
+// histogram, and the Go runtime and process collectors.
+type Registry struct {
+	reg     *prometheus.Registry
+	HTTP    *HTTP
+	latency *prometheus.HistogramVec
+}
+
+// New builds the registry for apps. Call Attach with the hub once it exists; until then only
+// the runtime and API metrics are exported.
+func New(prefix string, appIDs []string) *Registry {
+	r := &Registry{reg: prometheus.NewRegistry(), HTTP: NewHTTP(appIDs)}
+	r.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: prefix + "publish_latency_seconds",
+		Help: "Time from a publish reaching the hub to the last fan-out worker having queued its frame for every local subscriber.",
+		// 10 µs to about 2.6 s.
+		Buckets: prometheus.ExponentialBuckets(10e-6, 2, 19),
+	}, []string{"app_id"})
+	r.reg.MustRegister(r.latency, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return r
+}
+
+// PublishLatency returns app's latency observer; it fits hub.Config.PublishLatency.
+func (r *Registry) PublishLatency(appID string) hub.Observer {
+	return r.latency.WithLabelValues(appID)
+}
+
+// Attach exports src's counters under prefix.
+func (r *Registry) Attach(prefix string, src Source) {
+	r.reg.MustRegister(newCollector(prefix, src, r.HTTP))
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func (r *Registry) Handler() http.Handler {
+	return promhttp.HandlerFor(r.reg, promhttp.HandlerOpts{Registry: r.reg})
+}
+
+// Gatherer exposes the registry to tests.
+func (r *Registry) Gatherer() prometheus.Gatherer { return r.reg }
+
+// PprofHandler serves net/http/pprof's profiles under /debug/pprof/.
+func PprofHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
