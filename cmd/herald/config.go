@@ -37,10 +37,44 @@ type Config struct {
 	Workers int
 	// RESTTimestampWindow is how far a REST request's auth_timestamp may be from now.
 	RESTTimestampWindow Duration
-	Log                 LogConfig
+	// HandshakeTimeout bounds reading a connection's HTTP upgrade request and writing the
+	// response: a client slower than this (slow-loris) is dropped.
+	HandshakeTimeout Duration
+	// ConnectionRatePerIP is how many new connections per second one client address may
+	// open (a token bucket with ConnectionBurstPerIP); over it the handshake is refused with
+	// 4100. 0 = no limit.
+	ConnectionRatePerIP  int
+	ConnectionBurstPerIP int
+	Memory               MemoryConfig
+	Metrics              MetricsConfig
+	Pprof                PprofConfig
+	Log                  LogConfig
 	// Apps are the tenants. Without any app in the file, environment or flags, Apps holds the
 	// built-in development app (see UsedDefaultApp).
 	Apps []AppConfig
+}
+
+// MemoryConfig is the memory guard: above RefuseAbovePercent of LimitBytes the node refuses
+// new connections (4100) and /ready answers 503; below AcceptBelowPercent it accepts again.
+type MemoryConfig struct {
+	LimitBytes         int // 0 = the cgroup limit, else the machine's memory
+	RefuseAbovePercent int // 0 = no guard
+	AcceptBelowPercent int
+}
+
+// MetricsConfig is the Prometheus endpoint, served on its own listener.
+type MetricsConfig struct {
+	Enabled bool
+	Host    string
+	Port    int // 0 = any free port (logged)
+	Prefix  string
+}
+
+// PprofConfig is the profiling listener, off unless Addr is set.
+type PprofConfig struct {
+	Addr          string // host:port; empty = off
+	MutexFraction int    // runtime.SetMutexProfileFraction while profiling is on
+	BlockRate     int    // runtime.SetBlockProfileRate (nanoseconds) while profiling is on
 }
 
 // LogConfig chooses the log/slog handler main builds.
@@ -54,6 +88,8 @@ type AppConfig struct {
 	ID, Key, Secret          string
 	EnableClientMessages     bool
 	EnableUserAuthentication bool
+	// AllowedOrigins lists the browser origins that may connect; empty allows all.
+	AllowedOrigins []string
 	// Limits holds the app's limits; a zero field means the default in herald.DefaultLimits.
 	Limits herald.Limits
 }
@@ -83,6 +119,10 @@ func defaultConfig() Config {
 		MaxMessageBytes:     64 << 10,
 		OutboundBufferBytes: 1 << 20,
 		RESTTimestampWindow: Duration{600 * time.Second},
+		HandshakeTimeout:    Duration{5 * time.Second},
+		Memory:              MemoryConfig{RefuseAbovePercent: 90, AcceptBelowPercent: 80},
+		Metrics:             MetricsConfig{Enabled: true, Host: "127.0.0.1", Port: 9601, Prefix: "herald_"},
+		Pprof:               PprofConfig{MutexFraction: 10, BlockRate: 100_000},
 		Log:                 LogConfig{Level: "info", Format: "text"},
 		Apps:                []AppConfig{devApp},
 	}
@@ -111,6 +151,7 @@ func (c Config) HeraldApps() []herald.App {
 			Secret:                   a.Secret,
 			EnableClientMessages:     a.EnableClientMessages,
 			EnableUserAuthentication: a.EnableUserAuthentication,
+			AllowedOrigins:           a.AllowedOrigins,
 			Limits:                   a.Limits,
 		}
 	}
@@ -123,7 +164,7 @@ func (c Config) HeraldApps() []herald.App {
 type setting struct {
 	key   string            // file key, and the field's name in errors
 	usage string            // one line for -h
-	ref   func(*Config) any // *string, *int or *Duration
+	ref   func(*Config) any // *string, *int, *bool or *Duration
 }
 
 var settings = []setting{
@@ -137,6 +178,19 @@ var settings = []setting{
 	{"outbound_buffer_bytes", "bytes queued per connection before closing it as a slow consumer (4100)", func(c *Config) any { return &c.OutboundBufferBytes }},
 	{"workers", "fan-out workers; 0 = GOMAXPROCS", func(c *Config) any { return &c.Workers }},
 	{"rest_timestamp_window", "how far a REST request's auth_timestamp may be from now", func(c *Config) any { return &c.RESTTimestampWindow }},
+	{"handshake_timeout", "longest a client may take to send its upgrade request (slow-loris guard)", func(c *Config) any { return &c.HandshakeTimeout }},
+	{"connection_rate_per_ip", "new connections per second one address may open (4100 over it); 0 = no limit", func(c *Config) any { return &c.ConnectionRatePerIP }},
+	{"connection_burst_per_ip", "burst of new connections one address may open at once; 0 = the rate", func(c *Config) any { return &c.ConnectionBurstPerIP }},
+	{"memory.limit_bytes", "memory the guard's percentages apply to; 0 = cgroup limit, else machine memory", func(c *Config) any { return &c.Memory.LimitBytes }},
+	{"memory.refuse_above_percent", "refuse new connections (4100) above this share of the limit; 0 = no guard", func(c *Config) any { return &c.Memory.RefuseAbovePercent }},
+	{"memory.accept_below_percent", "accept connections again below this share of the limit", func(c *Config) any { return &c.Memory.AcceptBelowPercent }},
+	{"metrics.enabled", "serve Prometheus metrics on their own listener", func(c *Config) any { return &c.Metrics.Enabled }},
+	{"metrics.host", "interface of the metrics listener", func(c *Config) any { return &c.Metrics.Host }},
+	{"metrics.port", "port of the metrics listener; 0 = any free port", func(c *Config) any { return &c.Metrics.Port }},
+	{"metrics.prefix", "prefix of every herald metric name (soketi_ or sockudo_ for their dashboards)", func(c *Config) any { return &c.Metrics.Prefix }},
+	{"pprof.addr", "host:port of the pprof listener; empty = off", func(c *Config) any { return &c.Pprof.Addr }},
+	{"pprof.mutex_fraction", "mutex profile sampling: 1 in N contention events, while pprof is on", func(c *Config) any { return &c.Pprof.MutexFraction }},
+	{"pprof.block_rate", "block profile sampling: one event per N ns blocked, while pprof is on", func(c *Config) any { return &c.Pprof.BlockRate }},
 	{"log.level", "debug, info, warn or error", func(c *Config) any { return &c.Log.Level }},
 	{"log.format", "text or json", func(c *Config) any { return &c.Log.Format }},
 }
@@ -155,7 +209,7 @@ func (s setting) flag() string {
 // HERALD_APP_ID, --app-id and so on.
 type appField struct {
 	key string
-	ref func(*AppConfig) any // *string or *bool
+	ref func(*AppConfig) any // *string, *bool or *[]string
 }
 
 var appFields = []appField{
@@ -164,6 +218,7 @@ var appFields = []appField{
 	{"secret", func(a *AppConfig) any { return &a.Secret }},
 	{"enable_client_messages", func(a *AppConfig) any { return &a.EnableClientMessages }},
 	{"enable_user_authentication", func(a *AppConfig) any { return &a.EnableUserAuthentication }},
+	{"allowed_origins", func(a *AppConfig) any { return &a.AllowedOrigins }},
 }
 
 const appCredentials = 3 // appFields[:3] are settable from the environment and flags
@@ -186,6 +241,8 @@ var limitFields = []struct {
 	{"max_presence_member_bytes", func(l *herald.Limits) *int { return &l.MaxPresenceMemberBytes }},
 	{"max_presence_user_id_length", func(l *herald.Limits) *int { return &l.MaxPresenceUserIDLength }},
 	{"max_channels_per_conn", func(l *herald.Limits) *int { return &l.MaxChannelsPerConn }},
+	{"max_client_events_per_second", func(l *herald.Limits) *int { return &l.MaxClientEventsPerSecond }},
+	{"max_api_requests_per_second", func(l *herald.Limits) *int { return &l.MaxAPIRequestsPerSecond }},
 }
 
 // parseDuration reads an integer number of seconds or a Go duration string.

@@ -120,6 +120,13 @@ func (l *loader) set(s setting, raw, src string) {
 		} else {
 			*p = n
 		}
+	case *bool:
+		var b bool
+		if b, err = strconv.ParseBool(raw); err != nil {
+			err = fmt.Errorf("%q is not true or false", raw)
+		} else {
+			*p = b
+		}
 	case *Duration:
 		err = p.UnmarshalText([]byte(raw))
 	}

@@ -46,6 +46,10 @@ func TestLoadConfigDefaults(t *testing.T) {
 		MaxMessageBytes:     65536,
 		OutboundBufferBytes: 1048576,
 		RESTTimestampWindow: secs(600),
+		HandshakeTimeout:    secs(5),
+		Memory:              MemoryConfig{RefuseAbovePercent: 90, AcceptBelowPercent: 80},
+		Metrics:             MetricsConfig{Enabled: true, Host: "127.0.0.1", Port: 9601, Prefix: "herald_"},
+		Pprof:               PprofConfig{MutexFraction: 10, BlockRate: 100000},
 		Log:                 LogConfig{Level: "info", Format: "text"},
 		Apps: []AppConfig{{ID: "app-id", Key: "app-key", Secret: "app-secret",
 			EnableClientMessages: true, EnableUserAuthentication: true}},
@@ -69,15 +73,24 @@ max_message_bytes: 32768
 outbound_buffer_bytes: 65536
 workers: 4
 rest_timestamp_window: 300
+handshake_timeout: 3s
+connection_rate_per_ip: 20
+connection_burst_per_ip: 40
+memory: { limit_bytes: 1000000000, refuse_above_percent: 85, accept_below_percent: 70 }
+metrics: { enabled: false, host: 0.0.0.0, port: 9700, prefix: soketi_ }
+pprof: { addr: "127.0.0.1:6060", mutex_fraction: 5, block_rate: 1000 }
 log: { level: debug, format: json }
 apps:
   - id: "1001"
     key: key-one
     secret: secret-one
     enable_client_messages: true
+    allowed_origins: ["https://app.example.com", "*.example.org"]
     limits:
       max_presence_members: 200
       max_channels_per_conn: 50
+      max_client_events_per_second: 20
+      max_api_requests_per_second: 500
   - id: "1002"
     key: key-two
     secret: secret-two
@@ -95,6 +108,25 @@ max_message_bytes = 32768
 outbound_buffer_bytes = 65536
 workers = 4
 rest_timestamp_window = 300
+handshake_timeout = "3s"
+connection_rate_per_ip = 20
+connection_burst_per_ip = 40
+
+[memory]
+limit_bytes = 1000000000
+refuse_above_percent = 85
+accept_below_percent = 70
+
+[metrics]
+enabled = false
+host = "0.0.0.0"
+port = 9700
+prefix = "soketi_"
+
+[pprof]
+addr = "127.0.0.1:6060"
+mutex_fraction = 5
+block_rate = 1000
 
 [log]
 level = "debug"
@@ -105,10 +137,13 @@ id = "1001"
 key = "key-one"
 secret = "secret-one"
 enable_client_messages = true
+allowed_origins = ["https://app.example.com", "*.example.org"]
 
 [apps.limits]
 max_presence_members = 200
 max_channels_per_conn = 50
+max_client_events_per_second = 20
+max_api_requests_per_second = 500
 
 [[apps]]
 id = "1002"
@@ -128,10 +163,16 @@ var fullWant = Config{
 	OutboundBufferBytes: 65536,
 	Workers:             4,
 	RESTTimestampWindow: secs(300),
-	Log:                 LogConfig{Level: "debug", Format: "json"},
+	HandshakeTimeout:    secs(3),
+	ConnectionRatePerIP: 20, ConnectionBurstPerIP: 40,
+	Memory:  MemoryConfig{LimitBytes: 1000000000, RefuseAbovePercent: 85, AcceptBelowPercent: 70},
+	Metrics: MetricsConfig{Enabled: false, Host: "0.0.0.0", Port: 9700, Prefix: "soketi_"},
+	Pprof:   PprofConfig{Addr: "127.0.0.1:6060", MutexFraction: 5, BlockRate: 1000},
+	Log:     LogConfig{Level: "debug", Format: "json"},
 	Apps: []AppConfig{
 		{ID: "1001", Key: "key-one", Secret: "secret-one", EnableClientMessages: true,
-			Limits: herald.Limits{MaxPresenceMembers: 200, MaxChannelsPerConn: 50}},
+			AllowedOrigins: []string{"https://app.example.com", "*.example.org"},
+			Limits:         herald.Limits{MaxPresenceMembers: 200, MaxChannelsPerConn: 50, MaxClientEventsPerSecond: 20, MaxAPIRequestsPerSecond: 500}},
 		{ID: "1002", Key: "key-two", Secret: "secret-two", EnableUserAuthentication: true},
 	},
 }
@@ -197,20 +238,36 @@ func TestLoadConfigPrecedence(t *testing.T) {
 			"HERALD_HOST": "h", "HERALD_PORT": "1", "HERALD_MAX_CONNECTIONS": "2", "HERALD_SHUTDOWN_TIMEOUT": "3",
 			"HERALD_ACTIVITY_TIMEOUT": "4s", "HERALD_PONG_TIMEOUT": "5s", "HERALD_MAX_MESSAGE_BYTES": "6000",
 			"HERALD_OUTBOUND_BUFFER_BYTES": "7000", "HERALD_WORKERS": "8", "HERALD_REST_TIMESTAMP_WINDOW": "9",
+			"HERALD_HANDSHAKE_TIMEOUT": "10", "HERALD_CONNECTION_RATE_PER_IP": "11", "HERALD_CONNECTION_BURST_PER_IP": "12",
+			"HERALD_MEMORY_LIMIT_BYTES": "13000", "HERALD_MEMORY_REFUSE_ABOVE_PERCENT": "14", "HERALD_MEMORY_ACCEPT_BELOW_PERCENT": "13",
+			"HERALD_METRICS_ENABLED": "false", "HERALD_METRICS_HOST": "m", "HERALD_METRICS_PORT": "15", "HERALD_METRICS_PREFIX": "p_",
+			"HERALD_PPROF_ADDR": "127.0.0.1:16", "HERALD_PPROF_MUTEX_FRACTION": "17", "HERALD_PPROF_BLOCK_RATE": "18",
 			"HERALD_LOG_LEVEL": "warn", "HERALD_LOG_FORMAT": "json",
 		}, func(c *Config) {
 			*c = Config{Host: "h", Port: 1, MaxConnections: 2, ShutdownTimeout: secs(3), ActivityTimeout: secs(4),
 				PongTimeout: secs(5), MaxMessageBytes: 6000, OutboundBufferBytes: 7000, Workers: 8,
-				RESTTimestampWindow: secs(9), Log: LogConfig{"warn", "json"}, Apps: c.Apps}
+				RESTTimestampWindow: secs(9), HandshakeTimeout: secs(10), ConnectionRatePerIP: 11, ConnectionBurstPerIP: 12,
+				Memory:  MemoryConfig{LimitBytes: 13000, RefuseAbovePercent: 14, AcceptBelowPercent: 13},
+				Metrics: MetricsConfig{Enabled: false, Host: "m", Port: 15, Prefix: "p_"},
+				Pprof:   PprofConfig{Addr: "127.0.0.1:16", MutexFraction: 17, BlockRate: 18},
+				Log:     LogConfig{"warn", "json"}, Apps: c.Apps}
 		}},
 		{"every flag", []string{"--host", "h", "--port", "1", "--max-connections", "2", "--shutdown-timeout", "3",
 			"--activity-timeout", "4s", "--pong-timeout", "5s", "--max-message-bytes", "6000",
 			"--outbound-buffer-bytes", "7000", "--workers", "8", "--rest-timestamp-window", "9",
+			"--handshake-timeout", "10", "--connection-rate-per-ip", "11", "--connection-burst-per-ip", "12",
+			"--memory-limit-bytes", "13000", "--memory-refuse-above-percent", "14", "--memory-accept-below-percent", "13",
+			"--metrics-enabled", "false", "--metrics-host", "m", "--metrics-port", "15", "--metrics-prefix", "p_",
+			"--pprof-addr", "127.0.0.1:16", "--pprof-mutex-fraction", "17", "--pprof-block-rate", "18",
 			"--log-level", "warn", "--log-format", "json"}, nil,
 			func(c *Config) {
 				*c = Config{Host: "h", Port: 1, MaxConnections: 2, ShutdownTimeout: secs(3), ActivityTimeout: secs(4),
 					PongTimeout: secs(5), MaxMessageBytes: 6000, OutboundBufferBytes: 7000, Workers: 8,
-					RESTTimestampWindow: secs(9), Log: LogConfig{"warn", "json"}, Apps: c.Apps}
+					RESTTimestampWindow: secs(9), HandshakeTimeout: secs(10), ConnectionRatePerIP: 11, ConnectionBurstPerIP: 12,
+					Memory:  MemoryConfig{LimitBytes: 13000, RefuseAbovePercent: 14, AcceptBelowPercent: 13},
+					Metrics: MetricsConfig{Enabled: false, Host: "m", Port: 15, Prefix: "p_"},
+					Pprof:   PprofConfig{Addr: "127.0.0.1:16", MutexFraction: 17, BlockRate: 18},
+					Log:     LogConfig{"warn", "json"}, Apps: c.Apps}
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -337,6 +394,21 @@ func TestLoadConfigProblems(t *testing.T) {
 		{"port wrong type in yaml", "c.yaml:port: [1]", nil, nil, "port: line 1: cannot unmarshal !!seq into int (from file "},
 		{"port wrong type in toml", `c.toml:port = "x"`, nil, nil, "port: line 1: incompatible types: TOML value has type string; destination has type integer (from file "},
 		{"empty host", "", []string{"--host", ""}, nil, "host: must not be empty (from flag --host)"},
+		{"refuse percent over 100", "", []string{"--memory-refuse-above-percent", "101"}, nil,
+			"memory.refuse_above_percent: 101 out of range 1..100 (from flag --memory-refuse-above-percent)"},
+		{"accept percent not below refuse", "c.yaml:memory: {refuse_above_percent: 70, accept_below_percent: 80}", nil, nil,
+			"memory.accept_below_percent: 80 must be below memory.refuse_above_percent (70) (from file "},
+		{"metrics port out of range", "", nil, map[string]string{"HERALD_METRICS_PORT": "-1"}, "metrics.port: -1 out of range 0..65535 (from env HERALD_METRICS_PORT)"},
+		{"metrics port is the api port", "", []string{"--metrics-port", "6001"}, nil, "metrics.port: 6001 is the API's port; metrics need their own (from flag --metrics-port)"},
+		{"metrics prefix", "", []string{"--metrics-prefix", "my-prefix"}, nil, `metrics.prefix: "my-prefix" must match [a-zA-Z_][a-zA-Z0-9_]* (from flag --metrics-prefix)`},
+		{"metrics enabled not a bool", "", []string{"--metrics-enabled", "yes please"}, nil, `metrics.enabled: "yes please" is not true or false (from flag --metrics-enabled)`},
+		{"pprof addr", "", []string{"--pprof-addr", "6060"}, nil, `pprof.addr: "6060" is not host:port (from flag --pprof-addr)`},
+		{"handshake timeout too short", "", []string{"--handshake-timeout", "1ms"}, nil, "handshake_timeout: 1ms must be at least 100ms (from flag --handshake-timeout)"},
+		{"negative ip rate", "", []string{"--connection-rate-per-ip", "-3"}, nil, "connection_rate_per_ip: -3 must not be negative (from flag --connection-rate-per-ip)"},
+		{"bad origin", "c.yaml:apps: [{id: a, key: k, secret: s, allowed_origins: [\"https://x.com/path\"]}]", nil, nil,
+			`apps[0].allowed_origins: origin "https://x.com/path": want scheme://host[:port], host[:port] or *.domain (from file `},
+		{"origins not a list", "c.yaml:apps: [{id: a, key: k, secret: s, allowed_origins: {a: 1}}]", nil, nil,
+			"apps[0].allowed_origins: "},
 		{"negative max_connections", "", []string{"--max-connections", "-1"}, nil, "max_connections: -1 must not be negative (from flag --max-connections)"},
 		{"negative workers", "", nil, map[string]string{"HERALD_WORKERS": "-2"}, "workers: -2 must not be negative (from env HERALD_WORKERS)"},
 		{"zero shutdown_timeout", "c.yaml:shutdown_timeout: 0s", nil, nil, "shutdown_timeout: 0s must be positive (from file "},
@@ -497,8 +569,13 @@ func TestSchemaCoversEveryField(t *testing.T) {
 	for _, s := range settings {
 		seen[s.ref(&c)] = true
 	}
-	// Every Config field but Log and Apps is one setting; Log is two.
-	if want := reflect.TypeOf(c).NumField() - 2 + reflect.TypeOf(c.Log).NumField(); len(seen) != want {
+	// Every Config field but the groups and Apps is one setting; each group's fields are.
+	groups := []any{c.Log, c.Memory, c.Metrics, c.Pprof}
+	want := reflect.TypeOf(c).NumField() - len(groups) - 1
+	for _, g := range groups {
+		want += reflect.TypeOf(g).NumField()
+	}
+	if len(seen) != want {
 		t.Errorf("settings set %d distinct fields, Config has %d", len(seen), want)
 	}
 	var a AppConfig
@@ -522,7 +599,8 @@ func TestHeraldApps(t *testing.T) {
 	got := fullWant.HeraldApps()
 	want := []herald.App{
 		{ID: "1001", Key: "key-one", Secret: "secret-one", EnableClientMessages: true,
-			Limits: herald.Limits{MaxPresenceMembers: 200, MaxChannelsPerConn: 50}},
+			AllowedOrigins: []string{"https://app.example.com", "*.example.org"},
+			Limits:         herald.Limits{MaxPresenceMembers: 200, MaxChannelsPerConn: 50, MaxClientEventsPerSecond: 20, MaxAPIRequestsPerSecond: 500}},
 		{ID: "1002", Key: "key-two", Secret: "secret-two", EnableUserAuthentication: true},
 	}
 	if !reflect.DeepEqual(got, want) {

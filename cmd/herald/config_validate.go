@@ -2,8 +2,12 @@ package main
 
 import (
 	"fmt"
+	"net"
+	"regexp"
 	"strings"
 	"time"
+
+	"github.com/herald-rt/herald/guard"
 )
 
 // validate checks the whole configuration and records every problem, each with where the
@@ -24,6 +28,37 @@ func (l *loader) validate() {
 	l.longerThan("activity_timeout", c.ActivityTimeout, time.Second)
 	l.longerThan("pong_timeout", c.PongTimeout, time.Second)
 	l.longerThan("rest_timestamp_window", c.RESTTimestampWindow, 0)
+	l.longerThan("handshake_timeout", c.HandshakeTimeout, 100*time.Millisecond)
+	l.notNegative("connection_rate_per_ip", c.ConnectionRatePerIP)
+	l.notNegative("connection_burst_per_ip", c.ConnectionBurstPerIP)
+	l.notNegative("memory.limit_bytes", c.Memory.LimitBytes)
+	if m := c.Memory; m.RefuseAbovePercent != 0 {
+		l.percent("memory.refuse_above_percent", m.RefuseAbovePercent)
+		l.percent("memory.accept_below_percent", m.AcceptBelowPercent)
+		if m.AcceptBelowPercent >= m.RefuseAbovePercent {
+			l.problem("memory.accept_below_percent", "%d must be below memory.refuse_above_percent (%d)", m.AcceptBelowPercent, m.RefuseAbovePercent)
+		}
+	}
+	if c.Metrics.Enabled {
+		if c.Metrics.Host == "" {
+			l.problem("metrics.host", "must not be empty")
+		}
+		if c.Metrics.Port < 0 || c.Metrics.Port > 65535 {
+			l.problem("metrics.port", "%d out of range 0..65535", c.Metrics.Port)
+		} else if c.Metrics.Port != 0 && c.Metrics.Port == c.Port && (c.Metrics.Host == c.Host) {
+			l.problem("metrics.port", "%d is the API's port; metrics need their own", c.Metrics.Port)
+		}
+		if !metricPrefix.MatchString(c.Metrics.Prefix) {
+			l.problem("metrics.prefix", "%q must match [a-zA-Z_][a-zA-Z0-9_]*", c.Metrics.Prefix)
+		}
+	}
+	if c.Pprof.Addr != "" {
+		if _, port, err := net.SplitHostPort(c.Pprof.Addr); err != nil || port == "" {
+			l.problem("pprof.addr", "%q is not host:port", c.Pprof.Addr)
+		}
+	}
+	l.notNegative("pprof.mutex_fraction", c.Pprof.MutexFraction)
+	l.notNegative("pprof.block_rate", c.Pprof.BlockRate)
 	l.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 	l.oneOf("log.format", c.Log.Format, "text", "json")
 
@@ -41,6 +76,9 @@ func (l *loader) validate() {
 		}
 		for _, f := range limitFields {
 			l.notNegative(at+".limits."+f.key, *f.ref(&a.Limits))
+		}
+		if _, err := guard.ParseOrigins(a.AllowedOrigins); err != nil {
+			l.problem(at+".allowed_origins", "%v", err)
 		}
 	}
 }
@@ -64,6 +102,15 @@ func (l *loader) notNegative(path string, v int) {
 		l.problem(path, "%d must not be negative", v)
 	}
 }
+
+func (l *loader) percent(path string, v int) {
+	if v < 1 || v > 100 {
+		l.problem(path, "%d out of range 1..100", v)
+	}
+}
+
+// metricPrefix is what Prometheus allows at the start of a metric name.
+var metricPrefix = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
 
 func (l *loader) atLeast(path string, v, min int) {
 	if v < min {

@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/guard"
 	"github.com/herald-rt/herald/httpapi"
 	"github.com/herald-rt/herald/hub"
+	"github.com/herald-rt/herald/metrics"
 )
 
 // fdReserve is how many descriptors a node keeps for itself (listener, epoll, REST
@@ -40,6 +42,34 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 	log := newLogger(cfg.Log, stderr)
 	capacity, fdLimit := capacityOf(cfg.MaxConnections)
 	apps := herald.NewStaticApps(cfg.HeraldApps())
+	var appIDs []string
+	for _, a := range apps.Apps() {
+		appIDs = append(appIDs, a.ID)
+	}
+	reg := metrics.New(cfg.Metrics.Prefix, appIDs)
+
+	var mem *guard.Memory
+	if cfg.Memory.RefuseAbovePercent > 0 {
+		mem, err = guard.NewMemory(guard.MemoryConfig{
+			Limit:       uint64(cfg.Memory.LimitBytes),
+			RefuseAbove: float64(cfg.Memory.RefuseAbovePercent) / 100,
+			AcceptBelow: float64(cfg.Memory.AcceptBelowPercent) / 100,
+		}, log)
+		if err != nil {
+			log.Error("memory guard", "err", err)
+			return 1
+		}
+		mem.Start()
+		defer mem.Close()
+	}
+	var ipRate *guard.IPRate
+	if cfg.ConnectionRatePerIP > 0 {
+		burst := cfg.ConnectionBurstPerIP
+		if burst == 0 {
+			burst = cfg.ConnectionRatePerIP
+		}
+		ipRate = guard.NewIPRate(guard.Rate{PerSecond: float64(cfg.ConnectionRatePerIP), Burst: float64(burst)})
+	}
 	h, err := hub.New(hub.Config{
 		Workers:             cfg.Workers,
 		ActivityTimeout:     cfg.ActivityTimeout.Duration,
@@ -47,20 +77,28 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 		OutboundBufferBytes: cfg.OutboundBufferBytes,
 		MaxConnections:      capacity,
 		MaxMessageBytes:     cfg.MaxMessageBytes,
+		HandshakeTimeout:    cfg.HandshakeTimeout.Duration,
+		Memory:              mem,
+		IPRate:              ipRate,
+		PublishLatency:      reg.PublishLatency,
 	}, apps.Apps(), log)
 	if err != nil {
 		log.Error("start hub", "err", err)
 		return 1
 	}
+	reg.Attach(cfg.Metrics.Prefix, h)
 	health := func() httpapi.HealthReport {
 		st := h.Stats()
 		status := "ok"
-		if st.Draining {
+		switch {
+		case st.Draining:
 			status = "draining"
+		case st.Refusing:
+			status = "refusing"
 		}
 		return httpapi.HealthReport{Status: status, Connections: httpapi.Capacity{Current: st.Connections, Max: st.MaxConnections}, Channels: st.Channels}
 	}
-	api := httpapi.New(httpapi.Config{TimestampWindow: cfg.RESTTimestampWindow.Duration}, apps, h, health, nil, log)
+	api := httpapi.New(httpapi.Config{TimestampWindow: cfg.RESTTimestampWindow.Duration}, apps, h, health, reg.HTTP, log)
 
 	addr := net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
 	ln, err := net.Listen("tcp", addr)
@@ -71,10 +109,18 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 	}
 	srv := &http.Server{
 		Handler:           api,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: cfg.HandshakeTimeout.Duration,
 		IdleTimeout:       120 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	side, err := startSideListeners(cfg, reg, log)
+	if err != nil {
+		log.Error("listen", "err", err)
+		ln.Close()
+		_ = h.Shutdown(context.Background())
+		return 1
+	}
+	defer side.close()
 	if cfg.UsedDefaultApp() {
 		for _, a := range cfg.Apps {
 			if a.Key == devApp.Key && a.Secret == devApp.Secret {
