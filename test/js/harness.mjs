@@ -215,6 +215,9 @@ export class HeraldServer {
   get httpUrl() {
     return `http://127.0.0.1:${this.port}`;
   }
+  get metricsUrl() {
+    return `http://127.0.0.1:${this.config.metrics.port}/metrics`;
+  }
 
   app(idOrKey) {
     const a = this.apps.find((x) => x.id === idOrKey || x.key === idOrKey);
@@ -348,6 +351,8 @@ export async function startServer(opts = {}) {
     activity_timeout: '120s',
     pong_timeout: '30s',
     shutdown_timeout: '5s',
+    // Every server gets its own metrics port: the default 9601 would collide between servers.
+    metrics: { host: '127.0.0.1', port: opts.metricsPort ?? (await freePort()) },
     ...(opts.config || {}),
   };
   const apps = (opts.apps || [APP1, APP2]).map((a) => JSON.parse(JSON.stringify(a)));
