@@ -5,11 +5,17 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/herald-rt/herald"
 )
 
 func setupBroadcast(tb testing.TB, subs int) (*Hub, []*memTransport) {
-	h := newTestHub(tb, Config{Workers: 2})
+	return setupBroadcastWith(tb, subs, Config{Workers: 2})
+}
+
+func setupBroadcastWith(tb testing.TB, subs int, cfg Config) (*Hub, []*memTransport) {
+	h := newTestHub(tb, cfg)
 	ts := make([]*memTransport, subs)
 	for i := range ts {
 		ts[i] = &memTransport{}
@@ -27,19 +33,34 @@ var benchEvent = herald.Event{Name: "tick", Channel: "bench", Data: strings.Repe
 func BenchmarkBroadcast(b *testing.B) {
 	for _, n := range []int{1, 1000, 10000} {
 		b.Run(fmt.Sprintf("subs=%d", n), func(b *testing.B) {
-			h, _ := setupBroadcast(b, n)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if err := h.Publish("app-id", benchEvent); err != nil {
-					b.Fatal(err)
-				}
-				h.fence()
-			}
-			b.StopTimer()
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/delivery")
+			benchBroadcast(b, n, Config{Workers: 2})
 		})
 	}
+}
+
+// BenchmarkBroadcastObserved is BenchmarkBroadcast with the publish latency histogram on, as
+// `herald serve` runs it.
+func BenchmarkBroadcastObserved(b *testing.B) {
+	hist := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "x", Buckets: prometheus.ExponentialBuckets(10e-6, 2, 19)})
+	for _, n := range []int{1, 1000, 10000} {
+		b.Run(fmt.Sprintf("subs=%d", n), func(b *testing.B) {
+			benchBroadcast(b, n, Config{Workers: 2, PublishLatency: func(string) Observer { return hist }})
+		})
+	}
+}
+
+func benchBroadcast(b *testing.B, n int, cfg Config) {
+	h, _ := setupBroadcastWith(b, n, cfg)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := h.Publish("app-id", benchEvent); err != nil {
+			b.Fatal(err)
+		}
+		h.fence()
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/delivery")
 }
 
 // TestBroadcastAllocatesNothingPerRecipient pins DESIGN.md rule 2: a broadcast's allocations
