@@ -86,14 +86,16 @@ func (w *worker) handle(m cmd) {
 	switch m.op {
 	case opPublish:
 		subs := w.subs[m.ch]
+		n := 0
 		for _, c := range subs {
 			if c.num != m.excl {
 				w.enqueue(c, m.frame)
+				n++
 			}
 		}
-		if len(subs) > 0 {
+		if n > 0 {
 			// Every subscriber here is of the channel's app and this worker: one shard.
-			subs[0].m.sent.Add(int64(len(subs)))
+			subs[0].m.sent.Add(int64(n))
 		}
 		m.track.done()
 	case opSend:

@@ -16,6 +16,10 @@ type Config struct {
 	ReadBufferBytes int // one scratch buffer per poller; default 64 KiB
 	// MaxFD bounds the descriptor table; default: the process's open-file limit.
 	MaxFD int
+	// Client makes the engine the client end of its connections (herald bench): the peer's
+	// frames must be unmasked, and frames written with AppendClientFrame are masked. The
+	// default is the server end.
+	Client bool
 }
 
 // Engine owns the pollers. It is safe for concurrent use.
@@ -104,11 +108,13 @@ func (e *Engine) Attach(nc net.Conn, pre []byte, bind func(*Conn)) (*Conn, error
 	p := e.pollers[int(e.next.Add(1))%len(e.pollers)]
 	c := &Conn{fd: fd, p: p}
 	bind(c)
-	e.table[fd].Store(c)
 	if len(pre) > 0 {
 		// Nothing else sees c yet, so parsing here is single-threaded like the poller's.
 		p.feed(c, pre)
 	}
+	// Published only now: the poller may still hold a ready event for a previous connection
+	// that had this descriptor number, and must not read c while pre is parsed.
+	e.table[fd].Store(c)
 	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLOUT | syscall.EPOLLRDHUP | epollET, Fd: int32(fd)}
 	if err := syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_ADD, fd, &ev); err != nil {
 		// The owner already holds c: report a hang-up so it releases c the usual way.

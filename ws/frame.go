@@ -66,11 +66,12 @@ func CloseFrame(code int, reason string) []byte {
 	return AppendFrame(nil, OpClose, p)
 }
 
-// frameHeader is a parsed client frame header.
+// frameHeader is a parsed frame header.
 type frameHeader struct {
 	fin    bool
 	op     Opcode
 	length int
+	masked bool
 	mask   [4]byte
 	size   int // header bytes
 }
@@ -83,6 +84,12 @@ type errFrame struct {
 
 // parseHeader parses a client frame header from b. It returns ok=false when b is too short.
 func parseHeader(b []byte, maxLen int) (h frameHeader, ok bool, bad *errFrame) {
+	return parseFrameHeader(b, maxLen, true)
+}
+
+// parseFrameHeader parses a frame header from b; masked says whether the peer must mask its
+// frames (it is a client) or must not (it is a server). It returns ok=false when b is too short.
+func parseFrameHeader(b []byte, maxLen int, masked bool) (h frameHeader, ok bool, bad *errFrame) {
 	if len(b) < 2 {
 		return h, false, nil
 	}
@@ -91,8 +98,11 @@ func parseHeader(b []byte, maxLen int) (h frameHeader, ok bool, bad *errFrame) {
 	}
 	h.fin = b[0]&0x80 != 0
 	h.op = Opcode(b[0] & 0x0F)
-	if b[1]&0x80 == 0 {
+	switch got := b[1]&0x80 != 0; {
+	case masked && !got:
 		return h, false, &errFrame{CloseProtocolError, "client frames must be masked"}
+	case !masked && got:
+		return h, false, &errFrame{CloseProtocolError, "server frames must not be masked"}
 	}
 	n := int(b[1] & 0x7F)
 	h.size = 2
@@ -123,11 +133,14 @@ func parseHeader(b []byte, maxLen int) (h frameHeader, ok bool, bad *errFrame) {
 	if n > maxLen {
 		return h, false, &errFrame{CloseTooBig, "message too big"}
 	}
-	if len(b) < h.size+4 {
-		return h, false, nil
+	if masked {
+		if len(b) < h.size+4 {
+			return h, false, nil
+		}
+		copy(h.mask[:], b[h.size:h.size+4])
+		h.size += 4
 	}
-	copy(h.mask[:], b[h.size:h.size+4])
-	h.size += 4
+	h.masked = masked
 	h.length = n
 	return h, true, nil
 }

@@ -1,6 +1,7 @@
 package ws
 
 import (
+	"strconv"
 	"syscall"
 	"unsafe"
 )
@@ -108,27 +109,50 @@ func (p *poller) hangup(c *Conn) {
 // feed parses data (appended to any partial frame c holds) and delivers what is complete.
 func (p *poller) feed(c *Conn, data []byte) {
 	if len(c.rbuf) > 0 {
-		c.rbuf = append(c.rbuf, data...)
+		c.rbuf = appendExact(c.rbuf, data)
 		data = c.rbuf
 	}
 	used := p.parse(c, data)
 	rest := data[used:]
-	switch {
-	case len(rest) == 0 || c.broken:
+	if len(rest) == 0 || c.broken {
 		c.rbuf = nil
-	case len(c.rbuf) > 0:
-		c.rbuf = c.rbuf[:copy(c.rbuf, rest)]
-	default:
-		c.rbuf = append(make([]byte, 0, len(rest)), rest...)
+		return
 	}
+	// Room for exactly the incomplete frame once its header is here, so the rest of it
+	// arrives without the buffer doubling: a connection holds at most one frame's bytes here
+	// plus what one read adds.
+	size := len(rest)
+	if h, ok, _ := parseFrameHeader(rest, p.e.cfg.MaxMessageBytes, !p.e.cfg.Client); ok {
+		size = max(size, h.size+h.length)
+	}
+	if cp := cap(c.rbuf); cp >= size && cp <= size+rbufSlack {
+		// Reuse: rest may overlap c.rbuf, which copy handles.
+		c.rbuf = c.rbuf[:copy(c.rbuf[:len(rest)], rest)]
+	} else {
+		c.rbuf = append(make([]byte, 0, size), rest...)
+	}
+}
+
+// rbufSlack is how much larger than its incomplete frame a partial-frame buffer may stay
+// before it is replaced by one of the right size.
+const rbufSlack = 4096
+
+// appendExact appends data to b, growing b to exactly the length needed when it is full.
+func appendExact(b, data []byte) []byte {
+	if need := len(b) + len(data); need > cap(b) {
+		nb := make([]byte, len(b), need)
+		copy(nb, b)
+		b = nb
+	}
+	return append(b, data...)
 }
 
 // parse delivers every complete frame at the start of data and returns the bytes used.
 func (p *poller) parse(c *Conn, data []byte) int {
 	used := 0
-	max := p.e.cfg.MaxMessageBytes
+	limit := p.e.cfg.MaxMessageBytes
 	for !c.broken {
-		h, ok, bad := parseHeader(data[used:], max)
+		h, ok, bad := parseFrameHeader(data[used:], limit, !p.e.cfg.Client)
 		if bad != nil {
 			p.fail(c, bad.code, bad.reason)
 			return len(data)
@@ -138,18 +162,32 @@ func (p *poller) parse(c *Conn, data []byte) int {
 		}
 		payload := data[used+h.size : used+h.size+h.length]
 		used += h.size + h.length
-		unmask(payload, h.mask)
+		if h.masked {
+			unmask(payload, h.mask)
+		}
 		switch {
-		case h.op >= OpClose:
+		case h.op == OpClose:
+			if code, reason := checkClose(payload); code != 0 {
+				p.fail(c, code, reason)
+				return len(data)
+			}
+			p.e.h.OnMessage(c, h.op, payload)
+		case h.op > OpClose:
 			p.e.h.OnMessage(c, h.op, payload)
 		case h.op == OpContinuation:
 			if c.msgOp == 0 {
 				p.fail(c, CloseProtocolError, "continuation without a message")
 				return len(data)
 			}
-			if len(c.msg)+len(payload) > max {
+			if len(c.msg)+len(payload) > limit {
 				p.fail(c, CloseTooBig, "message too big")
 				return len(data)
+			}
+			if need := len(c.msg) + len(payload); need > cap(c.msg) {
+				// Grow by doubling, but never past the message limit.
+				nb := make([]byte, len(c.msg), min(max(need, 2*cap(c.msg)), limit))
+				copy(nb, c.msg)
+				c.msg = nb
 			}
 			c.msg = append(c.msg, payload...)
 			if h.fin {
@@ -165,11 +203,33 @@ func (p *poller) parse(c *Conn, data []byte) int {
 				p.deliver(c, h.op, payload)
 			} else {
 				c.msgOp = h.op
-				c.msg = append(make([]byte, 0, len(payload)*2), payload...)
+				c.msg = append(make([]byte, 0, min(len(payload)*2, limit)), payload...)
 			}
 		}
 	}
 	return len(data)
+}
+
+// checkClose validates a close frame's payload (RFC 6455 §5.5.1, §7.4): empty, or a status
+// code an endpoint may send followed by a UTF-8 reason. It returns the close code to fail
+// with, or 0.
+func checkClose(payload []byte) (int, string) {
+	if len(payload) == 0 {
+		return 0, ""
+	}
+	if len(payload) == 1 {
+		return CloseProtocolError, "close frame with a 1-byte payload"
+	}
+	code := int(payload[0])<<8 | int(payload[1])
+	switch {
+	case code >= 1000 && code <= 1003, code >= 1007 && code <= 1014, code >= 3000 && code <= 4999:
+	default:
+		return CloseProtocolError, "close code " + strconv.Itoa(code) + " may not be sent"
+	}
+	if !validUTF8(payload[2:]) {
+		return CloseInvalidData, "close reason is not UTF-8"
+	}
+	return 0, ""
 }
 
 func (p *poller) deliver(c *Conn, op Opcode, payload []byte) {

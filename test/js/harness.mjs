@@ -225,7 +225,11 @@ export class HeraldServer {
     return a;
   }
 
-  /** Starts the process and waits until /health says ok. */
+  /**
+   * Starts the process and waits until /health answers 200 with status this.healthStatus
+   * ('ok' unless startServer was given another, e.g. 'refusing' for a node whose memory guard
+   * refuses connections from the start).
+   */
   async start() {
     const bin = heraldBinary();
     const cfgPath = path.join(this.dir, `herald-${this.port}.yaml`);
@@ -253,11 +257,11 @@ export class HeraldServer {
         resolve(this.exitInfo);
       });
     });
-    await this.waitHealthy(10_000);
+    await this.waitHealthy(10_000, this.healthStatus ?? 'ok');
     return this;
   }
 
-  async waitHealthy(ms) {
+  async waitHealthy(ms, status = 'ok') {
     const end = Date.now() + ms;
     let last = 'no response';
     while (Date.now() < end) {
@@ -273,14 +277,14 @@ export class HeraldServer {
         last = `${res.status} ${text}`;
         if (res.status === 200) {
           const body = JSON.parse(text);
-          if (body.status === 'ok') return body;
+          if (body.status === status) return body;
         }
       } catch (e) {
         last = e.message;
       }
       await new Promise((r) => setTimeout(r, 50));
     }
-    throw new Error(`herald not healthy after ${ms} ms (last: ${last}).\noutput:\n${this.output}`);
+    throw new Error(`herald not healthy (status '${status}') after ${ms} ms (last: ${last}).\noutput:\n${this.output}`);
   }
 
   async health() {
@@ -338,7 +342,8 @@ export class HeraldServer {
 
 /**
  * Starts herald with the default two apps. opts.config overrides/extends top-level keys,
- * opts.apps replaces the app list, opts.port reuses a port (for restarts).
+ * opts.apps replaces the app list, opts.port reuses a port (for restarts), opts.healthStatus
+ * is the /health status to wait for (default 'ok').
  */
 export async function startServer(opts = {}) {
   const port = opts.port ?? (await freePort());
@@ -351,12 +356,19 @@ export async function startServer(opts = {}) {
     activity_timeout: '120s',
     pong_timeout: '30s',
     shutdown_timeout: '5s',
-    // Every server gets its own metrics port: the default 9601 would collide between servers.
-    metrics: { host: '127.0.0.1', port: opts.metricsPort ?? (await freePort()) },
     ...(opts.config || {}),
+    // Every server gets its own metrics port: the default 9601 would collide between servers.
+    // opts.config.metrics adds to (or overrides) these keys, e.g. {prefix: 'soketi_'}.
+    metrics: {
+      host: '127.0.0.1',
+      port: opts.metricsPort ?? (await freePort()),
+      ...((opts.config && opts.config.metrics) || {}),
+    },
   };
   const apps = (opts.apps || [APP1, APP2]).map((a) => JSON.parse(JSON.stringify(a)));
   const server = new HeraldServer({ port, config, apps, dir });
+  // The /health status start() waits for: 'ok' by default.
+  if (opts.healthStatus) server.healthStatus = opts.healthStatus;
   await server.start();
   return server;
 }
@@ -596,10 +608,18 @@ export class RawClient {
     });
   }
 
-  /** Opens a socket to /app/{key}. Resolves once open (no handshake wait). */
-  static open(server, key = APP1.key, { query = 'protocol=7&client=js&version=8.6.0&flash=false', path: p } = {}) {
+  /**
+   * Opens a socket to /app/{key}. Resolves once open (no handshake wait). wsOptions go to the
+   * `ws` constructor: {origin} sends an Origin header, {localAddress: '127.0.0.2'} picks the
+   * client address, {headers} adds others.
+   */
+  static open(
+    server,
+    key = APP1.key,
+    { query = 'protocol=7&client=js&version=8.6.0&flash=false', path: p, wsOptions } = {},
+  ) {
     const url = `${server.wsUrl}${p ?? `/app/${key}`}${query ? `?${query}` : ''}`;
-    const ws = new WebSocket(url);
+    const ws = new WebSocket(url, wsOptions);
     const app = server.apps.find((a) => a.key === key) || { key };
     const client = new RawClient(ws, app);
     rawClients.add(client);
@@ -817,7 +837,7 @@ export async function restRequest(
   try {
     json = JSON.parse(text);
   } catch {}
-  return { status: res.status, text, json };
+  return { status: res.status, text, json, headers: res.headers };
 }
 
 /** Parses the JSON body of an SDK (node-fetch) response. */
@@ -893,4 +913,70 @@ export function useServer(onStart, opts = {}) {
     cleanupAll();
     await stopServer(server);
   });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Prometheus metrics
+
+/** Canonical sample key: name{a="x",b="y"} with label names sorted; bare name without labels. */
+export function metricKey(name, labels = {}) {
+  const ks = Object.keys(labels).sort();
+  if (ks.length === 0) return name;
+  return `${name}{${ks.map((k) => `${k}=${JSON.stringify(String(labels[k]))}`).join(',')}}`;
+}
+
+/** Parses the Prometheus text format into a Map of metricKey -> number (comments skipped). */
+export function parseMetrics(text) {
+  const out = new Map();
+  for (const line of text.split('\n')) {
+    if (line === '' || line.startsWith('#')) continue;
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\d+)?$/.exec(line);
+    if (!m) throw new Error(`unparsable metrics line: ${line}`);
+    const labels = {};
+    if (m[2]) {
+      const re = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g;
+      let l;
+      while ((l = re.exec(m[2]))) labels[l[1]] = JSON.parse(`"${l[2]}"`);
+    }
+    out.set(metricKey(m[1], labels), Number(m[3]));
+  }
+  return out;
+}
+
+/** GETs url (default server.metricsUrl) and returns {status, text, samples}. */
+export async function scrapeMetrics(serverOrUrl) {
+  const url = typeof serverOrUrl === 'string' ? serverOrUrl : serverOrUrl.metricsUrl;
+  const res = await fetch(url, { signal: AbortSignal.timeout(5000) });
+  const text = await res.text();
+  return { status: res.status, text, samples: res.status === 200 ? parseMetrics(text) : new Map() };
+}
+
+/**
+ * Polls /metrics until every expected sample has exactly its value ({metricKey: number});
+ * returns the samples. Counters are updated just after the frames they count are queued or
+ * read, so a test that has seen the effect polls briefly for the count. On timeout the error
+ * lists every sample that differs.
+ */
+export async function expectMetrics(server, expected, ms = 3000) {
+  const end = Date.now() + ms;
+  let diff = [];
+  for (;;) {
+    let samples = null;
+    try {
+      ({ samples } = await scrapeMetrics(server));
+      diff = [];
+      for (const [k, v] of Object.entries(expected)) {
+        const got = samples.has(k) ? samples.get(k) : 'absent';
+        if (got !== v) diff.push(`${k}: want ${v}, got ${got}`);
+      }
+    } catch (e) {
+      // A scrape that fails (slow machine) is retried until the deadline.
+      diff = [`scrape failed: ${e.message}`];
+    }
+    if (diff.length === 0) return samples;
+    if (Date.now() > end) {
+      throw new Error(`metrics still differ after ${ms} ms:\n  ${diff.join('\n  ')}`);
+    }
+    await new Promise((r) => setTimeout(r, 25));
+  }
 }
