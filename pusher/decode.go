@@ -28,6 +28,9 @@ func (m Message) DataString() string {
 // optional string "channel" and any "data" (null counts as absent). Errors are *herald.Error
 // with herald.CodeInvalid.
 func Decode(b []byte) (Message, error) {
+	if tooDeep(b, MaxDepth) {
+		return Message{}, invalid("message nests deeper than %d levels", MaxDepth)
+	}
 	if !json.Valid(b) {
 		return Message{}, invalid("message is not valid JSON")
 	}
@@ -82,6 +85,38 @@ type Subscribe struct {
 // DecodeSubscribe parses the data of pusher:subscribe or pusher:unsubscribe: an object, or a
 // JSON string holding one (some clients double-encode), with a non-empty string "channel" and
 // optional string "auth" and "channel_data".
+// MaxDepth is how deeply a client message may nest arrays and objects. Checking it first, in
+// one pass without allocating, spares encoding/json's validator the stack it would build for
+// a message of nothing but brackets.
+const MaxDepth = 64
+
+// tooDeep reports whether b opens more than max arrays or objects at once, outside strings.
+func tooDeep(b []byte, max int) bool {
+	depth, inString, escaped := 0, false, false
+	for _, c := range b {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			if depth++; depth > max {
+				return true
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return false
+}
+
 func DecodeSubscribe(data json.RawMessage) (Subscribe, error) {
 	obj, err := openData(data, "subscription")
 	if err != nil {
