@@ -3,8 +3,8 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"net/http"
