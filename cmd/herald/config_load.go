@@ -192,13 +192,24 @@ func (f *rawFlag) String() string {
 
 func (f *rawFlag) Set(s string) error { f.s = s; return nil }
 
+// boolRawFlag is a rawFlag that may stand alone ("--metrics-enabled" is "--metrics-enabled=true").
+type boolRawFlag struct{ rawFlag }
+
+func (f *boolRawFlag) IsBoolFlag() bool { return true }
+
 // parseFlags returns the flags given in args, by name.
 func parseFlags(args []string, out io.Writer) (map[string]string, error) {
 	fs := flag.NewFlagSet("herald serve", flag.ContinueOnError)
 	fs.SetOutput(out)
 	fs.Usage = func() { printUsage(fs.Output()) }
 	fs.Var(new(rawFlag), "config", "config file")
+	var probe Config
 	for _, s := range settings {
+		if _, ok := s.ref(&probe).(*bool); ok {
+			// A bare --metrics-enabled means true, as with any Go boolean flag.
+			fs.Var(&boolRawFlag{}, s.flag(), s.usage)
+			continue
+		}
 		fs.Var(new(rawFlag), s.flag(), s.usage)
 	}
 	for _, f := range appFields[:appCredentials] {
