@@ -27,12 +27,24 @@ var testApp = herald.App{ID: "app-id", Key: "app-key", Secret: "app-secret"}
 // so its CPU and RSS are read from our own /proc entry.
 func startHerald(t *testing.T, wrap func(http.Handler) http.Handler) Target {
 	t.Helper()
+	target, _ := startHub(t, hub.Config{MaxConnections: 1000}, wrap)
+	return target
+}
+
+// startHub is startHerald with a hub configuration; it also returns the hub.
+func startHub(t *testing.T, cfg hub.Config, wrap func(http.Handler) http.Handler) (Target, *hub.Hub) {
+	t.Helper()
 	apps := herald.NewStaticApps([]herald.App{testApp})
-	h, err := hub.New(hub.Config{MaxConnections: 1000}, apps.Apps(), nil)
+	h, err := hub.New(cfg, apps.Apps(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	health := func() httpapi.HealthReport { return httpapi.HealthReport{Status: "ok"} }
+	health := func() httpapi.HealthReport {
+		st := h.Stats()
+		r := httpapi.HealthReport{Status: "ok", Channels: st.Channels}
+		r.Connections.Current = st.Connections
+		return r
+	}
 	var handler http.Handler = httpapi.New(httpapi.Config{}, apps, h, health, nil, nil)
 	if wrap != nil {
 		handler = wrap(handler)
@@ -48,7 +60,7 @@ func startHerald(t *testing.T, wrap func(http.Handler) http.Handler) Target {
 		_ = h.Shutdown(context.Background())
 	})
 	addr := ln.Addr().String()
-	return Target{WS: "ws://" + addr, REST: "http://" + addr, ServerPID: os.Getpid(), Timeout: 10 * time.Second}
+	return Target{WS: "ws://" + addr, REST: "http://" + addr, ServerPID: os.Getpid(), Timeout: 10 * time.Second}.withDefaults(), h
 }
 
 func TestIdle(t *testing.T) {
@@ -337,15 +349,15 @@ func TestParseBench(t *testing.T) {
 	data := eventData(7, 1234567890123, 100)
 	herald, _ := json.Marshal(map[string]string{"event": "bench", "channel": "fanout", "data": data})
 	spaced := `{ "event" : "bench", "channel": "fanout", "data": ` + string(mustJSON(data)) + ` }`
-	object := `{"event":"bench","data":{"seq":7,"t":1234567890123}}`
+	object := `{"event":"bench","channel":"fanout","data":{"seq":7,"t":1234567890123}}`
 	for _, p := range []string{string(herald), spaced, object} {
-		seq, sent, ok := parseBench([]byte(p))
-		if !ok || seq != 7 || sent != 1234567890123 {
-			t.Errorf("parseBench(%s) = %d, %d, %v; want 7, 1234567890123, true", p, seq, sent, ok)
+		seq, sent, ch, ok := parseBench([]byte(p))
+		if !ok || seq != 7 || sent != 1234567890123 || string(ch) != "fanout" {
+			t.Errorf("parseBench(%s) = %d, %d, %q, %v; want 7, 1234567890123, fanout, true", p, seq, sent, ch, ok)
 		}
 	}
 	for _, p := range []string{`{"event":"pusher:ping","data":{}}`, `{"event":"other","data":"{\"seq\":1,\"t\":2}"}`, `{"event":"bench","data":"{}"}`} {
-		if _, _, ok := parseBench([]byte(p)); ok {
+		if _, _, _, ok := parseBench([]byte(p)); ok {
 			t.Errorf("parseBench(%s) = true; want false", p)
 		}
 	}
@@ -371,14 +383,18 @@ func TestEventDataSize(t *testing.T) {
 }
 
 func TestDeliveryCount(t *testing.T) {
+	// Subscriber A: 1 3 2 2 9 of events 1..4: 4 missing, one duplicate, 2 out of order, 9
+	// unexpected. Subscriber B: nothing.
+	var a, b track
+	var firsts []int
+	for _, seq := range []int{1, 3, 2, 2, 9} {
+		if a.add(seq, 4) {
+			firsts = append(firsts, seq)
+		}
+	}
 	var d Delivery
-	seen := make([]bool, 5)
-	var firsts []int32
-	record := func(s sample) { firsts = append(firsts, s.seq) }
-	// Subscriber A: 1 3 2 2 9: 4 missing, one duplicate, 2 out of order, 9 unexpected.
-	d.count([]sample{{1, 1}, {3, 1}, {2, 1}, {2, 1}, {9, 1}}, 4, seen, record)
-	// Subscriber B: nothing.
-	d.count(nil, 4, seen, record)
+	d.add(&a, 4, nil)
+	d.add(&b, 4, nil)
 	d.finish()
 	want := Delivery{Expected: 8, Delivered: 3, Received: 5, Percent: 37.5, Missing: 5, Duplicated: 1, OutOfOrder: 1, Unexpected: 1}
 	if d != want {
@@ -386,6 +402,30 @@ func TestDeliveryCount(t *testing.T) {
 	}
 	if len(firsts) != 3 {
 		t.Fatalf("latency samples %v; want the 3 first receipts", firsts)
+	}
+}
+
+// TestDeliveryLateSubscriber: a subscription expects only what was published after it; seqs
+// published before it (and received) count neither way; a failed publish is not expected.
+func TestDeliveryLateSubscriber(t *testing.T) {
+	tr := track{from: 100}
+	var firsts int
+	for _, seq := range []int{99, 100, 101, 102, 104, 200, 131} {
+		if tr.add(seq, 1000) {
+			firsts++
+		}
+	}
+	var d Delivery
+	d.add(&tr, 130, []int32{103, 5})
+	d.finish()
+	// Expected 101..130 but for the failed 103: 29. Received of those: 101, 102, 104.
+	// 200 and 131 were never published by the end (130): unexpected.
+	want := Delivery{Expected: 29, Delivered: 3, Received: 7, Missing: 26, Unexpected: 2, OutOfOrder: 1, Percent: 300.0 / 29}
+	if d != want {
+		t.Fatalf("count = %+v; want %+v", d, want)
+	}
+	if firsts != 5 {
+		t.Fatalf("%d first receipts of expected events; want 5 (101 102 104 200 131)", firsts)
 	}
 }
 

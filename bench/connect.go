@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 )
@@ -23,28 +24,40 @@ type Setup struct {
 	RatePerSec  float64 `json:"rate_per_sec"` // Established / Seconds
 }
 
-// pool is the set of subscribed clients of one run.
-type pool struct {
-	clients []*client
+func (s *Setup) merge(o Setup) {
+	s.Requested += o.Requested
+	s.Established += o.Established
+	s.Failed += o.Failed
+	if s.FirstError == "" {
+		s.FirstError = o.FirstError
+	}
+	s.Seconds = max(s.Seconds, o.Seconds)
+	s.RatePerSec = 0
+	if s.Seconds > 0 {
+		s.RatePerSec = float64(s.Established) / s.Seconds
+	}
 }
 
-// connect opens n subscribed clients, client i on channelOf(i), with t.Concurrency attempts in
-// flight and at most t.Rate started per second, all within t.Timeout. Each client then runs
-// (recording into rec, when not nil) until the pool is closed. It fails when no client could
-// subscribe or the deadline passed; otherwise failures are only counted.
-func connect(ctx context.Context, t Target, n int, channelOf func(int) string, rec *recorder) (*pool, Setup, error) {
+// connect opens n subscribed clients into p, client i joining the channels chansOf(i), with
+// t.Concurrency attempts in flight and at most t.Rate started per second. Each attempt has
+// t.Timeout; the phase has t.Timeout beyond the time the rate needs. It fails when no client
+// could subscribe or the phase ran out of time; otherwise failures are only counted.
+func connect(ctx context.Context, t Target, p *pool, n int, chansOf func(i int) []int32) (Setup, error) {
 	setup := Setup{Requested: n}
 	ep, err := t.wsEndpoint()
 	if err != nil {
-		return nil, setup, err
+		return setup, err
 	}
-	ctx, cancel := context.WithTimeoutCause(ctx, t.Timeout, fmt.Errorf("connect phase over its %v deadline", t.Timeout))
+	phase := t.Timeout
+	if t.Rate > 0 {
+		phase += time.Duration(float64(n) / t.Rate * float64(time.Second))
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, phase, fmt.Errorf("connect phase over its %v deadline", phase))
 	defer cancel()
-	deadline, _ := ctx.Deadline()
+	end, _ := ctx.Deadline()
 
 	var (
 		mu       sync.Mutex
-		p        = &pool{clients: make([]*client, 0, n)}
 		firstErr error
 		wg       sync.WaitGroup
 		sem      = make(chan struct{}, t.Concurrency)
@@ -60,9 +73,11 @@ dispatch:
 		if t.Rate > 0 {
 			at := start.Add(time.Duration(float64(started) / t.Rate * float64(time.Second)))
 			if d := time.Until(at); d > 0 {
+				timer := time.NewTimer(d)
 				select {
-				case <-time.After(d):
+				case <-timer.C:
 				case <-abort.Done():
+					timer.Stop()
 					break dispatch
 				}
 			}
@@ -72,31 +87,43 @@ dispatch:
 		case <-abort.Done():
 			break dispatch
 		}
+		p.attempts.Add(1)
+		if t.Timeline != nil {
+			t.Timeline.Attempt()
+		}
 		wg.Add(1)
 		go func(i int) {
-			c, err := dialClient(abort, ep, i, channelOf(i), deadline)
-			mu.Lock()
-			if err != nil {
-				setup.Failed++
-				if firstErr == nil {
-					firstErr = err
-				}
-				if setup.Failed >= giveUpAfter && len(p.clients) == 0 {
-					stopAll(giveUp)
-				}
-			} else {
-				p.clients = append(p.clients, c)
+			defer wg.Done()
+			began := time.Now()
+			deadline := began.Add(t.Timeout)
+			if deadline.After(end) {
+				deadline = end
 			}
-			mu.Unlock()
+			err := p.dial(abort, ep, i, chansOf(i), deadline)
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				err = fmt.Errorf("%w (the attempt's deadline of %v passed)", err, deadline.Sub(began).Round(time.Millisecond))
+			}
 			<-sem
-			wg.Done()
-			if c != nil {
-				c.run(rec)
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil {
+				setup.Established++
+				return
+			}
+			p.failed.Add(1)
+			if t.Timeline != nil {
+				t.Timeline.Failed()
+			}
+			setup.Failed++
+			if firstErr == nil {
+				firstErr = err
+			}
+			if setup.Failed >= giveUpAfter && setup.Established == 0 {
+				stopAll(giveUp)
 			}
 		}(started)
 	}
 	wg.Wait()
-	setup.Established = len(p.clients)
 	setup.Seconds = time.Since(start).Seconds()
 	if setup.Seconds > 0 {
 		setup.RatePerSec = float64(setup.Established) / setup.Seconds
@@ -106,52 +133,35 @@ dispatch:
 	}
 	switch {
 	case context.Cause(abort) == giveUp:
-		p.close(t.Timeout)
-		return nil, setup, fmt.Errorf("connect: the first %d attempts failed and none succeeded; first error: %v", setup.Failed, firstErr)
+		return setup, fmt.Errorf("connect: the first %d attempts failed and none succeeded; first error: %v", setup.Failed, firstErr)
 	case ctx.Err() != nil:
-		p.close(t.Timeout)
-		return nil, setup, fmt.Errorf("connect: %d of %d connections subscribed, %d failed, %d not attempted when the phase ended (%v); first error: %v",
+		return setup, fmt.Errorf("connect: %d of %d connections subscribed, %d failed, %d not attempted when the phase ended (%v); first error: %v",
 			setup.Established, n, setup.Failed, n-started, context.Cause(ctx), firstErr)
-	case setup.Established == 0:
-		return nil, setup, fmt.Errorf("connect: none of %d connections could subscribe; first error: %v", n, firstErr)
+	case setup.Established == 0 && n > 0:
+		return setup, fmt.Errorf("connect: none of %d connections could subscribe; first error: %v", n, firstErr)
 	}
-	return p, setup, nil
+	return setup, nil
 }
 
-// lost counts clients whose connection ended before the pool closed it.
-func (p *pool) lost() (n int, first error) {
-	for _, c := range p.clients {
-		select {
-		case <-c.done:
-			if c.lost {
-				n++
-				if first == nil {
-					first = c.err
-				}
-			}
-		default:
+// dial connects client i, sets it up before deadline and attaches it to the pool.
+func (p *pool) dial(ctx context.Context, ep endpoint, i int, chans []int32, deadline time.Time) error {
+	nc, err := ep.dialer(i, deadline).DialContext(ctx, "tcp", ep.addr)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	_ = nc.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(aLongTimeAgo) })
+	c := &client{rec: p.rec, chans: chans, tracks: make([]track, len(chans)), shard: int32(i % latencyShards)}
+	pre, err := c.setup(nc, ep)
+	if !stop() && err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		nc.Close()
+		if cause := context.Cause(ctx); cause != nil {
+			err = fmt.Errorf("%w (%v)", err, cause)
 		}
+		return err
 	}
-	return n, first
-}
-
-// close closes every client and waits, at most d, for their goroutines to end. After it
-// returns nil, every client's samples may be read.
-func (p *pool) close(d time.Duration) error {
-	if p == nil {
-		return nil
-	}
-	for _, c := range p.clients {
-		c.close()
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	for _, c := range p.clients {
-		select {
-		case <-c.done:
-		case <-timer.C:
-			return fmt.Errorf("close: client goroutines still running after %v", d)
-		}
-	}
-	return nil
+	return p.attach(c, nc, pre)
 }

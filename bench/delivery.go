@@ -3,43 +3,111 @@ package bench
 import (
 	"bytes"
 	"encoding/json"
-	"strconv"
+	"math"
+	"sync"
 	"sync/atomic"
+	"time"
 )
 
-// sample is one fan-out delivery as a subscriber saw it: the event's sequence number and the
-// time from publish to receive. Each subscriber appends its own samples, in arrival order, so
-// recording takes no lock; histograms are built from them after the run.
-type sample struct {
-	seq int32
-	lat int64 // nanoseconds
-}
-
-// recorder counts deliveries across all subscribers and signals when the expected number has
-// arrived.
+// recorder is what every subscriber of a run records into: first receipts of expected events
+// (counted, and their latency kept in histograms) and every event frame. It is safe for
+// concurrent use.
 type recorder struct {
-	events   int // events in the run: the capacity of each subscriber's sample list
-	expected atomic.Int64
-	count    atomic.Int64
-	all      chan struct{} // closed when count reaches expected
+	channels []string // the run's channels; a track names its channel by index here
+	maxSeq   int      // seqs above it are unexpected, and not stored
+	// started, when set, returns how many events have been published on a channel so far: a
+	// subscription expects only the events published after it succeeded.
+	started func(ch int) int32
+	// bucket, when set, maps a seq to its latency histogram beside the overall one (fanout's
+	// per event, multichannel's per round); buckets is how many there are.
+	bucket  func(seq int) int
+	buckets int
+	tl      *Timeline // nil: no timeline
+	shards  []latencyShard
+
+	frames   atomic.Int64 // event frames received, duplicates included
+	pings    atomic.Int64 // pusher:ping messages answered
+	hits     atomic.Int64 // first receipts of expected events
+	expected atomic.Int64 // hits that complete the run
+	all      chan struct{}
+	once     sync.Once
 }
 
-func newRecorder(events int) *recorder {
-	return &recorder{events: events, all: make(chan struct{})}
+// latencyShards spreads latency recording over a few locks: clients record into shard
+// index % latencyShards.
+const latencyShards = 2
+
+type latencyShard struct {
+	mu     sync.Mutex
+	all    histogram
+	bucket []histogram
+	lastNs int64 // receive time of the latest first receipt
 }
 
-// expect sets how many deliveries complete the run; call before the first publish.
+func newRecorder(channels []string, maxSeq int, tl *Timeline) *recorder {
+	r := &recorder{channels: channels, maxSeq: maxSeq, tl: tl, all: make(chan struct{}), shards: make([]latencyShard, latencyShards)}
+	r.expected.Store(1 << 62)
+	for i := range r.shards {
+		r.shards[i].all = newHistogram()
+	}
+	return r
+}
+
+// withBuckets keeps a histogram per bucket of seqs as well; call before any client records.
+func (r *recorder) withBuckets(n int, bucket func(seq int) int) *recorder {
+	r.buckets, r.bucket = n, bucket
+	for i := range r.shards {
+		r.shards[i].bucket = make([]histogram, n)
+		for j := range n {
+			r.shards[i].bucket[j] = newHistogram()
+		}
+	}
+	return r
+}
+
+// expect sets how many first receipts complete the run.
 func (r *recorder) expect(n int64) {
 	r.expected.Store(n)
-	if n == 0 {
-		close(r.all)
+	if r.hits.Load() >= n {
+		r.once.Do(func() { close(r.all) })
 	}
 }
 
-func (r *recorder) delivered() {
-	// Exactly one delivery makes the count equal the expected number, so all closes once.
-	if r.count.Add(1) == r.expected.Load() {
-		close(r.all)
+// hit records the first receipt of an expected event.
+func (r *recorder) hit(shard int, seq int, latNs, nowNs int64) {
+	s := &r.shards[shard%len(r.shards)]
+	s.mu.Lock()
+	s.all.record(latNs)
+	if r.bucket != nil {
+		if b := r.bucket(seq); b >= 0 && b < len(s.bucket) {
+			s.bucket[b].record(latNs)
+		}
+	}
+	s.lastNs = max(s.lastNs, nowNs)
+	s.mu.Unlock()
+	if r.tl != nil {
+		r.tl.Delivered(latNs)
+	}
+	if r.hits.Add(1) >= r.expected.Load() {
+		r.once.Do(func() { close(r.all) })
+	}
+}
+
+// await waits until every expected receipt arrived (true), wait passed or ctx ended.
+func (r *recorder) await(ctx interface{ Done() <-chan struct{} }, wait time.Duration) bool {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-r.all:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	select {
+	case <-r.all:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -47,31 +115,28 @@ func (r *recorder) delivered() {
 // `"event":"bench"` with the data's fields JSON-escaped inside the data string.
 var (
 	benchEventKey = []byte(`"event":"bench"`)
+	channelKey    = []byte(`"channel":"`)
 	escSeqKey     = []byte(`\"seq\":`)
 	escTimeKey    = []byte(`\"t\":`)
 	pusherPing    = []byte(`"pusher:ping"`)
 )
 
-// parseBench returns the seq and send time (unix nanoseconds) of a fan-out event, and false for
-// any other message. The fast path reads the compact form every known server writes; anything
-// else naming the event is decoded in full.
-func parseBench(p []byte) (seq int, sent int64, ok bool) {
-	if bytes.Contains(p, benchEventKey) {
-		s, ok1 := intAfter(p, escSeqKey)
-		t, ok2 := intAfter(p, escTimeKey)
-		if ok1 && ok2 {
-			return int(s), t, true
-		}
+// parseBench returns the seq, send time (unix nanoseconds) and channel of a bench event, and
+// false for any other message. channel aliases p.
+func parseBench(p []byte) (seq int, sent int64, channel []byte, ok bool) {
+	if seq, sent, channel, ok = parseBenchFast(p); ok {
+		return seq, sent, channel, true
 	}
 	if !bytes.Contains(p, []byte("bench")) {
-		return 0, 0, false
+		return 0, 0, nil, false
 	}
 	var m struct {
-		Event string          `json:"event"`
-		Data  json.RawMessage `json:"data"`
+		Event   string          `json:"event"`
+		Channel string          `json:"channel"`
+		Data    json.RawMessage `json:"data"`
 	}
-	if json.Unmarshal(p, &m) != nil || m.Event != "bench" {
-		return 0, 0, false
+	if json.Unmarshal(p, &m) != nil || m.Event != benchEventName {
+		return 0, 0, nil, false
 	}
 	data := []byte(m.Data)
 	var s string
@@ -83,24 +148,52 @@ func parseBench(p []byte) (seq int, sent int64, ok bool) {
 		T   *int64 `json:"t"`
 	}
 	if json.Unmarshal(data, &d) != nil || d.Seq == nil || d.T == nil {
-		return 0, 0, false
+		return 0, 0, nil, false
 	}
-	return *d.Seq, *d.T, true
+	return *d.Seq, *d.T, []byte(m.Channel), true
 }
 
-// intAfter parses the decimal integer that follows the first occurrence of key in p.
+// parseBenchFast reads the compact form every known server writes, whatever the order of its
+// members: `"event":"bench"`, `"channel":"name"` and the data's fields JSON-escaped inside the
+// data string. It runs once per delivery and allocates nothing.
+func parseBenchFast(p []byte) (seq int, sent int64, channel []byte, ok bool) {
+	if !bytes.Contains(p, benchEventKey) {
+		return 0, 0, nil, false
+	}
+	s, ok1 := intAfter(p, escSeqKey)
+	t, ok2 := intAfter(p, escTimeKey)
+	i := bytes.Index(p, channelKey)
+	if !ok1 || !ok2 || i < 0 {
+		return 0, 0, nil, false
+	}
+	channel = p[i+len(channelKey):]
+	j := bytes.IndexByte(channel, '"')
+	if j < 0 || bytes.IndexByte(channel[:j], '\\') >= 0 {
+		return 0, 0, nil, false
+	}
+	return int(s), t, channel[:j], true
+}
+
+// intAfter parses the decimal integer (at most 19 digits, under 2^63) that follows the
+// first occurrence of key in p.
 func intAfter(p, key []byte) (int64, bool) {
 	i := bytes.Index(p, key)
 	if i < 0 {
 		return 0, false
 	}
 	p = p[i+len(key):]
+	var n uint64
 	j := 0
-	for j < len(p) && p[j] >= '0' && p[j] <= '9' {
-		j++
+	for ; j < len(p) && p[j] >= '0' && p[j] <= '9'; j++ {
+		if j == 19 {
+			return 0, false
+		}
+		n = n*10 + uint64(p[j]-'0')
 	}
-	n, err := strconv.ParseInt(string(p[:j]), 10, 64)
-	return n, err == nil
+	if j == 0 || n > math.MaxInt64 {
+		return 0, false
+	}
+	return int64(n), true
 }
 
 // isPusherPing reports whether a message is pusher:ping.
@@ -112,56 +205,4 @@ func isPusherPing(p []byte) bool {
 		Event string `json:"event"`
 	}
 	return json.Unmarshal(p, &m) == nil && m.Event == "pusher:ping"
-}
-
-// Delivery counts fan-out deliveries by exact sequence number, per subscriber.
-type Delivery struct {
-	Expected   int64   `json:"expected"`     // subscribers × events
-	Delivered  int64   `json:"delivered"`    // distinct (subscriber, seq) pairs received
-	Received   int64   `json:"received"`     // every event frame, duplicates included
-	Percent    float64 `json:"percent"`      // Delivered / Expected × 100
-	Missing    int64   `json:"missing"`      // expected pairs never received
-	Duplicated int64   `json:"duplicated"`   // frames repeating a seq the subscriber already had
-	OutOfOrder int64   `json:"out_of_order"` // first receipts of a seq lower than one already received
-	Unexpected int64   `json:"unexpected"`   // frames whose seq was never published
-	// WaitSeconds is how long after the last publish the run waited for deliveries; Complete
-	// says whether every expected delivery had arrived by then.
-	WaitSeconds float64 `json:"wait_seconds"`
-	Complete    bool    `json:"complete"`
-}
-
-// count tallies one subscriber's samples against events 1..events. seen is scratch space of
-// events+1 entries; it is cleared on return. It returns the samples that count for latency:
-// the first receipt of each published seq.
-func (d *Delivery) count(samples []sample, events int, seen []bool, firsts func(sample)) {
-	maxSeq := int32(0)
-	distinct := int64(0)
-	for _, s := range samples {
-		d.Received++
-		switch {
-		case s.seq < 1 || int(s.seq) > events:
-			d.Unexpected++
-			continue
-		case seen[s.seq]:
-			d.Duplicated++
-			continue
-		}
-		seen[s.seq] = true
-		distinct++
-		if s.seq < maxSeq {
-			d.OutOfOrder++
-		}
-		maxSeq = max(maxSeq, s.seq)
-		firsts(s)
-	}
-	d.Delivered += distinct
-	d.Missing += int64(events) - distinct
-	d.Expected += int64(events)
-	clear(seen)
-}
-
-func (d *Delivery) finish() {
-	if d.Expected > 0 {
-		d.Percent = float64(d.Delivered) * 100 / float64(d.Expected)
-	}
 }

@@ -1,13 +1,19 @@
-// Package bench is herald's load generator: named scenarios from BENCHMARKS.md, run against any
-// Pusher-protocol server (herald, Sockudo, Soketi, tools/floor) over raw WebSockets and the
-// signed REST API, reporting the same figures for each.
+// Package bench is herald's load generator: the named scenarios of BENCHMARKS.md (Idle,
+// Fanout, Multichannel, Ramp, Churn, Publish), run against any Pusher-protocol server
+// (herald, Sockudo, Soketi, tools/floor) over raw WebSockets and the signed REST API,
+// reporting the same figures for each.
 //
-// This first increment has two scenarios: Idle (N subscribed idle connections; server RSS per
-// connection) and Fanout (N subscribers on one channel; publish → receive latency, delivery
-// counted by exact sequence number, server CPU per delivery). Each client connection is one
-// goroutine that owns its socket; every phase runs under a deadline, so a server that refuses,
-// closes or stays silent ends a run with an error instead of a hang.
+// The client is event-driven, like the server: a bounded pool of goroutines (Target.Concurrency)
+// dials, upgrades, waits for connection_established and subscribes; the socket is then
+// attached to a ws.Engine in client mode, whose pollers read every connection, so an open
+// client costs a few hundred bytes and no goroutine. Each subscription keeps a bitmap of the
+// sequence numbers it received, so delivery is counted exactly (missing, duplicated, out of
+// order, unexpected); latency (publish → receive, the send time travels in the event) goes
+// into HdrHistograms. Every phase runs under a deadline, so a server that refuses, closes or
+// stays silent ends a run with an error instead of a hang. With Target.Procs the subscribers
+// of Idle, Fanout and Multichannel are spread over child processes (RunChild) whose counts
+// and histograms the parent merges.
 //
-// Idle and Fanout may run concurrently with each other; a Report is not safe for concurrent
+// Scenarios may run concurrently with each other; a report is not safe for concurrent
 // mutation.
 package bench

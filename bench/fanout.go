@@ -87,112 +87,55 @@ type FanoutReport struct {
 	Lost            Lost          `json:"lost"` // subscribers the server dropped during the run
 	// ServerUsage and Generator are CPU time from just before the first publish to the end of
 	// delivery (every expected delivery in, or Wait passed). ServerUsage is nil without a pid.
-	ServerUsage *Usage `json:"server_usage,omitempty"`
-	Generator   Usage  `json:"generator"`
+	ServerUsage *Usage  `json:"server_usage,omitempty"`
+	Generator   Usage   `json:"generator"`
+	Timeline    []Point `json:"timeline,omitempty"`
 }
 
 // Fanout subscribes cfg.Subs clients to cfg.Channel, then publishes cfg.Events events
 // cfg.Interval apart through the REST API and measures every delivery.
-func Fanout(ctx context.Context, cfg FanoutConfig) (*FanoutReport, error) {
+func Fanout(ctx context.Context, cfg FanoutConfig) (rep *FanoutReport, err error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	rep := &FanoutReport{Scenario: "fanout", Server: cfg.info(true), Subs: cfg.Subs, Events: cfg.Events,
+	rep = &FanoutReport{Scenario: "fanout", Server: cfg.info(true), Subs: cfg.Subs, Events: cfg.Events,
 		IntervalSeconds: cfg.Interval.Seconds(), PayloadBytes: cfg.PayloadBytes, Channel: cfg.Channel,
 		PerEvent: make([]EventReport, cfg.Events)}
-	pub, err := newPublisher(cfg.Target, cfg.Channel, cfg.PayloadBytes)
+	defer func() { rep.Timeline = timelinePoints(cfg.Timeline) }()
+	pub, err := newPublisher(cfg.Target, cfg.PayloadBytes, 1)
 	if err != nil {
 		return nil, err
 	}
 	defer pub.close()
 
-	rec := newRecorder(cfg.Events)
-	p, setup, err := connect(ctx, cfg.Target, cfg.Subs, func(int) string { return cfg.Channel }, rec)
-	rep.Setup = setup
+	spec := subSpec{Conns: cfg.Subs, Channels: []string{cfg.Channel}, Events: cfg.Events, BucketSize: 1}
+	r, err := runPublished(ctx, cfg.Target, spec, cfg.Wait, func(ctx context.Context) error {
+		start := time.Now()
+		for k := 1; k <= cfg.Events; k++ {
+			if err := sleepUntil(ctx, start.Add(time.Duration(k-1)*cfg.Interval)); err != nil {
+				return err
+			}
+			took, err := pub.trigger(ctx, []string{cfg.Channel}, k)
+			if err != nil {
+				return err
+			}
+			rep.PerEvent[k-1] = EventReport{Seq: k, PublishMs: float64(took.Microseconds()) / 1000}
+		}
+		return nil
+	})
+	rep.Setup = r.Setup
 	if err != nil {
 		return rep, err
 	}
-	defer p.close(cfg.Timeout)
-	rec.expect(int64(len(p.clients)) * int64(cfg.Events))
-
-	var serverCPU *cpuWindow
-	if cfg.ServerPID > 0 {
-		serverCPU = procOf(cfg.ServerPID).startCPU()
-	}
-	genCPU := self().startCPU()
-	start := time.Now()
-	for k := 1; k <= cfg.Events; k++ {
-		if d := time.Until(start.Add(time.Duration(k-1) * cfg.Interval)); d > 0 {
-			t := time.NewTimer(d)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return rep, context.Cause(ctx)
-			}
+	t := r.Tally
+	rep.Lost, rep.Delivery, rep.ServerUsage, rep.Generator = t.Lost, t.Delivery, r.Server, r.Generator
+	rep.Latency = t.Latency.summary()
+	for i := range rep.PerEvent {
+		rep.PerEvent[i].Seq = i + 1
+		if i < len(t.Buckets) {
+			rep.PerEvent[i].Latency = t.Buckets[i].summary()
 		}
-		took, err := pub.publish(ctx, k)
-		if err != nil {
-			return rep, err
-		}
-		rep.PerEvent[k-1] = EventReport{Seq: k, PublishMs: float64(took.Microseconds()) / 1000}
 	}
-	last := time.Now()
-	wait := time.NewTimer(cfg.Wait)
-	select {
-	case <-rec.all:
-		rep.Delivery.Complete = true
-	case <-wait.C:
-	case <-ctx.Done():
-		wait.Stop()
-		return rep, context.Cause(ctx)
-	}
-	wait.Stop()
-	rep.Delivery.WaitSeconds = time.Since(last).Seconds()
-	if serverCPU != nil {
-		u, err := serverCPU.stop()
-		if err != nil {
-			return rep, err
-		}
-		rep.ServerUsage = &u
-	}
-	if u, err := genCPU.stop(); err == nil {
-		rep.Generator = u
-	}
-
-	if err := p.close(cfg.Timeout); err != nil {
-		return rep, err
-	}
-	rep.Lost = lostOf(p)
-	rep.tally(p)
 	return rep, nil
-}
-
-// tally counts deliveries and builds the latency histograms; p must be closed.
-func (r *FanoutReport) tally(p *pool) {
-	overall := newHistogram()
-	per := make([]histogram, r.Events)
-	for i := range per {
-		per[i] = newHistogram()
-	}
-	seen := make([]bool, r.Events+1)
-	for _, c := range p.clients {
-		r.Delivery.count(c.samples, r.Events, seen, func(s sample) {
-			overall.record(s.lat)
-			per[s.seq-1].record(s.lat)
-		})
-	}
-	r.Delivery.finish()
-	r.Latency = overall.summary()
-	for i := range per {
-		r.PerEvent[i].Seq = i + 1
-		r.PerEvent[i].Latency = per[i].summary()
-	}
-	if d := float64(r.Delivery.Delivered); d > 0 {
-		if r.ServerUsage != nil {
-			r.ServerUsage.CPUPerDeliveryMicros = r.ServerUsage.CPUSeconds * 1e6 / d
-		}
-		r.Generator.CPUPerDeliveryMicros = r.Generator.CPUSeconds * 1e6 / d
-	}
 }

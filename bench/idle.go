@@ -74,21 +74,23 @@ type IdleReport struct {
 	HoldSeconds  float64    `json:"hold_seconds"`
 	Lost         Lost       `json:"lost"` // connections ended by the server before the close phase
 	CloseSeconds float64    `json:"close_seconds"`
-	// Generator is the load generator's own CPU time over the whole run and its RSS with every
-	// connection open.
-	Generator Usage `json:"generator"`
+	// Generator is the load generator's own CPU time up to the close phase, its RSS with every
+	// connection open and that RSS's growth per connection.
+	Generator Usage   `json:"generator"`
+	Timeline  []Point `json:"timeline,omitempty"`
 }
 
 // Idle opens cfg.Conns subscribed connections over cfg.Channels public channels ("idle-0",
-// "idle-1", ...), measures the server's RSS once it settles, holds them for cfg.Hold and closes
-// them.
-func Idle(ctx context.Context, cfg IdleConfig) (*IdleReport, error) {
+// "idle-1", ...), measures the server's RSS once it settles and the generator's own, holds
+// them for cfg.Hold and closes them.
+func Idle(ctx context.Context, cfg IdleConfig) (rep *IdleReport, err error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	rep := &IdleReport{Scenario: "idle", Server: cfg.info(false), Conns: cfg.Conns, Channels: cfg.Channels}
-	gen := self().startCPU()
+	rep = &IdleReport{Scenario: "idle", Server: cfg.info(false), Conns: cfg.Conns, Channels: cfg.Channels}
+	defer func() { rep.Timeline = timelinePoints(cfg.Timeline) }()
+	cpu0, _ := self().cpu()
 	var server proc
 	if cfg.ServerPID > 0 {
 		server = procOf(cfg.ServerPID)
@@ -99,43 +101,54 @@ func Idle(ctx context.Context, cfg IdleConfig) (*IdleReport, error) {
 		rep.ServerRSS = &ServerRSS{BaselineBytes: base}
 	}
 
-	p, setup, err := connect(ctx, cfg.Target, cfg.Conns, func(i int) string { return "idle-" + strconv.Itoa(i%cfg.Channels) }, nil)
-	rep.Setup = setup
+	names := make([]string, cfg.Channels)
+	for i := range names {
+		names[i] = "idle-" + strconv.Itoa(i)
+	}
+	g, err := subscribe(ctx, cfg.Target, subSpec{Conns: cfg.Conns, Channels: names})
+	if g != nil {
+		rep.Setup = g.setup()
+	}
 	if err != nil {
 		return rep, err
 	}
-	defer p.close(cfg.Timeout)
+	finished := false
+	defer func() {
+		if !finished {
+			g.abort()
+		}
+	}()
 
 	if server.ok() {
 		if err := settle(ctx, server, rep.ServerRSS); err != nil {
 			return rep, err
 		}
-		rep.ServerRSS.PerConnBytes = float64(rep.ServerRSS.AfterBytes-rep.ServerRSS.BaselineBytes) / float64(setup.Established)
+		rep.ServerRSS.PerConnBytes = float64(rep.ServerRSS.AfterBytes-rep.ServerRSS.BaselineBytes) / float64(rep.Setup.Established)
 		rep.ServerRSS.PerConnKiB = rep.ServerRSS.PerConnBytes / 1024
 	}
-	if rss, err := self().rss(); err == nil {
+	gen := generator(g.pids())
+	rep.Generator.Procs = len(gen)
+	if rss, err := gen.rss(); err == nil {
 		rep.Generator.RSSBytes = rss
+		rep.Generator.RSSPerConnBytes = float64(rss-g.rssBefore()) / float64(rep.Setup.Established)
 	}
 	if cfg.Hold > 0 {
-		t := time.NewTimer(cfg.Hold)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return rep, context.Cause(ctx)
+		if err := sleepUntil(ctx, time.Now().Add(cfg.Hold)); err != nil {
+			return rep, err
 		}
 		rep.HoldSeconds = cfg.Hold.Seconds()
 	}
+	cpu1, _ := gen.cpu()
 
 	start := time.Now()
-	if err := p.close(cfg.Timeout); err != nil {
+	finished = true
+	t, err := g.finish(ctx)
+	if err != nil {
 		return rep, err
 	}
 	rep.CloseSeconds = time.Since(start).Seconds()
-	rep.Lost = lostOf(p)
-	if u, err := gen.stop(); err == nil {
-		rep.Generator.CPUSeconds = u.CPUSeconds
-	}
+	rep.Lost = t.Lost
+	rep.Generator.CPUSeconds = (cpu1 - cpu0).Seconds()
 	return rep, nil
 }
 

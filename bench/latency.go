@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -46,4 +48,30 @@ func (h histogram) summary() Latency {
 		P999Ms: ms(h.h.ValueAtQuantile(99.9)),
 		MaxMs:  ms(h.h.Max()),
 	}
+}
+
+// merge adds o's counts.
+func (h histogram) merge(o histogram) { h.h.Merge(o.h) }
+
+// MarshalJSON encodes the histogram compactly (HdrHistogram's V2 compressed form, base64 in
+// JSON): child processes send their histograms to the parent this way.
+func (h histogram) MarshalJSON() ([]byte, error) {
+	b, err := h.h.Encode(hdrhistogram.V2CompressedEncodingCookieBase)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(b)
+}
+
+func (h *histogram) UnmarshalJSON(data []byte) error {
+	var b []byte
+	if err := json.Unmarshal(data, &b); err != nil {
+		return err
+	}
+	d, err := hdrhistogram.Decode(b)
+	if err != nil {
+		return fmt.Errorf("decode histogram: %w", err)
+	}
+	h.h = d
+	return nil
 }

@@ -70,23 +70,70 @@ func (p proc) rss() (int64, error) {
 // Usage is a process's CPU time over a window and its RSS at the window's end.
 type Usage struct {
 	CPUSeconds float64 `json:"cpu_seconds"`
-	// CPUPerDeliveryMicros is CPUSeconds per fan-out delivery, in microseconds (fanout only).
+	// CPUPerDeliveryMicros is CPUSeconds per delivery, in microseconds.
 	CPUPerDeliveryMicros float64 `json:"cpu_per_delivery_us,omitempty"`
 	RSSBytes             int64   `json:"rss_bytes"`
+	// RSSPerConnBytes is the growth of RSS from before connecting to every connection open,
+	// per connection (idle only).
+	RSSPerConnBytes float64 `json:"rss_per_conn_bytes,omitempty"`
+	Procs           int     `json:"procs,omitempty"` // processes measured together (with --procs)
 }
 
-// cpuWindow measures a process's CPU time between start and stop.
+// meter is a process, or several measured as one.
+type meter interface {
+	cpu() (time.Duration, error)
+	rss() (int64, error)
+}
+
+// procGroup is the generator: this process and its children, measured as one.
+type procGroup []proc
+
+func generator(children []int) procGroup {
+	g := procGroup{self()}
+	for _, pid := range children {
+		g = append(g, procOf(pid))
+	}
+	return g
+}
+
+func (g procGroup) cpu() (time.Duration, error) {
+	var sum time.Duration
+	for _, p := range g {
+		d, err := p.cpu()
+		if err != nil {
+			return 0, err
+		}
+		sum += d
+	}
+	return sum, nil
+}
+
+func (g procGroup) rss() (int64, error) {
+	var sum int64
+	for _, p := range g {
+		n, err := p.rss()
+		if err != nil {
+			return 0, err
+		}
+		sum += n
+	}
+	return sum, nil
+}
+
+// cpuWindow measures CPU time between start and stop.
 type cpuWindow struct {
-	p     proc
+	p     meter
 	start time.Duration
 	err   error
 }
 
-func (p proc) startCPU() *cpuWindow {
-	w := &cpuWindow{p: p}
-	w.start, w.err = p.cpu()
+func startCPU(m meter) *cpuWindow {
+	w := &cpuWindow{p: m}
+	w.start, w.err = m.cpu()
 	return w
 }
+
+func (p proc) startCPU() *cpuWindow { return startCPU(p) }
 
 // stop returns the CPU time and RSS since start.
 func (w *cpuWindow) stop() (Usage, error) {

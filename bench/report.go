@@ -16,18 +16,11 @@ func (t Target) info(rest bool) ServerInfo {
 	return s
 }
 
-// Lost counts connections that the server (or the network) ended before the generator closed
-// them, with the first one's reason.
-type Lost struct {
-	Count      int    `json:"count"`
-	FirstError string `json:"first_error,omitempty"`
-}
-
-func lostOf(p *pool) Lost {
-	n, first := p.lost()
-	l := Lost{Count: n}
-	if first != nil {
-		l.FirstError = first.Error()
+// timelinePoints stops tl, when set, and returns its points.
+func timelinePoints(tl *Timeline) []Point {
+	if tl == nil {
+		return nil
 	}
-	return l
+	tl.Stop()
+	return tl.Points()
 }

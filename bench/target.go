@@ -26,6 +26,22 @@ type Target struct {
 	Timeout     time.Duration // deadline of every phase (connect, publish, deliver, close); default 60s
 	Concurrency int           // connection attempts in flight at once; default 200
 	Rate        float64       // connection attempts started per second; 0 means as fast as possible
+
+	// Timeline, when set, records the run second by second (attempts, failures, open
+	// connections, deliveries and their latency); the report carries its points. The caller
+	// may Start it for live progress; the scenario stops it when the run ends.
+	Timeline *Timeline
+	// Metrics is the server's Prometheus endpoint (churn reads connections, channels and
+	// goroutines from it); empty means herald's /health on the REST URL.
+	Metrics string
+	// MetricsPrefix starts the server's metric names ("herald_", "soketi_"); default "herald_".
+	MetricsPrefix string
+
+	// Procs, when over 1, spreads the subscribers over that many child processes (idle, fanout
+	// and multichannel), each running Child: a command that serves RunChild on its standard
+	// input and output. The parent publishes and merges the children's counts and histograms.
+	Procs int
+	Child []string
 }
 
 func (t Target) withDefaults() Target {
@@ -39,6 +55,7 @@ func (t Target) withDefaults() Target {
 	def(&t.AppID, "app-id")
 	def(&t.Key, "app-key")
 	def(&t.Secret, "app-secret")
+	def(&t.MetricsPrefix, "herald_")
 	if t.Timeout <= 0 {
 		t.Timeout = 60 * time.Second
 	}
@@ -75,7 +92,11 @@ func (t Target) wsEndpoint() (endpoint, error) {
 }
 
 // eventsURL is the REST trigger endpoint and the path the request is signed with.
-func (t Target) eventsURL() (full, path string, err error) {
+func (t Target) eventsURL() (full, path string, err error) { return t.restURL("/events") }
+
+// restURL is the app's REST endpoint at suffix ("/events", "/batch_events") and the path the
+// request is signed with.
+func (t Target) restURL(suffix string) (full, path string, err error) {
 	u, err := url.Parse(t.REST)
 	if err != nil {
 		return "", "", fmt.Errorf("--rest %q: %w", t.REST, err)
@@ -86,7 +107,7 @@ func (t Target) eventsURL() (full, path string, err error) {
 	if u.Host == "" {
 		return "", "", fmt.Errorf("--rest %q: no host", t.REST)
 	}
-	path = strings.TrimSuffix(u.Path, "/") + "/apps/" + t.AppID + "/events"
+	path = strings.TrimSuffix(u.Path, "/") + "/apps/" + t.AppID + suffix
 	return u.Scheme + "://" + u.Host + path, path, nil
 }
 
@@ -105,6 +126,9 @@ func (t Target) check() error {
 	}
 	if t.Rate < 0 {
 		errs = append(errs, fmt.Errorf("--rate %v: must be >= 0", t.Rate))
+	}
+	if t.Procs > 1 && len(t.Child) == 0 {
+		errs = append(errs, fmt.Errorf("--procs %d: no child command to run", t.Procs))
 	}
 	return errors.Join(errs...)
 }

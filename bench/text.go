@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // WriteText writes the report as a readable block.
@@ -27,7 +30,9 @@ func (r *IdleReport) WriteText(w io.Writer) error {
 	}
 	writeLost(b, r.Lost, "connections")
 	fmt.Fprintf(b, "  close        %d closed in %.2f s\n", r.Setup.Established, r.CloseSeconds)
-	fmt.Fprintf(b, "  generator    CPU %.2f s, RSS %s with every connection open\n", r.Generator.CPUSeconds, mib(r.Generator.RSSBytes))
+	g := r.Generator
+	fmt.Fprintf(b, "  generator    CPU %.2f s; RSS %s with every connection open, %.0f B per connection%s\n",
+		g.CPUSeconds, mib(g.RSSBytes), g.RSSPerConnBytes, procsNote(g.Procs))
 	return b.Flush()
 }
 
@@ -37,7 +42,19 @@ func (r *FanoutReport) WriteText(w io.Writer) error {
 	fmt.Fprintf(b, "fanout: %d subscribers on %q, %d events %gs apart, %d-byte data, on %s and %s%s\n",
 		r.Subs, r.Channel, r.Events, r.IntervalSeconds, r.PayloadBytes, r.Server.WS, r.Server.REST, pidNote(r.Server.PID))
 	writeSetup(b, r.Setup)
-	d := r.Delivery
+	writeDelivery(b, r.Delivery)
+	writeLost(b, r.Lost, "subscribers")
+	fmt.Fprintf(b, "  latency ms   %8s %7s %7s %7s %7s %7s %7s  %s\n", "count", "min", "p50", "p95", "p99", "p99.9", "max", "publish")
+	writeLatency(b, "all", r.Latency, "")
+	for _, e := range r.PerEvent {
+		writeLatency(b, "event "+strconv.Itoa(e.Seq), e.Latency, fmt.Sprintf("%7.1f", e.PublishMs))
+	}
+	writeUsage(b, r.ServerUsage, r.Generator)
+	return b.Flush()
+}
+
+// writeDelivery writes the exact delivery counts.
+func writeDelivery(b io.Writer, d Delivery) {
 	fmt.Fprintf(b, "  delivery     %d of %d (%.2f%%): missing %d, duplicated %d, out of order %d",
 		d.Delivered, d.Expected, d.Percent, d.Missing, d.Duplicated, d.OutOfOrder)
 	if d.Unexpected > 0 {
@@ -48,21 +65,25 @@ func (r *FanoutReport) WriteText(w io.Writer) error {
 	} else {
 		fmt.Fprintf(b, "; incomplete after waiting %.1f s\n", d.WaitSeconds)
 	}
-	writeLost(b, r.Lost, "subscribers")
-	fmt.Fprintf(b, "  latency ms   %8s %7s %7s %7s %7s %7s %7s  %s\n", "count", "min", "p50", "p95", "p99", "p99.9", "max", "publish")
-	writeLatency(b, "all", r.Latency, "")
-	for _, e := range r.PerEvent {
-		writeLatency(b, "event "+strconv.Itoa(e.Seq), e.Latency, fmt.Sprintf("%7.1f", e.PublishMs))
-	}
-	if u := r.ServerUsage; u != nil {
+}
+
+// writeUsage writes the server's and the generator's CPU over the publish window.
+func writeUsage(b io.Writer, server *Usage, gen Usage) {
+	if u := server; u != nil {
 		fmt.Fprintf(b, "  server CPU   %.2f s from first publish to end of delivery = %.1f us per delivery; RSS %s\n",
 			u.CPUSeconds, u.CPUPerDeliveryMicros, mib(u.RSSBytes))
 	} else {
 		fmt.Fprintf(b, "  server CPU   not measured (no --server-pid)\n")
 	}
-	fmt.Fprintf(b, "  generator    CPU %.2f s over the same window = %.1f us per delivery; RSS %s\n",
-		r.Generator.CPUSeconds, r.Generator.CPUPerDeliveryMicros, mib(r.Generator.RSSBytes))
-	return b.Flush()
+	fmt.Fprintf(b, "  generator    CPU %.2f s over the same window = %.1f us per delivery; RSS %s%s\n",
+		gen.CPUSeconds, gen.CPUPerDeliveryMicros, mib(gen.RSSBytes), procsNote(gen.Procs))
+}
+
+func procsNote(n int) string {
+	if n <= 1 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d processes)", n)
 }
 
 func writeSetup(b io.Writer, s Setup) {
@@ -74,6 +95,17 @@ func writeSetup(b io.Writer, s Setup) {
 
 func writeLost(b io.Writer, l Lost, what string) {
 	fmt.Fprintf(b, "  lost         %d %s dropped by the server", l.Count, what)
+	if len(l.ByCode) > 0 {
+		codes := slices.Sorted(maps.Keys(l.ByCode))
+		parts := make([]string, len(codes))
+		for i, c := range codes {
+			parts[i] = fmt.Sprintf("%d× code %d", l.ByCode[c], c)
+			if c == 0 {
+				parts[i] = fmt.Sprintf("%d× no close frame", l.ByCode[c])
+			}
+		}
+		fmt.Fprintf(b, ": %s", strings.Join(parts, ", "))
+	}
 	if l.FirstError != "" {
 		fmt.Fprintf(b, " (first: %s)", l.FirstError)
 	}

@@ -33,9 +33,10 @@ type Timeline struct {
 	delivered int64
 	points    []Point
 
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
+	stop    chan struct{}
+	done    chan struct{}
+	once    sync.Once
+	started atomic.Bool
 }
 
 // NewTimeline returns a timeline whose clock starts now.
@@ -63,6 +64,9 @@ func (t *Timeline) Delivered(latNs int64) {
 
 // Start samples the timeline once a second until Stop.
 func (t *Timeline) Start() {
+	if t.started.Swap(true) {
+		return
+	}
 	go func() {
 		defer close(t.done)
 		tick := time.NewTicker(time.Second)
@@ -82,6 +86,9 @@ func (t *Timeline) Start() {
 // Stop ends sampling after one last point; it is idempotent and safe without Start.
 func (t *Timeline) Stop() {
 	t.once.Do(func() { close(t.stop) })
+	if !t.started.Load() {
+		return
+	}
 	select {
 	case <-t.done:
 	case <-time.After(2 * time.Second):

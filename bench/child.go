@@ -1,0 +1,111 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// A parent and its children (Target.Procs) talk in lines of JSON over the children's standard
+// input and output: the parent sends start; the child connects and answers with its setup;
+// the parent publishes, sends await and the child answers when its deliveries are in (or the
+// wait passed); the parent sends finish and the child closes its connections, answers with
+// its tally and exits. A child whose input ends closes everything and exits.
+
+// childOrder is one line from the parent.
+type childOrder struct {
+	Start  *childStart `json:"start,omitempty"`
+	Await  int64       `json:"await_ns,omitempty"` // wait at most this long for every delivery
+	Finish bool        `json:"finish,omitempty"`
+}
+
+// childStart is what a child needs to open its share of the subscribers.
+type childStart struct {
+	WS          string        `json:"ws"`
+	Key         string        `json:"key"`
+	Timeout     time.Duration `json:"timeout"`
+	Concurrency int           `json:"concurrency"`
+	Rate        float64       `json:"rate"`
+	Spec        subSpec       `json:"spec"`
+}
+
+// childReply is one line from a child.
+type childReply struct {
+	Setup     *Setup `json:"setup,omitempty"`
+	RSSBefore int64  `json:"rss_before,omitempty"`
+	Awaited   *bool  `json:"awaited,omitempty"` // every expected delivery arrived
+	Tally     *tally `json:"tally,omitempty"`
+	Error     string `json:"error,omitempty"`
+}
+
+// maxChildLine bounds one line of the protocol (a tally with its histograms is a few KiB).
+const maxChildLine = 64 << 20
+
+// RunChild serves one child process of a run with Target.Procs: it reads the parent's orders
+// from in and writes its replies to out. It returns when the parent sent finish or its input
+// ended.
+func RunChild(ctx context.Context, in io.Reader, out io.Writer) error {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 64<<10), maxChildLine)
+	enc := json.NewEncoder(out)
+	next := func() (childOrder, error) {
+		var o childOrder
+		if !sc.Scan() {
+			if err := sc.Err(); err != nil {
+				return o, err
+			}
+			return o, io.EOF
+		}
+		return o, json.Unmarshal(sc.Bytes(), &o)
+	}
+	o, err := next()
+	if err != nil || o.Start == nil {
+		return fmt.Errorf("child: want a start order: %v", err)
+	}
+	s := o.Start
+	t := Target{WS: s.WS, Key: s.Key, Timeout: s.Timeout, Concurrency: s.Concurrency, Rate: s.Rate}
+	l, err := subscribeHere(ctx, t, s.Spec)
+	if err != nil {
+		reply := childReply{Error: err.Error()}
+		if l != nil {
+			reply.Setup = &l.s
+		}
+		return errors.Join(err, enc.Encode(reply))
+	}
+	setup := l.setup()
+	if err := enc.Encode(childReply{Setup: &setup, RSSBefore: l.rssBefore()}); err != nil {
+		l.abort()
+		return err
+	}
+	for {
+		o, err := next()
+		switch {
+		case err != nil:
+			l.abort()
+			if err == io.EOF {
+				return errors.New("child: the parent went away")
+			}
+			return err
+		case o.Await > 0:
+			ok, err := l.await(ctx, time.Duration(o.Await))
+			if err != nil {
+				l.abort()
+				return errors.Join(err, enc.Encode(childReply{Error: err.Error()}))
+			}
+			if err := enc.Encode(childReply{Awaited: &ok}); err != nil {
+				l.abort()
+				return err
+			}
+		case o.Finish:
+			t, err := l.finish(ctx)
+			if err != nil {
+				return errors.Join(err, enc.Encode(childReply{Error: err.Error()}))
+			}
+			return enc.Encode(childReply{Tally: t})
+		}
+	}
+}

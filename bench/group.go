@@ -1,0 +1,158 @@
+package bench
+
+import (
+	"context"
+	"time"
+)
+
+// subSpec says who subscribes to what, in a form a child process can be sent: client g
+// (counting from Offset) joins PerClient of Channels, starting at (g × PerClient) mod
+// len(Channels), and expects events 1..Events on each.
+type subSpec struct {
+	Conns     int      `json:"conns"`
+	Offset    int      `json:"offset"`
+	Channels  []string `json:"channels"`
+	PerClient int      `json:"per_client"`
+	Events    int      `json:"events"`
+	// BucketSize, when set, also keeps a latency histogram per BucketSize consecutive seqs
+	// (fanout: per event; multichannel: per round).
+	BucketSize int `json:"bucket_size,omitempty"`
+}
+
+// chansOf returns the channels of client i of this spec. Clients joining the same channels
+// share one slice.
+func (s subSpec) chansOf() func(i int) []int32 {
+	per := max(s.PerClient, 1)
+	rot := make([][]int32, len(s.Channels))
+	for r := range rot {
+		rot[r] = make([]int32, per)
+		for k := range per {
+			rot[r][k] = int32((r + k) % len(s.Channels))
+		}
+	}
+	return func(i int) []int32 { return rot[((s.Offset+i)*per)%len(rot)] }
+}
+
+func (s subSpec) recorder(tl *Timeline) *recorder {
+	rec := newRecorder(s.Channels, s.Events, tl)
+	if s.BucketSize > 0 {
+		size := s.BucketSize
+		rec.withBuckets((s.Events+size-1)/size, func(seq int) int { return (seq - 1) / size })
+	}
+	return rec
+}
+
+// subscribers is the subscribing side of a run: a pool in this process, or children.
+type subscribers interface {
+	setup() Setup
+	// await waits until every expected delivery has arrived (true) or wait has passed.
+	await(ctx context.Context, wait time.Duration) (bool, error)
+	// finish closes every connection and returns what the subscribers saw.
+	finish(ctx context.Context) (*tally, error)
+	// abort closes every connection on an error path.
+	abort()
+	// pids are the processes holding the connections (nil: this one).
+	pids() []int
+	// rssBefore is the RSS of those processes before they connected.
+	rssBefore() int64
+}
+
+// tally is what a set of subscribers saw; tallies of several processes merge.
+type tally struct {
+	Delivery Delivery    `json:"delivery"`
+	Lost     Lost        `json:"lost"`
+	Latency  histogram   `json:"latency"`
+	Buckets  []histogram `json:"buckets,omitempty"`
+	LastNs   int64       `json:"last_ns"` // receive time of the last first receipt, unix ns
+}
+
+func (t *tally) merge(o *tally) {
+	t.Delivery.merge(o.Delivery)
+	t.Delivery.finish()
+	t.Lost.merge(o.Lost)
+	t.Latency.merge(o.Latency)
+	for i := range min(len(t.Buckets), len(o.Buckets)) {
+		t.Buckets[i].merge(o.Buckets[i])
+	}
+	t.LastNs = max(t.LastNs, o.LastNs)
+}
+
+// subscribe opens spec's subscribers in this process or, with t.Procs > 1, in children.
+func subscribe(ctx context.Context, t Target, spec subSpec) (subscribers, error) {
+	if t.Procs > 1 {
+		return startChildren(ctx, t, spec)
+	}
+	l, err := subscribeHere(ctx, t, spec)
+	if l == nil {
+		return nil, err
+	}
+	return l, err
+}
+
+// local is subscribers in this process.
+type local struct {
+	p       *pool
+	rec     *recorder
+	spec    subSpec
+	s       Setup
+	timeout time.Duration
+	rss0    int64
+}
+
+func subscribeHere(ctx context.Context, t Target, spec subSpec) (*local, error) {
+	t = t.withDefaults()
+	rss0, _ := self().rss()
+	rec := spec.recorder(t.Timeline)
+	p, err := newPool(rec, t.Timeline)
+	if err != nil {
+		return nil, err
+	}
+	l := &local{p: p, rec: rec, spec: spec, timeout: t.Timeout, rss0: rss0}
+	l.s, err = connect(ctx, t, p, spec.Conns, spec.chansOf())
+	if err != nil {
+		p.close(t.Timeout)
+		return l, err
+	}
+	rec.expect(int64(l.s.Established) * int64(max(spec.PerClient, 1)) * int64(spec.Events))
+	return l, nil
+}
+
+func (l *local) setup() Setup     { return l.s }
+func (l *local) pids() []int      { return nil }
+func (l *local) rssBefore() int64 { return l.rss0 }
+func (l *local) abort()           { l.p.close(l.timeout) }
+
+func (l *local) await(ctx context.Context, wait time.Duration) (bool, error) {
+	ok := l.rec.await(ctx, wait)
+	return ok, context.Cause(ctx)
+}
+
+func (l *local) finish(context.Context) (*tally, error) {
+	if err := l.p.close(l.timeout); err != nil {
+		return nil, err
+	}
+	t := l.rec.tally()
+	t.Lost = l.p.lostSoFar()
+	events := int32(l.spec.Events)
+	t.Delivery = l.p.delivery(func(int) int32 { return events }, nil)
+	return t, nil
+}
+
+// tally merges the recorder's latency shards; the delivery counts come from the pool.
+func (r *recorder) tally() *tally {
+	t := &tally{Latency: newHistogram(), Buckets: make([]histogram, r.buckets)}
+	for i := range t.Buckets {
+		t.Buckets[i] = newHistogram()
+	}
+	for i := range r.shards {
+		s := &r.shards[i]
+		s.mu.Lock()
+		t.Latency.merge(s.all)
+		for j := range min(len(t.Buckets), len(s.bucket)) {
+			t.Buckets[j].merge(s.bucket[j])
+		}
+		t.LastNs = max(t.LastNs, s.lastNs)
+		s.mu.Unlock()
+	}
+	return t
+}

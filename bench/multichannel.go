@@ -1,0 +1,174 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+)
+
+// MultichannelConfig configures the multichannel scenario. The zero value of each field means
+// its default.
+type MultichannelConfig struct {
+	Target
+	Subs         int           // subscribers in all, client i on channel i mod Channels; default 19000
+	Channels     int           // default 40
+	Burst        int           // events published to every channel per round; default 10
+	Rounds       int           // default 5
+	Interval     time.Duration // between the starts of rounds; default 1s
+	PayloadBytes int           // default 100
+	// Wait is how long, after the last publish, the run waits for every delivery; default 10s.
+	Wait time.Duration
+}
+
+func (c MultichannelConfig) withDefaults() MultichannelConfig {
+	c.Target = c.Target.withDefaults()
+	c.Subs = or(c.Subs, 19000)
+	c.Channels = or(c.Channels, 40)
+	c.Burst = or(c.Burst, 10)
+	c.Rounds = or(c.Rounds, 5)
+	c.Interval = or(c.Interval, time.Second)
+	c.PayloadBytes = or(c.PayloadBytes, 100)
+	c.Wait = or(c.Wait, 10*time.Second)
+	return c
+}
+
+func (c MultichannelConfig) check() error {
+	errs := []error{c.Target.check()}
+	if _, _, err := c.eventsURL(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Subs < 0 || c.Channels < 0 || c.Burst < 0 || c.Rounds < 0 || c.PayloadBytes < 0 {
+		errs = append(errs, errors.New("--subs, --channels, --burst, --rounds and --payload must be positive"))
+	}
+	if c.Burst*c.Rounds > 1<<20 {
+		errs = append(errs, errors.New("--burst × --rounds must be at most 1048576"))
+	}
+	if c.Interval < 0 || c.Wait < 0 {
+		errs = append(errs, errors.New("--interval and --wait must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// RoundReport is one round: the slowest publish request of its burst and its latencies.
+type RoundReport struct {
+	Round     int     `json:"round"`
+	PublishMs float64 `json:"publish_ms"` // the burst's requests, one after the other
+	Latency   Latency `json:"latency"`
+}
+
+// MultichannelReport is the result of Multichannel.
+type MultichannelReport struct {
+	Scenario        string        `json:"scenario"` // "multichannel"
+	Server          ServerInfo    `json:"server"`
+	Subs            int           `json:"subs"`
+	Channels        int           `json:"channels"`
+	Burst           int           `json:"burst"`
+	Rounds          int           `json:"rounds"`
+	IntervalSeconds float64       `json:"interval_seconds"`
+	PayloadBytes    int           `json:"payload_bytes"`
+	Setup           Setup         `json:"setup"`
+	Delivery        Delivery      `json:"delivery"`
+	Latency         Latency       `json:"latency"`
+	PerRound        []RoundReport `json:"per_round"`
+	// DeliveriesPerSec is Delivered over the time from the first publish to the last delivery.
+	DeliveriesPerSec float64 `json:"deliveries_per_sec"`
+	Lost             Lost    `json:"lost"`
+	// SlowConsumers counts connections the server closed with 4100 (over capacity or, in
+	// herald, over its outbound buffer).
+	SlowConsumers int     `json:"slow_consumers"`
+	ServerUsage   *Usage  `json:"server_usage,omitempty"`
+	Generator     Usage   `json:"generator"`
+	Timeline      []Point `json:"timeline,omitempty"`
+}
+
+// Multichannel spreads cfg.Subs subscribers over cfg.Channels channels ("multi-0", ...),
+// then, cfg.Rounds times cfg.Interval apart, publishes a burst of cfg.Burst events to every
+// channel: each event is one request naming every channel (100 per request at most), the
+// burst's requests one after the other.
+func Multichannel(ctx context.Context, cfg MultichannelConfig) (rep *MultichannelReport, err error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	rep = &MultichannelReport{Scenario: "multichannel", Server: cfg.info(true), Subs: cfg.Subs, Channels: cfg.Channels,
+		Burst: cfg.Burst, Rounds: cfg.Rounds, IntervalSeconds: cfg.Interval.Seconds(), PayloadBytes: cfg.PayloadBytes,
+		PerRound: make([]RoundReport, cfg.Rounds)}
+	defer func() { rep.Timeline = timelinePoints(cfg.Timeline) }()
+	names := make([]string, cfg.Channels)
+	for i := range names {
+		names[i] = "multi-" + strconv.Itoa(i)
+	}
+	pub, err := newPublisher(cfg.Target, cfg.PayloadBytes, 1)
+	if err != nil {
+		return nil, err
+	}
+	defer pub.close()
+
+	spec := subSpec{Conns: cfg.Subs, Channels: names, Events: cfg.Burst * cfg.Rounds, BucketSize: cfg.Burst}
+	r, err := runPublished(ctx, cfg.Target, spec, cfg.Wait, func(ctx context.Context) error {
+		start := time.Now()
+		for round := range cfg.Rounds {
+			if err := sleepUntil(ctx, start.Add(time.Duration(round)*cfg.Interval)); err != nil {
+				return err
+			}
+			began := time.Now()
+			for k := 1; k <= cfg.Burst; k++ {
+				if _, err := pub.triggerChunks(ctx, names, round*cfg.Burst+k); err != nil {
+					return err
+				}
+			}
+			rep.PerRound[round].PublishMs = float64(time.Since(began).Microseconds()) / 1000
+		}
+		return nil
+	})
+	rep.Setup = r.Setup
+	if err != nil {
+		return rep, err
+	}
+	t := r.Tally
+	rep.Lost, rep.Delivery, rep.ServerUsage, rep.Generator = t.Lost, t.Delivery, r.Server, r.Generator
+	rep.SlowConsumers = t.Lost.ByCode[4100]
+	rep.Latency = t.Latency.summary()
+	for i := range rep.PerRound {
+		rep.PerRound[i].Round = i + 1
+		if i < len(t.Buckets) {
+			rep.PerRound[i].Latency = t.Buckets[i].summary()
+		}
+	}
+	if span := float64(t.LastNs-r.Start.UnixNano()) / 1e9; span > 0 {
+		rep.DeliveriesPerSec = float64(rep.Delivery.Delivered) / span
+	}
+	return rep, nil
+}
+
+// WriteText writes the report as a readable block.
+func (r *MultichannelReport) WriteText(w io.Writer) error {
+	b := bufio.NewWriter(w)
+	fmt.Fprintf(b, "multichannel: %d subscribers over %d channels, %d rounds %gs apart of %d events to every channel, %d-byte data, on %s and %s%s\n",
+		r.Subs, r.Channels, r.Rounds, r.IntervalSeconds, r.Burst, r.PayloadBytes, r.Server.WS, r.Server.REST, pidNote(r.Server.PID))
+	writeSetup(b, r.Setup)
+	writeDelivery(b, r.Delivery)
+	writeLost(b, r.Lost, "subscribers")
+	fmt.Fprintf(b, "  slow consumers %d disconnected with 4100\n", r.SlowConsumers)
+	fmt.Fprintf(b, "  throughput   %.0f deliveries/s from the first publish to the last delivery\n", r.DeliveriesPerSec)
+	fmt.Fprintf(b, "  latency ms   %8s %7s %7s %7s %7s %7s %7s  %s\n", "count", "min", "p50", "p95", "p99", "p99.9", "max", "burst ms")
+	writeLatency(b, "all", r.Latency, "")
+	for _, rr := range r.PerRound {
+		writeLatency(b, "round "+strconv.Itoa(rr.Round), rr.Latency, fmt.Sprintf("%7.1f", rr.PublishMs))
+	}
+	writeUsage(b, r.ServerUsage, r.Generator)
+	return b.Flush()
+}
+
+// or returns v, or d when v is the zero value.
+func or[T comparable](v, d T) T {
+	var zero T
+	if v == zero {
+		return d
+	}
+	return v
+}

@@ -1,0 +1,91 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"testing"
+	"time"
+)
+
+// childArg makes this test binary a bench child (RunChild on its standard input and output)
+// instead of running tests: the parent side of --procs runs the real thing.
+const childArg = "herald-bench-child"
+
+func TestMain(m *testing.M) {
+	if len(os.Args) == 2 && os.Args[1] == childArg {
+		if err := RunChild(context.Background(), os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func childTarget(t *testing.T, target Target, procs int) Target {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	target.Procs, target.Child = procs, []string{exe, childArg}
+	return target
+}
+
+func TestFanoutProcs(t *testing.T) {
+	target := childTarget(t, startHerald(t, nil), 2)
+	rep, err := Fanout(t.Context(), FanoutConfig{Target: target, Subs: 51, Events: 3, Interval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Setup.Established != 51 || rep.Setup.Requested != 51 || rep.Generator.Procs != 3 {
+		t.Fatalf("setup %+v, generator %+v; want 51 over 2 children (3 processes)", rep.Setup, rep.Generator)
+	}
+	if d := rep.Delivery; d.Expected != 153 || d.Delivered != 153 || !d.Complete || !d.Clean() {
+		t.Fatalf("delivery %+v; want 153, merged from both children", d)
+	}
+	if rep.Latency.Count != 153 || rep.PerEvent[2].Latency.Count != 51 || rep.Latency.MinMs <= 0 {
+		t.Fatalf("latency %+v, event 3 %+v; want the merged histograms", rep.Latency, rep.PerEvent[2].Latency)
+	}
+	if rep.Generator.CPUSeconds <= 0 {
+		t.Fatalf("generator %+v; want the children's CPU counted", rep.Generator)
+	}
+}
+
+func TestMultichannelProcs(t *testing.T) {
+	target := childTarget(t, startHerald(t, nil), 2)
+	rep, err := Multichannel(t.Context(), MultichannelConfig{Target: target, Subs: 50, Channels: 4, Burst: 2, Rounds: 2, Interval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := rep.Delivery; d.Expected != 200 || d.Delivered != 200 || !d.Clean() || rep.PerRound[1].Latency.Count != 100 {
+		t.Fatalf("delivery %+v, rounds %+v; want 50 × 4 events", d, rep.PerRound)
+	}
+}
+
+// TestIdleProcsBadChild: a child command that exits at once fails the run with a clear error.
+func TestIdleProcsBadChild(t *testing.T) {
+	target := startHerald(t, nil)
+	target.Procs, target.Child = 2, []string{"/bin/false"}
+	start := time.Now()
+	_, err := Idle(t.Context(), IdleConfig{Target: target, Conns: 10})
+	if err == nil || !regexp.MustCompile(`child [01]`).MatchString(err.Error()) {
+		t.Fatalf("err = %v; want a child error", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("took %v", d)
+	}
+}
+
+func TestIdleProcs(t *testing.T) {
+	target := childTarget(t, startHerald(t, nil), 2)
+	rep, err := Idle(t.Context(), IdleConfig{Target: target, Conns: 40, Channels: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Setup.Established != 40 || rep.Lost.Count != 0 || rep.Generator.Procs != 3 || rep.Generator.RSSBytes <= 0 {
+		t.Fatalf("setup %+v, lost %+v, generator %+v", rep.Setup, rep.Lost, rep.Generator)
+	}
+}

@@ -1,0 +1,209 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/pusher"
+)
+
+// benchEventName is the name of every event the generator publishes.
+const benchEventName = "bench"
+
+// maxChannelsPerTrigger is how many channels one trigger request names (Pusher's limit).
+const maxChannelsPerTrigger = 100
+
+// publisher triggers events through a server's signed REST API over keep-alive connections.
+// It is safe for concurrent use.
+type publisher struct {
+	http                *http.Client
+	events, eventsPath  string // POST targets and the paths they are signed with
+	batches, batchPaths string
+	app                 *herald.App
+	payload             int // bytes of each event's data
+}
+
+// newPublisher returns a publisher that keeps up to conns connections alive.
+func newPublisher(t Target, payload, conns int) (*publisher, error) {
+	events, eventsPath, err := t.restURL("/events")
+	if err != nil {
+		return nil, err
+	}
+	batches, batchPath, _ := t.restURL("/batch_events")
+	tr := &http.Transport{MaxIdleConnsPerHost: max(conns, 2), IdleConnTimeout: time.Minute, ResponseHeaderTimeout: t.Timeout}
+	return &publisher{
+		http:   &http.Client{Transport: tr, Timeout: t.Timeout},
+		events: events, eventsPath: eventsPath, batches: batches, batchPaths: batchPath,
+		app:     &herald.App{ID: t.AppID, Key: t.Key, Secret: t.Secret},
+		payload: payload,
+	}, nil
+}
+
+// eventData is the data of event seq sent at sent (unix nanoseconds), padded with 'x' to size
+// bytes when it is shorter.
+func eventData(seq int, sent int64, size int) string {
+	var b strings.Builder
+	b.Grow(max(size, 64))
+	b.WriteString(`{"seq":`)
+	b.WriteString(strconv.Itoa(seq))
+	b.WriteString(`,"t":`)
+	b.WriteString(strconv.FormatInt(sent, 10))
+	b.WriteString(`,"pad":"`)
+	pad := size - b.Len() - len(`"}`)
+	b.WriteString(strings.Repeat("x", max(pad, 0)))
+	b.WriteString(`"}`)
+	return b.String()
+}
+
+type restEvent struct {
+	Name     string   `json:"name"`
+	Channel  string   `json:"channel,omitempty"`
+	Channels []string `json:"channels,omitempty"`
+	Data     string   `json:"data"`
+}
+
+// trigger publishes event seq to channels in one request and returns how long it took.
+func (p *publisher) trigger(ctx context.Context, channels []string, seq int) (time.Duration, error) {
+	start := time.Now()
+	ev := restEvent{Name: benchEventName, Data: eventData(seq, start.UnixNano(), p.payload)}
+	if len(channels) == 1 {
+		ev.Channel = channels[0]
+	} else {
+		ev.Channels = channels
+	}
+	body, _ := json.Marshal(ev)
+	if err := p.post(ctx, p.events, p.eventsPath, body, start); err != nil {
+		return 0, fmt.Errorf("publish event %d: %w", seq, err)
+	}
+	return time.Since(start), nil
+}
+
+// item is one event of a batch: seq on channel.
+type item struct {
+	channel string
+	seq     int
+}
+
+// batch publishes items in one batch_events request and returns how long it took.
+func (p *publisher) batch(ctx context.Context, items []item) (time.Duration, error) {
+	start := time.Now()
+	evs := make([]restEvent, len(items))
+	for i, it := range items {
+		evs[i] = restEvent{Name: benchEventName, Channel: it.channel, Data: eventData(it.seq, start.UnixNano(), p.payload)}
+	}
+	body, _ := json.Marshal(map[string]any{"batch": evs})
+	if err := p.post(ctx, p.batches, p.batchPaths, body, start); err != nil {
+		return 0, fmt.Errorf("publish a batch of %d: %w", len(items), err)
+	}
+	return time.Since(start), nil
+}
+
+func (p *publisher) post(ctx context.Context, url, path string, body []byte, now time.Time) error {
+	q := pusher.SignRequest(p.app, http.MethodPost, path, nil, body, now)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"?"+q.Encode(), bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := p.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	reply, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("POST %s: %s: %.300s", path, resp.Status, bytes.TrimSpace(reply))
+	}
+	return nil
+}
+
+func (p *publisher) close() { p.http.CloseIdleConnections() }
+
+// sequence numbers each channel's events 1, 2, ... and remembers the publishes that failed.
+// It is safe for concurrent use.
+type sequence struct {
+	started []atomic.Int32 // per channel: the last seq handed out
+	mu      sync.Mutex
+	failed  map[int][]int32
+	nFailed int
+}
+
+func newSequence(channels int) *sequence {
+	return &sequence{started: make([]atomic.Int32, channels), failed: map[int][]int32{}}
+}
+
+// next hands out channel ch's next seq; call it before the publish starts.
+func (s *sequence) next(ch int) int { return int(s.started[ch].Add(1)) }
+
+// last returns the last seq handed out on ch.
+func (s *sequence) last(ch int) int32 { return s.started[ch].Load() }
+
+// fail records that seq's publish on ch failed: it may or may not have been delivered.
+func (s *sequence) fail(ch int, seq int) {
+	s.mu.Lock()
+	s.failed[ch] = append(s.failed[ch], int32(seq))
+	s.nFailed++
+	s.mu.Unlock()
+}
+
+// failedOn returns the failed seqs of ch; call it once publishing has stopped.
+func (s *sequence) failedOn(ch int) []int32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failed[ch]
+}
+
+// triggerChunks publishes seq to every channel, maxChannelsPerTrigger at a time, and returns
+// the time of the slowest request.
+func (p *publisher) triggerChunks(ctx context.Context, channels []string, seq int) (time.Duration, error) {
+	var slowest time.Duration
+	for i := 0; i < len(channels); i += maxChannelsPerTrigger {
+		took, err := p.trigger(ctx, channels[i:min(i+maxChannelsPerTrigger, len(channels))], seq)
+		if err != nil {
+			return 0, err
+		}
+		slowest = max(slowest, took)
+	}
+	return slowest, nil
+}
+
+// publishEvery publishes the next seq to every channel (one request) each interval until
+// stop is closed, letting a request in flight finish; it returns nil then. Failures are
+// recorded in seq; a first publish that fails ends the run, as nothing would be delivered.
+func publishEvery(ctx context.Context, stop <-chan struct{}, pub *publisher, channels []string, seq *sequence, every time.Duration) error {
+	start := time.Now()
+	for k := 0; ; k++ {
+		t := time.NewTimer(time.Until(start.Add(time.Duration(k) * every)))
+		select {
+		case <-t.C:
+		case <-stop:
+			t.Stop()
+			return nil
+		case <-ctx.Done():
+			t.Stop()
+			return context.Cause(ctx)
+		}
+		n := 0
+		for ch := range channels {
+			n = seq.next(ch)
+		}
+		if _, err := pub.trigger(ctx, channels, n); err != nil {
+			if n == 1 || ctx.Err() != nil {
+				return err
+			}
+			for ch := range channels {
+				seq.fail(ch, n)
+			}
+		}
+	}
+}
