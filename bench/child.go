@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 )
 
@@ -40,7 +41,12 @@ type childReply struct {
 	Awaited   *bool  `json:"awaited,omitempty"` // every expected delivery arrived
 	Tally     *tally `json:"tally,omitempty"`
 	Error     string `json:"error,omitempty"`
+	// Progress is unsolicited: what the child's clients recorded lately (timeline_relay.go).
+	Progress *progress `json:"progress,omitempty"`
 }
+
+// relayEvery is how often a child relays its progress.
+const relayEvery = 250 * time.Millisecond
 
 // maxChildLine bounds one line of the protocol (a tally with its histograms is a few KiB).
 const maxChildLine = 64 << 20
@@ -51,7 +57,6 @@ const maxChildLine = 64 << 20
 func RunChild(ctx context.Context, in io.Reader, out io.Writer) error {
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), maxChildLine)
-	enc := json.NewEncoder(out)
 	next := func() (childOrder, error) {
 		var o childOrder
 		if !sc.Scan() {
@@ -67,17 +72,43 @@ func RunChild(ctx context.Context, in io.Reader, out io.Writer) error {
 		return fmt.Errorf("child: want a start order: %v", err)
 	}
 	s := o.Start
-	t := Target{WS: s.WS, Key: s.Key, Timeout: s.Timeout, Concurrency: s.Concurrency, Rate: s.Rate}
+	tl := NewTimeline()
+	t := Target{WS: s.WS, Key: s.Key, Timeout: s.Timeout, Concurrency: s.Concurrency, Rate: s.Rate, Timeline: tl}
+	// Replies and progress share out: one encoder under one lock.
+	var mu sync.Mutex
+	enc := json.NewEncoder(out)
+	send := func(r childReply) error {
+		mu.Lock()
+		defer mu.Unlock()
+		return enc.Encode(r)
+	}
+	stop := make(chan struct{})
+	relayed := make(chan struct{})
+	go func() {
+		defer close(relayed)
+		tick := time.NewTicker(relayEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				p := tl.drain()
+				_ = send(childReply{Progress: &p})
+			case <-stop:
+				return
+			}
+		}
+	}()
+	defer func() { close(stop); <-relayed }()
 	l, err := subscribeHere(ctx, t, s.Spec)
 	if err != nil {
 		reply := childReply{Error: err.Error()}
 		if l != nil {
 			reply.Setup = &l.s
 		}
-		return errors.Join(err, enc.Encode(reply))
+		return errors.Join(err, send(reply))
 	}
 	setup := l.setup()
-	if err := enc.Encode(childReply{Setup: &setup, RSSBefore: l.rssBefore()}); err != nil {
+	if err := send(childReply{Setup: &setup, RSSBefore: l.rssBefore()}); err != nil {
 		l.abort()
 		return err
 	}
@@ -94,18 +125,22 @@ func RunChild(ctx context.Context, in io.Reader, out io.Writer) error {
 			ok, err := l.await(ctx, time.Duration(o.Await))
 			if err != nil {
 				l.abort()
-				return errors.Join(err, enc.Encode(childReply{Error: err.Error()}))
+				return errors.Join(err, send(childReply{Error: err.Error()}))
 			}
-			if err := enc.Encode(childReply{Awaited: &ok}); err != nil {
+			p := tl.drain() // the parent's timeline has every delivery before the answer
+			_ = send(childReply{Progress: &p})
+			if err := send(childReply{Awaited: &ok}); err != nil {
 				l.abort()
 				return err
 			}
 		case o.Finish:
 			t, err := l.finish(ctx)
 			if err != nil {
-				return errors.Join(err, enc.Encode(childReply{Error: err.Error()}))
+				return errors.Join(err, send(childReply{Error: err.Error()}))
 			}
-			return enc.Encode(childReply{Tally: t})
+			p := tl.drain()
+			_ = send(childReply{Progress: &p})
+			return send(childReply{Tally: t})
 		}
 	}
 }

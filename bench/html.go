@@ -89,7 +89,7 @@ func WriteHTML(w io.Writer, r HTMLReport) error {
 	case len(points) == 0:
 		b.WriteString(`<p class="empty">No per-second timeline was recorded for this run: the scenario did not record one, or the run ended within its first second. The summary below has the run's figures.</p>` + "\n")
 	case !timelineActive(points):
-		fmt.Fprintf(&b, `<p class="empty">The per-second timeline (%d seconds) recorded no connection attempt and no event: the clients ran outside this process (with <code>--procs</code> over 1 they run in child processes, whose seconds are not recorded). The summary below has the run's figures.</p>`+"\n", len(points))
+		fmt.Fprintf(&b, `<p class="empty">The per-second timeline (%d seconds) recorded no connection attempt and no event. The summary below has the run's figures.</p>`+"\n", len(points))
 	default:
 		var series []ServerPoint
 		if r.Server != nil {

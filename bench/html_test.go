@@ -381,7 +381,7 @@ func TestHTMLEmptyTimeline(t *testing.T) {
 		t.Error("the summary is missing without a timeline")
 	}
 
-	// A timeline of zeros (the clients were in child processes): a message, no plots of nothing.
+	// A timeline of zeros (nothing happened): a message, no plots of nothing.
 	raw, page = renderPage(t, HTMLReport{Report: rep, Timeline: []Point{{Second: 1}, {Second: 2}}})
 	if !strings.Contains(raw, "recorded no connection attempt and no event") || len(page.find(func(e *xmlNode) bool { return e.name == "svg" })) != 0 {
 		t.Error("an all-zero timeline is plotted, or has no message")

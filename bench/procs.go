@@ -47,7 +47,7 @@ func startChildren(ctx context.Context, t Target, spec subSpec) (subscribers, er
 		}
 		share.Offset = spec.Offset + offset
 		offset += share.Conns
-		kd, err := startKid(k, t.Child)
+		kd, err := startKid(k, t.Child, t.Timeline)
 		if err != nil {
 			g.abort()
 			return nil, err
@@ -85,7 +85,8 @@ func startChildren(ctx context.Context, t Target, spec subSpec) (subscribers, er
 	return g, nil
 }
 
-func startKid(n int, argv []string) (*kid, error) {
+// startKid starts child n; its progress goes to tl (when not nil), its replies to kid.replies.
+func startKid(n int, argv []string, tl *Timeline) (*kid, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -104,10 +105,17 @@ func startKid(n int, argv []string) (*kid, error) {
 		defer close(kd.replies)
 		sc := bufio.NewScanner(out)
 		sc.Buffer(make([]byte, 64<<10), maxChildLine)
+		var last relayState
 		for sc.Scan() {
 			var r childReply
 			if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 				r = childReply{Error: fmt.Sprintf("unreadable reply %.200q: %v", sc.Bytes(), err)}
+			}
+			if r.Progress != nil {
+				if tl != nil {
+					tl.absorb(&last, *r.Progress)
+				}
+				continue
 			}
 			kd.replies <- r
 		}

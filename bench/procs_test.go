@@ -36,9 +36,25 @@ func childTarget(t *testing.T, target Target, procs int) Target {
 
 func TestFanoutProcs(t *testing.T) {
 	target := childTarget(t, startHerald(t, nil), 2)
-	rep, err := Fanout(t.Context(), FanoutConfig{Target: target, Subs: 51, Events: 3, Interval: 50 * time.Millisecond})
+	tl := NewTimeline()
+	tl.Start()
+	target.Timeline = tl
+	// Events a second apart keep the connections open across at least one sample.
+	rep, err := Fanout(t.Context(), FanoutConfig{Target: target, Subs: 51, Events: 3, Interval: time.Second})
 	if err != nil {
 		t.Fatal(err)
+	}
+	tl.Stop()
+	// The children relay what their clients record: the parent's timeline saw every
+	// connection and every delivery.
+	var delivered, peak int64
+	pts := tl.Points()
+	for _, p := range pts {
+		delivered += p.Delivered
+		peak = max(peak, p.Connections)
+	}
+	if last := pts[len(pts)-1]; delivered != 153 || peak != 51 || last.Attempts != 51 || last.Connections != 0 || last.Failed != 0 {
+		t.Fatalf("parent timeline: %d delivered, peak %d connections, last point %+v; want 153, 51, and 51 attempts closed", delivered, peak, last)
 	}
 	if rep.Setup.Established != 51 || rep.Setup.Requested != 51 || rep.Generator.Procs != 3 {
 		t.Fatalf("setup %+v, generator %+v; want 51 over 2 children (3 processes)", rep.Setup, rep.Generator)

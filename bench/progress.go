@@ -120,7 +120,7 @@ func FormatProgress(elapsed time.Duration, last *Point, server *ServerMetrics) s
 	case last == nil:
 		b.WriteString("  starting")
 	case last.Attempts == 0 && last.Connections == 0 && last.Delivered == 0:
-		b.WriteString("  no client activity here") // not yet, or the clients are child processes (--procs)
+		b.WriteString("  no client activity yet")
 	default:
 		fmt.Fprintf(&b, "  conns %s", fmtThousands(last.Connections))
 		if last.Failed > 0 {

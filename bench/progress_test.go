@@ -25,7 +25,7 @@ func TestProgressFormat(t *testing.T) {
 		{65*time.Second + 900*time.Millisecond, pt, nil, "01:05  conns 19,000 (3 failed)  events/s 12,345  p99 56.3 ms"},
 		{65 * time.Second, pt, server, "01:05  conns 19,000 (3 failed)  events/s 12,345  p99 56.3 ms  | server conns 18,999, RSS 45.5 MiB"},
 		{3 * time.Second, &Point{Connections: 7}, nil, "00:03  conns 7  events/s 0  p99 -"},
-		{4 * time.Second, &Point{Second: 4}, server, "00:04  no client activity here  | server conns 18,999, RSS 45.5 MiB"},
+		{4 * time.Second, &Point{Second: 4}, server, "00:04  no client activity yet  | server conns 18,999, RSS 45.5 MiB"},
 		{61 * time.Minute, &Point{Connections: 1, Delivered: 1, P99Ms: 1234.4}, server, "61:00  conns 1  events/s 1  p99 1234 ms  | server conns 18,999, RSS 45.5 MiB"},
 		{time.Second, &Point{Connections: 1, Delivered: 1, P99Ms: 0.123}, nil, "00:01  conns 1  events/s 1  p99 0.12 ms"},
 	} {
