@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"hash/maphash"
 	"net/netip"
 	"testing"
 	"time"
@@ -78,17 +79,26 @@ func TestIPRateIsPerAddressAndForgets(t *testing.T) {
 	if got := l.Tracked(); got != 2 {
 		t.Fatalf("tracked %d addresses, want 2", got)
 	}
-	// After the buckets refill and a sweep interval passes, the addresses are forgotten.
-	now += int64(sweepEvery) + sec
-	for i := 0; i < ipShards*4; i++ { // touch every shard so each sweeps
-		l.Allow(netip.AddrFrom4([4]byte{10, 0, byte(i >> 8), byte(i)}), now)
+	// After the buckets refill and a sweep interval passes, the addresses are forgotten. A
+	// shard sweeps when it is next used: touch every shard, twice, with fresh addresses.
+	touchAll := func(net byte) int {
+		touched := map[uint64]bool{}
+		n := 0
+		for i := 0; len(touched) < ipShards; i++ {
+			ip := netip.AddrFrom4([4]byte{10, net, byte(i >> 8), byte(i)})
+			b16 := ip.As16()
+			touched[maphash.Bytes(l.seed, b16[:])%ipShards] = true
+			l.Allow(ip, now)
+			n++
+		}
+		return n
 	}
 	now += int64(sweepEvery) + sec
-	for i := 0; i < ipShards*4; i++ {
-		l.Allow(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), now)
-	}
-	if got := l.Tracked(); got > ipShards*4 {
-		t.Fatalf("tracked %d addresses after two sweeps, want at most the %d of the last round", got, ipShards*4)
+	touchAll(0)
+	now += int64(sweepEvery) + sec
+	last := touchAll(1)
+	if got := l.Tracked(); got != last {
+		t.Fatalf("tracked %d addresses after two sweeps, want only the %d of the last round", got, last)
 	}
 }
 
