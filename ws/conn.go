@@ -22,6 +22,7 @@ type Conn struct {
 	msgOp  Opcode
 	broken bool // a protocol error was reported: input is discarded
 	gone   bool // hang-up reported
+	more   bool // in its poller's more list: it filled the read buffer in its last turn
 
 	// Data is the owner's per-connection state, set before the connection is attached.
 	Data any

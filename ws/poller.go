@@ -20,6 +20,10 @@ type poller struct {
 	epfd   int
 	wakefd int // eventfd that interrupts EpollWait on Close
 	buf    []byte
+	// more holds connections that filled the read buffer in their last turn and may have
+	// more to read: each gets one buffer per turn, so one flooding client cannot keep the
+	// others on its poller waiting.
+	more, turn []*Conn
 }
 
 func newPoller(e *Engine) (*poller, error) {
@@ -55,12 +59,13 @@ func (p *poller) run() {
 		if p.e.cfg.Client && wait == 0 {
 			time.Sleep(clientBatchDelay)
 		}
+		if len(p.more) > 0 {
+			wait = 0 // connections still have bytes: poll, then give them their turn
+		}
 		n, err := syscall.EpollWait(p.epfd, events, wait)
-		if p.e.cfg.Client {
+		wait = -1
+		if p.e.cfg.Client && n > 0 {
 			wait = 0 // after a batch: sleep, then poll without blocking
-			if n == 0 {
-				wait = -1
-			}
 		}
 		if err != nil {
 			if err == syscall.EINTR {
@@ -84,21 +89,44 @@ func (p *poller) run() {
 				continue
 			}
 			ev := events[i].Events
-			if ev&(syscall.EPOLLIN|syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 {
-				p.read(c)
+			if ev&(syscall.EPOLLIN|syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 && !c.more {
+				p.readTurn(c)
 			}
 			if !c.gone && ev&syscall.EPOLLOUT != 0 && c.armed.CompareAndSwap(true, false) {
 				p.e.h.OnWritable(c)
 			}
 		}
+		// One more turn for each connection that had more than a buffer's worth.
+		p.turn, p.more = p.more, p.turn[:0]
+		for i, c := range p.turn {
+			c.more = false
+			p.turn[i] = nil
+			if !c.gone {
+				p.readTurn(c)
+			}
+		}
 	}
 }
 
-// read drains the socket (the registration is edge-triggered).
-func (p *poller) read(c *Conn) {
+// readTurn reads c for one turn and queues it for another if it may have more.
+func (p *poller) readTurn(c *Conn) {
+	if p.read(c) {
+		c.more = true
+		p.more = append(p.more, c)
+	}
+}
+
+// read drains the socket (the registration is edge-triggered), but for at most one buffer's
+// worth of bytes: it returns true when it stopped there, before the socket said EAGAIN.
+func (p *poller) read(c *Conn) (more bool) {
+	got := 0
 	for !c.gone {
+		if got >= len(p.buf) {
+			return true
+		}
 		n, err := syscall.Read(c.fd, p.buf)
 		if n > 0 {
+			got += n
 			if !c.broken {
 				p.feed(c, p.buf[:n])
 			}
@@ -108,11 +136,12 @@ func (p *poller) read(c *Conn) {
 			continue
 		}
 		if err == syscall.EAGAIN {
-			return
+			return false
 		}
 		p.hangup(c)
-		return
+		return false
 	}
+	return false
 }
 
 // hangup unregisters c and tells the handler, once.
