@@ -3,7 +3,6 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -140,9 +139,8 @@ func (s *Server) signed(next func(w http.ResponseWriter, q *request)) http.Handl
 		// After the signature: unsigned requests must not spend the app's rate.
 		if wait, ok := s.limiter(app).take(s.now()); !ok {
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-			writeJSON(w, http.StatusTooManyRequests, map[string]any{
-				"error": fmt.Sprintf("app %s is over its rate of %d API requests per second", app.ID, app.Limits.MaxAPIRequestsPerSecond),
-				"code":  http.StatusTooManyRequests})
+			writeError(w, herald.Errorf(herald.CodeRateLimited, "app %s is over its rate of %d API requests per second",
+				app.ID, app.Limits.MaxAPIRequestsPerSecond))
 			return
 		}
 		next(w, &request{app: app, body: body, r: r})
@@ -184,7 +182,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func writeError(w http.ResponseWriter, err error) {
 	code := herald.CodeOf(err)
 	status := code.HTTPStatus()
-	if code == herald.CodeRateLimited || code == herald.CodeBusy {
+	if (code == herald.CodeRateLimited || code == herald.CodeBusy) && w.Header().Get("Retry-After") == "" {
 		w.Header().Set("Retry-After", "1")
 	}
 	writeJSON(w, status, map[string]any{"error": herald.MessageOf(err), "code": status})

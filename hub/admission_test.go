@@ -1,7 +1,6 @@
 package hub_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -16,23 +15,7 @@ import (
 // expectRefusal dials and expects a pusher:error and a close frame, both with code.
 func expectRefusal(t *testing.T, addr, path string, code int) {
 	t.Helper()
-	c, err := wstest.Dial(addr, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	m, err := c.Expect("pusher:error", 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var d struct{ Code int }
-	if err := json.Unmarshal(m.Data, &d); err != nil || d.Code != code {
-		t.Fatalf("pusher:error data %s; want code %d", m.Data, code)
-	}
-	got, err := c.ExpectClose(5 * time.Second)
-	if err != nil || got != code {
-		t.Fatalf("close code %d, %v; want %d", got, err, code)
-	}
+	expectCode(t, dialWith(t, addr, path, "", nil), code)
 }
 
 func TestRefusals(t *testing.T) {

@@ -104,11 +104,10 @@ type Hub struct {
 	drained  chan struct{}
 	drainOne sync.Once
 
-	slowConsumers atomic.Int64
-	pongTimeouts  atomic.Int64
-	refusals      [refusalCount]atomic.Int64
-	lastSlowWarn  atomic.Int64
-	lastRefusal   [refusalCount]atomic.Int64 // hub clock of the last refusal warning, by reason
+	pongTimeouts atomic.Int64
+	refusals     [refusalCount]atomic.Int64
+	lastSlowWarn atomic.Int64               // hub clock of the last slow-consumer warning
+	lastRefusal  [refusalCount]atomic.Int64 // hub clock of the last refusal warning, by reason
 
 	// Pre-encoded frames.
 	pingFrame, pongFrame []byte
@@ -231,7 +230,7 @@ func (h *Hub) Stats() Stats {
 		Connections:    h.conns.Load(),
 		MaxConnections: h.cfg.MaxConnections,
 		Channels:       h.channels.Load(),
-		SlowConsumers:  h.slowConsumers.Load(),
+		SlowConsumers:  h.slowConsumerCount(),
 		PongTimeouts:   h.pongTimeouts.Load(),
 		Refused:        refused,
 		Draining:       h.draining.Load(),
@@ -253,12 +252,28 @@ func (h *Hub) uncount(c *Conn) {
 
 // warnSlow logs slow consumers, at most once a second.
 func (h *Hub) warnSlow(c *Conn) {
-	now := h.now()
-	last := h.lastSlowWarn.Load()
-	if now-last >= 1000 && h.lastSlowWarn.CompareAndSwap(last, now) {
+	if h.due(&h.lastSlowWarn, 1000) {
 		h.log.Warn("closing slow consumer", "app_id", c.app.app.ID, "socket_id", c.sid,
-			"slow_consumers_total", h.slowConsumers.Load())
+			"slow_consumers_total", h.slowConsumerCount())
 	}
+}
+
+// due reports whether a warning last logged at *last (hub clock) may be logged again after
+// every ms milliseconds, and claims it; concurrent callers get it once.
+func (h *Hub) due(last *atomic.Int64, every int64) bool {
+	now, prev := h.now(), last.Load()
+	return now-prev >= every && last.CompareAndSwap(prev, now)
+}
+
+// slowConsumerCount sums every app's slow-consumer closes.
+func (h *Hub) slowConsumerCount() int64 {
+	var n int64
+	for _, a := range h.apps {
+		for i := range a.counters {
+			n += a.counters[i].slow.Load()
+		}
+	}
+	return n
 }
 
 // Shutdown closes every connection with 4200 (clients reconnect elsewhere), waits for them to

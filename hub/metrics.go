@@ -95,15 +95,6 @@ func (h *Hub) Refusals() []int64 {
 	return out
 }
 
-// RefusalReasons lists every reason in index order.
-func RefusalReasons() []Refusal {
-	out := make([]Refusal, refusalCount)
-	for i := range out {
-		out[i] = Refusal(i)
-	}
-	return out
-}
-
 // QueueDepths returns how many commands wait in each worker's inbox.
 func (h *Hub) QueueDepths() []int {
 	out := make([]int, len(h.workers))

@@ -153,7 +153,6 @@ func (w *worker) enqueue(c *Conn, frame []byte) {
 		return
 	}
 	if c.outBytes+len(frame) > w.h.cfg.OutboundBufferBytes {
-		w.h.slowConsumers.Add(1)
 		c.m.slow.Add(1)
 		w.h.warnSlow(c)
 		w.drop(c)

@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"strconv"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/herald-rt/herald/hub"
@@ -104,7 +106,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.refused, n, hub.Refusal(i).String())
 	}
 	for i, n := range c.src.QueueDepths() {
-		gauge(c.queueDepth, float64(n), itoa(i))
+		gauge(c.queueDepth, float64(n), strconv.Itoa(i))
 	}
 	st := c.src.Stats()
 	counter(c.pongTimeouts, st.PongTimeouts)
@@ -116,11 +118,4 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		r = 1
 	}
 	gauge(c.refusing, r)
-}
-
-func itoa(i int) string {
-	if i < 10 {
-		return string(rune('0' + i))
-	}
-	return itoa(i/10) + string(rune('0'+i%10))
 }

@@ -159,7 +159,7 @@ func (p *poller) feed(c *Conn, data []byte) {
 		c.rbuf = appendExact(c.rbuf, data)
 		data = c.rbuf
 	}
-	used := p.parse(c, data)
+	used, pending := p.parse(c, data)
 	rest := data[used:]
 	if len(rest) == 0 || c.broken {
 		c.rbuf = nil
@@ -168,10 +168,7 @@ func (p *poller) feed(c *Conn, data []byte) {
 	// Room for exactly the incomplete frame once its header is here, so the rest of it
 	// arrives without the buffer doubling: a connection holds at most one frame's bytes here
 	// plus what one read adds.
-	size := len(rest)
-	if h, ok, _ := parseFrameHeader(rest, p.e.cfg.MaxMessageBytes, !p.e.cfg.Client); ok {
-		size = max(size, h.size+h.length)
-	}
+	size := max(len(rest), pending)
 	if cp := cap(c.rbuf); cp >= size && cp <= size+rbufSlack {
 		// Reuse: rest may overlap c.rbuf, which copy handles.
 		c.rbuf = c.rbuf[:copy(c.rbuf[:len(rest)], rest)]
@@ -194,18 +191,21 @@ func appendExact(b, data []byte) []byte {
 	return append(b, data...)
 }
 
-// parse delivers every complete frame at the start of data and returns the bytes used.
-func (p *poller) parse(c *Conn, data []byte) int {
-	used := 0
+// parse delivers every complete frame at the start of data and returns the bytes used and,
+// when data ends inside a frame whose header is in, that frame's whole size (else 0).
+func (p *poller) parse(c *Conn, data []byte) (used, pending int) {
 	limit := p.e.cfg.MaxMessageBytes
 	for !c.broken {
 		h, ok, bad := parseFrameHeader(data[used:], limit, !p.e.cfg.Client)
 		if bad != nil {
 			p.fail(c, bad.code, bad.reason)
-			return len(data)
+			return len(data), 0
 		}
-		if !ok || len(data)-used < h.size+h.length {
-			return used
+		if !ok {
+			return used, 0
+		}
+		if len(data)-used < h.size+h.length {
+			return used, h.size + h.length
 		}
 		payload := data[used+h.size : used+h.size+h.length]
 		used += h.size + h.length
@@ -216,7 +216,7 @@ func (p *poller) parse(c *Conn, data []byte) int {
 		case h.op == OpClose:
 			if code, reason := checkClose(payload); code != 0 {
 				p.fail(c, code, reason)
-				return len(data)
+				return len(data), 0
 			}
 			p.e.h.OnMessage(c, h.op, payload)
 		case h.op > OpClose:
@@ -224,11 +224,11 @@ func (p *poller) parse(c *Conn, data []byte) int {
 		case h.op == OpContinuation:
 			if c.msgOp == 0 {
 				p.fail(c, CloseProtocolError, "continuation without a message")
-				return len(data)
+				return len(data), 0
 			}
 			if len(c.msg)+len(payload) > limit {
 				p.fail(c, CloseTooBig, "message too big")
-				return len(data)
+				return len(data), 0
 			}
 			if need := len(c.msg) + len(payload); need > cap(c.msg) {
 				// Grow by doubling, but never past the message limit.
@@ -244,7 +244,7 @@ func (p *poller) parse(c *Conn, data []byte) int {
 		default:
 			if c.msgOp != 0 {
 				p.fail(c, CloseProtocolError, "new message inside a fragmented one")
-				return len(data)
+				return len(data), 0
 			}
 			if h.fin {
 				p.deliver(c, h.op, payload)
@@ -254,7 +254,7 @@ func (p *poller) parse(c *Conn, data []byte) int {
 			}
 		}
 	}
-	return len(data)
+	return len(data), 0
 }
 
 // checkClose validates a close frame's payload (RFC 6455 §5.5.1, §7.4): empty, or a status
