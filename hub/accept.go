@@ -43,14 +43,20 @@ func (h *Hub) ServeWS(w http.ResponseWriter, r *http.Request, key string) {
 		return
 	}
 	if n := h.conns.Add(1); n > int64(h.cfg.MaxConnections) {
-		h.conns.Add(-1)
+		h.unclaim(nil)
 		h.refuse(w, accept, RefusedNodeFull, herald.CodeOverCapacity, "node over capacity")
 		return
 	}
 	if n := a.conns.Add(1); a.app.Limits.MaxConnections > 0 && n > int64(a.app.Limits.MaxConnections) {
-		a.conns.Add(-1)
-		h.conns.Add(-1)
+		h.unclaim(a)
 		h.refuse(w, accept, RefusedAppFull, herald.CodeAppOverQuota, "app over its connection quota")
+		return
+	}
+	if h.draining.Load() {
+		// Counted first, checked again: Shutdown sets draining before it reads the count, so
+		// either it waits for this connection or this connection is refused here.
+		h.unclaim(a)
+		h.refuse(w, accept, RefusedDraining, herald.CodeReconnect, "server shutting down, reconnect")
 		return
 	}
 	num := h.nextNum.Add(1)
@@ -62,8 +68,7 @@ func (h *Hub) ServeWS(w http.ResponseWriter, r *http.Request, key string) {
 	hello := ws.TextFrame(pusher.AppendConnectionEstablished(nil, c.sid, int(h.cfg.ActivityTimeout.Seconds())))
 	nc, pre, err := ws.Hijack(w, accept, hello, h.cfg.HandshakeTimeout)
 	if err != nil {
-		a.conns.Add(-1)
-		h.conns.Add(-1)
+		h.unclaim(a)
 		return
 	}
 	c.m.connects.Add(1)
@@ -73,13 +78,28 @@ func (h *Hub) ServeWS(w http.ResponseWriter, r *http.Request, key string) {
 		wc.Data = c
 		c.t = wc
 		c.w.inbox <- cmd{op: opAttach, c: c}
+		if h.draining.Load() {
+			// The client already has connection_established, but Shutdown's close-all may
+			// have passed this worker before the attach: close this one with 4200 too.
+			c.w.inbox <- cmd{op: opClose, c: c, frame: h.closeShutdown}
+		}
 	})
 	if err != nil && c.t == nil {
 		// Never handed to a worker: uncount here.
-		a.conns.Add(-1)
-		h.conns.Add(-1)
+		h.unclaim(a)
 		c.m.disconnects.Add(1)
 		h.log.Warn("attach connection", "err", err)
+	}
+}
+
+// unclaim undoes ServeWS's count of a connection that never reached a worker (and the count
+// of app a, if not nil). Like uncount, it ends a shutdown's wait when the count reaches zero.
+func (h *Hub) unclaim(a *appState) {
+	if a != nil {
+		a.conns.Add(-1)
+	}
+	if h.conns.Add(-1) == 0 && h.draining.Load() {
+		h.drainOne.Do(func() { close(h.drained) })
 	}
 }
 
