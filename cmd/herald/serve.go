@@ -146,8 +146,13 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 	log.Info("shutting down: closing connections with 4200", "connections", h.Stats().Connections, "deadline", cfg.ShutdownTimeout.Duration)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.Duration)
 	defer cancel()
+	// Both at once: srv.Shutdown waits for HTTP requests in progress (and up to 5 s for a
+	// connection that has not sent one), which must not use up the deadline before the
+	// WebSocket clients get their 4200.
+	hubDone := make(chan error, 1)
+	go func() { hubDone <- h.Shutdown(sctx) }()
 	_ = srv.Shutdown(sctx)
-	if err := h.Shutdown(sctx); err != nil {
+	if err := <-hubDone; err != nil {
 		log.Warn("shutdown deadline passed", "err", err, "connections", h.Stats().Connections)
 	}
 	log.Info("stopped")
