@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/herald-rt/herald"
@@ -50,6 +51,7 @@ func validate(app *herald.App, e *eventBody, batch bool) ([]string, string, erro
 			return nil, "", herald.Errorf(herald.CodeInvalid, "channel %q: %s", ch, herald.MessageOf(err))
 		}
 	}
+	chans = dedupe(chans)
 	if e.SocketID != "" && !socketIDPattern.MatchString(e.SocketID) {
 		return nil, "", herald.Errorf(herald.CodeInvalid, "socket_id %q is not a socket id", e.SocketID)
 	}
@@ -61,6 +63,29 @@ func validate(app *herald.App, e *eventBody, batch bool) ([]string, string, erro
 		return nil, "", herald.Errorf(herald.CodeTooLarge, "data is %d bytes, over the limit of %d", len(data), lim.MaxEventPayloadBytes)
 	}
 	return chans, data, nil
+}
+
+// dedupe drops repeated channels, keeping the order of first occurrence: an event naming a
+// channel twice reaches its subscribers once. (Events of a batch are distinct events, even
+// on one channel, and are not merged.) At most MaxChannelsPerEvent names: a quadratic scan
+// allocates nothing and beats a map at that size.
+func dedupe(chans []string) []string {
+	var out []string
+	for i, ch := range chans {
+		if slices.Contains(chans[:i], ch) {
+			if out == nil {
+				out = slices.Clone(chans[:i])
+			}
+			continue
+		}
+		if out != nil {
+			out = append(out, ch)
+		}
+	}
+	if out == nil {
+		return chans
+	}
+	return out
 }
 
 // dataOf returns the event data as the string clients receive: Pusher's SDKs send a JSON

@@ -30,8 +30,9 @@ type Health func() HealthReport
 
 // HealthReport is the /health body.
 type HealthReport struct {
-	// Status is "ok", "draining" (shutting down) or "refusing" (the memory guard refuses new
-	// connections); /ready answers 503 unless it is "ok".
+	// Status is "ok", "draining" (shutting down), "refusing" (the memory guard refuses new
+	// connections) or "full" (Connections.Current has reached Connections.Max; the Server
+	// sets it); /ready answers 503 unless it is "ok".
 	Status      string   `json:"status"`
 	Connections Capacity `json:"connections"`
 	Channels    int64    `json:"channels"`
@@ -48,6 +49,10 @@ type Capacity struct {
 type Config struct {
 	TimestampWindow time.Duration // REST auth_timestamp tolerance; default 600s
 	MaxBodyBytes    int64         // largest request body; default 1 MiB
+	// ReplayProtection refuses (401) a signed request whose signature was already accepted
+	// inside the timestamp window. Off, a captured request can be replayed within the
+	// window, as on Pusher.
+	ReplayProtection bool
 }
 
 // Meter counts an app's REST calls and their bytes; nil counts nothing.
@@ -65,7 +70,8 @@ type Server struct {
 	meter    Meter
 	mux      *http.ServeMux
 	now      func() time.Time
-	limiters sync.Map // app id -> *rateLimiter
+	limiters sync.Map     // app id -> *rateLimiter
+	replays  *replayCache // nil unless Config.ReplayProtection
 }
 
 // New builds the API's handler. meter may be nil.
@@ -80,6 +86,9 @@ func New(cfg Config, apps herald.AppStore, hub Hub, health Health, meter Meter, 
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, apps: apps, hub: hub, health: health, meter: meter, log: log, mux: http.NewServeMux(), now: time.Now}
+	if cfg.ReplayProtection {
+		s.replays = newReplayCache(cfg.TimestampWindow, maxReplayEntries)
+	}
 	s.mux.HandleFunc("GET /app/{key}", func(w http.ResponseWriter, r *http.Request) { hub.ServeWS(w, r, r.PathValue("key")) })
 	s.mux.HandleFunc("POST /apps/{id}/events", s.signed(s.events))
 	s.mux.HandleFunc("POST /apps/{id}/batch_events", s.signed(s.batchEvents))
@@ -107,13 +116,17 @@ type request struct {
 	r    *http.Request
 }
 
-// signed reads the body, finds the app, verifies the signature and takes one request from
-// the app's rate before calling next. Every call for a known app is metered, refused or not.
+// signed checks a REST call as early as the request allows before calling next: the app
+// (from the path) and the query's signature before a byte of the body is read, so that an
+// unsigned request never holds the connection for its body; then the body (bounded, within
+// the request deadline of the Port) and its body_md5; then replay protection, if on; then
+// it takes one request from the app's rate. Every call for a known app is metered, refused
+// or not.
 func (s *Server) signed(next func(w http.ResponseWriter, q *request)) http.HandlerFunc {
 	return func(rw http.ResponseWriter, r *http.Request) {
 		app, ok := s.apps.AppByID(r.PathValue("id"))
 		if !ok {
-			writeError(rw, herald.Errorf(herald.CodeAppNotFound, "app %q does not exist", r.PathValue("id")))
+			refuseEarly(rw, r, herald.Errorf(herald.CodeAppNotFound, "app %q does not exist", r.PathValue("id")))
 			return
 		}
 		w := rw
@@ -121,6 +134,16 @@ func (s *Server) signed(next func(w http.ResponseWriter, q *request)) http.Handl
 			cw := &countingWriter{ResponseWriter: rw}
 			w = cw
 			defer func() { s.meter.Call(app.ID, max(r.ContentLength, 0), cw.n) }()
+		}
+		query := r.URL.Query()
+		// A body of unknown length (chunked) may turn out empty: CheckBodyMD5 decides then.
+		if err := pusher.VerifyQuery(app, r.Method, r.URL.Path, query, r.ContentLength > 0, s.now(), s.cfg.TimestampWindow); err != nil {
+			refuseEarly(w, r, err)
+			return
+		}
+		if r.ContentLength > s.cfg.MaxBodyBytes {
+			refuseEarly(w, r, herald.Errorf(herald.CodeTooLarge, "request body over %d bytes", s.cfg.MaxBodyBytes))
+			return
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
 		if err != nil {
@@ -132,12 +155,23 @@ func (s *Server) signed(next func(w http.ResponseWriter, q *request)) http.Handl
 			writeError(w, herald.Errorf(herald.CodeInvalid, "read body: %v", err))
 			return
 		}
-		if err := pusher.VerifyRequest(app, r.Method, r.URL.Path, r.URL.Query(), body, s.now(), s.cfg.TimestampWindow); err != nil {
+		if err := pusher.CheckBodyMD5(query, body); err != nil {
 			writeError(w, err)
 			return
 		}
-		// After the signature: unsigned requests must not spend the app's rate.
+		var seen replayKey
+		if s.replays != nil {
+			seen = keyOf(app.ID, query.Get("auth_signature"))
+			if err := s.replays.check(seen, s.now()); err != nil {
+				writeError(w, err)
+				return
+			}
+		}
+		// After the signature: unsigned and replayed requests must not spend the app's rate.
 		if wait, ok := s.limiter(app).take(s.now()); !ok {
+			if s.replays != nil {
+				s.replays.forget(seen)
+			}
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 			writeError(w, herald.Errorf(herald.CodeRateLimited, "app %s is over its rate of %d API requests per second",
 				app.ID, app.Limits.MaxAPIRequestsPerSecond))
@@ -147,12 +181,31 @@ func (s *Server) signed(next func(w http.ResponseWriter, q *request)) http.Handl
 	}
 }
 
+// refuseEarly answers a request refused before its body was read, and closes the connection
+// after the answer: the unread body is the client's to keep, not the server's to wait for.
+func refuseEarly(w http.ResponseWriter, r *http.Request, err error) {
+	if r.ContentLength != 0 {
+		w.Header().Set("Connection", "close")
+	}
+	writeError(w, err)
+}
+
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.health())
+	writeJSON(w, http.StatusOK, s.report())
+}
+
+// report is the health report, with Status "full" when the node holds as many connections
+// as it can and is otherwise ok.
+func (s *Server) report() HealthReport {
+	h := s.health()
+	if h.Status == "ok" && h.Connections.Max > 0 && h.Connections.Current >= int64(h.Connections.Max) {
+		h.Status = "full"
+	}
+	return h
 }
 
 func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
-	h := s.health()
+	h := s.report()
 	if h.Status != "ok" {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "status": h.Status})
 		return

@@ -23,19 +23,30 @@ const DefaultRequestWindow = 600 * time.Second
 // restAuthVersion is the only auth_version Pusher defines.
 const restAuthVersion = "1.0"
 
-// VerifyRequest checks a signed REST request (PROTOCOL.md §2.1): auth_key must be app.Key,
-// auth_version "1.0", auth_timestamp within window of now in either direction (window <= 0
-// means DefaultRequestWindow), body_md5 present and equal to the body's MD5 when the body is
-// not empty (and equal to it whenever present), and auth_signature the hex HMAC-SHA256, keyed
-// by app.Secret, of
+// VerifyRequest checks a signed REST request (PROTOCOL.md §2.1): VerifyQuery, then
+// CheckBodyMD5 on the body. A server that reads the body from the network calls the two
+// apart, so that an unsigned request is refused before its body is read.
+func VerifyRequest(app *herald.App, method, path string, query url.Values, body []byte, now time.Time, window time.Duration) error {
+	if err := VerifyQuery(app, method, path, query, len(body) > 0, now, window); err != nil {
+		return err
+	}
+	return CheckBodyMD5(query, body)
+}
+
+// VerifyQuery checks everything of a signed REST request that the query string holds, before
+// the body is read: auth_key must be app.Key, auth_version "1.0", auth_timestamp within window
+// of now in either direction (window <= 0 means DefaultRequestWindow), body_md5 present when
+// hasBody (a body is announced), well formed whenever present, and auth_signature the hex
+// HMAC-SHA256, keyed by app.Secret, of
 //
 //	METHOD + "\n" + path + "\n" + join("&", "key=value" for every other query parameter)
 //
 // with keys lowercased, pairs sorted by key (then value) and nothing URL-encoded. pusher-http-node
 // sorts without lowercasing; a request whose keys are not all lowercase is also accepted when
-// signed that way. path is the path the client signed, normally r.URL.Path. Signatures compare
-// in constant time. The error is a *herald.Error with herald.CodeUnauthorized.
-func VerifyRequest(app *herald.App, method, path string, query url.Values, body []byte, now time.Time, window time.Duration) error {
+// signed that way. path is the path the client signed, normally r.URL.Path. The signature
+// covers body_md5, so once the body is read CheckBodyMD5 completes the check. Signatures
+// compare in constant time. The error is a *herald.Error with herald.CodeUnauthorized.
+func VerifyQuery(app *herald.App, method, path string, query url.Values, hasBody bool, now time.Time, window time.Duration) error {
 	if app == nil || app.Secret == "" {
 		return unauthorized("unknown app")
 	}
@@ -74,7 +85,7 @@ func VerifyRequest(app *herald.App, method, path string, query url.Values, body 
 	case age < -window:
 		return unauthorized("auth_timestamp is more than %s ahead of the server's time", window)
 	}
-	if err := checkBodyMD5(query, body); err != nil {
+	if _, err := bodyMD5(query, hasBody); err != nil {
 		return err
 	}
 	var sig [sha256.Size]byte
@@ -149,27 +160,39 @@ func requestMAC(secret, method, path string, query url.Values, lower bool) []byt
 	return mac.Sum(nil)
 }
 
-func checkBodyMD5(query url.Values, body []byte) error {
-	vs := query["body_md5"]
-	switch {
-	case len(vs) == 0 && len(body) == 0:
-		return nil
-	case len(vs) == 0:
-		return unauthorized("missing body_md5")
-	case len(vs) > 1:
-		return unauthorized("duplicate body_md5")
+// CheckBodyMD5 checks the body of a request whose query VerifyQuery accepted: body_md5 must be
+// present when the body is not empty, and equal to the body's MD5 whenever present.
+func CheckBodyMD5(query url.Values, body []byte) error {
+	got, err := bodyMD5(query, len(body) > 0)
+	if err != nil || got == nil {
+		return err
 	}
-	var got [md5.Size]byte
-	if len(vs[0]) != hex.EncodedLen(len(got)) {
-		return unauthorized("body_md5 mismatch")
-	}
-	if _, err := hex.Decode(got[:], []byte(vs[0])); err != nil {
-		return unauthorized("body_md5 mismatch")
-	}
-	if want := md5.Sum(body); !hmac.Equal(want[:], got[:]) {
+	if want := md5.Sum(body); !hmac.Equal(want[:], got) {
 		return unauthorized("body_md5 mismatch")
 	}
 	return nil
+}
+
+// bodyMD5 returns the decoded body_md5 parameter, nil when there is none; it is required
+// when hasBody.
+func bodyMD5(query url.Values, hasBody bool) ([]byte, error) {
+	vs := query["body_md5"]
+	switch {
+	case len(vs) == 0 && !hasBody:
+		return nil, nil
+	case len(vs) == 0:
+		return nil, unauthorized("missing body_md5")
+	case len(vs) > 1:
+		return nil, unauthorized("duplicate body_md5")
+	}
+	got := make([]byte, md5.Size)
+	if len(vs[0]) != hex.EncodedLen(len(got)) {
+		return nil, unauthorized("body_md5 mismatch")
+	}
+	if _, err := hex.Decode(got, []byte(vs[0])); err != nil {
+		return nil, unauthorized("body_md5 mismatch")
+	}
+	return got, nil
 }
 
 // single returns the one value of a required parameter.

@@ -1,0 +1,322 @@
+package httpapi
+
+import (
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// PortConfig bounds the HTTP phase of the connections to one listening port: from accept
+// until the connection closes or is hijacked (a WebSocket upgrade hands it to the epoll
+// engine and it leaves the port's count once net/http's descriptor is closed). Zero values
+// mean the defaults noted.
+type PortConfig struct {
+	// MaxConns is the most connections in their HTTP phase at once, idle keep-alive ones
+	// included; default 256. Each holds a descriptor, a goroutine and two 4 KiB buffers.
+	MaxConns int
+	// HeaderTimeout bounds reading a request's headers (a WebSocket upgrade is a request
+	// too); default RequestTimeout.
+	HeaderTimeout time.Duration
+	// RequestTimeout bounds reading a whole request, headers and body, from its first byte;
+	// default 10s.
+	RequestTimeout time.Duration
+	// WriteTimeout bounds writing a response from the end of its request's headers; default
+	// RequestTimeout, negative means none (pprof's profiles take as long as asked).
+	WriteTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection that waits this long for its next request;
+	// default 30s.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request's header; default 32 KiB.
+	MaxHeaderBytes int
+	// Name is the port's name in logs ("api", "metrics", "pprof").
+	Name string
+}
+
+func (c PortConfig) withDefaults() PortConfig {
+	if c.MaxConns <= 0 {
+		c.MaxConns = 256
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 10 * time.Second
+	}
+	if c.HeaderTimeout <= 0 {
+		c.HeaderTimeout = c.RequestTimeout
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = c.RequestTimeout
+	}
+	if c.WriteTimeout < 0 {
+		c.WriteTimeout = 0
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = 30 * time.Second
+	}
+	if c.MaxHeaderBytes <= 0 {
+		c.MaxHeaderBytes = 32 << 10
+	}
+	return c
+}
+
+// Port is a listener that admits at most MaxConns connections in their HTTP phase, and the
+// http.Server (Server) whose deadlines bound each request. When the port is full, a new
+// connection takes the place of the connection idle longest in keep-alive, else of the one
+// that has been in its request longest (a slow-loris: a request that trickles in holds its
+// place only until someone needs it); only when neither exists (every connection is being
+// handed to the WebSocket engine) is the new connection closed unserved. So during a flood
+// of slow requests, /health, signed publishes and WebSocket upgrades are still served, and
+// the flood costs at most MaxConns descriptors. A descriptor shortage at accept (EMFILE)
+// evicts the same way instead of spinning.
+//
+// Port is safe for concurrent use; its mutex guards the lists and is held for a few pointer
+// updates per connection state change.
+type Port struct {
+	net.Listener
+	cfg PortConfig
+	log *slog.Logger
+
+	mu   sync.Mutex
+	open int      // admitted and not yet closed, hijacked ones included
+	idle connList // keep-alive connections between requests, oldest first
+	busy connList // connections reading, or serving, a request, longest first
+
+	evictedIdle, evictedBusy, refused, fdShort atomic.Int64
+	lastWarn                                   atomic.Int64 // unix ns of the last warning
+}
+
+// PortStats are a Port's counts.
+type PortStats struct {
+	Open, Max int // connections in their HTTP phase now, and the limit
+	// EvictedIdle and EvictedBusy count connections closed to make room for a new one: idle
+	// keep-alive ones, and ones in a request (slow-loris). Refused counts new connections
+	// closed because nothing could make room; FDShortages counts accepts that failed for
+	// want of a descriptor.
+	EvictedIdle, EvictedBusy, Refused, FDShortages int64
+}
+
+// NewPort wraps ln. log may be nil.
+func NewPort(ln net.Listener, cfg PortConfig, log *slog.Logger) *Port {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cfg = cfg.withDefaults()
+	return &Port{Listener: ln, cfg: cfg, log: log.With("port", cfg.Name)}
+}
+
+// Server returns an http.Server serving h with the port's deadlines and connection
+// tracking; serve it on p.
+func (p *Port) Server(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: p.cfg.HeaderTimeout,
+		ReadTimeout:       p.cfg.RequestTimeout,
+		WriteTimeout:      p.cfg.WriteTimeout,
+		IdleTimeout:       p.cfg.IdleTimeout,
+		MaxHeaderBytes:    p.cfg.MaxHeaderBytes,
+		ConnState:         p.connState,
+		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
+	}
+}
+
+// Stats returns the port's counts.
+func (p *Port) Stats() PortStats {
+	p.mu.Lock()
+	open := p.open
+	p.mu.Unlock()
+	return PortStats{Open: open, Max: p.cfg.MaxConns, EvictedIdle: p.evictedIdle.Load(), EvictedBusy: p.evictedBusy.Load(),
+		Refused: p.refused.Load(), FDShortages: p.fdShort.Load()}
+}
+
+// Accept returns the next connection, making room for it when the port is full.
+func (p *Port) Accept() (net.Conn, error) {
+	for {
+		nc, err := p.Listener.Accept()
+		if err != nil {
+			if !errors.Is(err, syscall.EMFILE) && !errors.Is(err, syscall.ENFILE) {
+				return nil, err
+			}
+			// Out of descriptors: free one of ours, and let the kernel's queue wait a
+			// moment rather than spin on the error.
+			p.fdShort.Add(1)
+			p.mu.Lock()
+			victim := p.evictLocked()
+			p.mu.Unlock()
+			if victim != nil {
+				victim.Conn.Close()
+			}
+			p.warn("out of file descriptors at accept", "err", err)
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		c := &portConn{Conn: nc, p: p}
+		if p.admit(c) {
+			return c, nil
+		}
+		nc.Close()
+	}
+}
+
+// admit counts c in, evicting a connection when the port is full; false means c is refused.
+func (p *Port) admit(c *portConn) bool {
+	p.mu.Lock()
+	var victim *portConn
+	if p.open >= p.cfg.MaxConns {
+		if victim = p.evictLocked(); victim == nil {
+			p.mu.Unlock()
+			p.refused.Add(1)
+			p.warn("HTTP connections at their limit, none can make room: refusing")
+			return false
+		}
+	}
+	p.open++
+	p.busy.pushBack(c)
+	p.mu.Unlock()
+	if victim != nil {
+		victim.Conn.Close()
+		p.warn("HTTP connections at their limit: closed the oldest idle or slowest to make room")
+	}
+	return true
+}
+
+// evictLocked picks the connection to close for room, uncounts it and returns it for the
+// caller to close outside the lock; nil when there is none. p.mu must be held.
+func (p *Port) evictLocked() *portConn {
+	victim := p.idle.head
+	if victim != nil {
+		p.evictedIdle.Add(1)
+	} else if victim = p.busy.head; victim != nil {
+		p.evictedBusy.Add(1)
+	} else {
+		return nil
+	}
+	p.releaseLocked(victim)
+	return victim
+}
+
+// releaseLocked uncounts c once. p.mu must be held.
+func (p *Port) releaseLocked(c *portConn) {
+	if c.released {
+		return
+	}
+	c.released = true
+	if c.list != nil {
+		c.list.remove(c)
+	}
+	p.open--
+}
+
+// connState follows net/http's view of each connection: a request being read or served is
+// busy, a keep-alive connection between requests is idle, a hijacked one can no longer be
+// evicted and stays counted until its descriptor is closed.
+func (p *Port) connState(nc net.Conn, st http.ConnState) {
+	c, ok := nc.(*portConn)
+	if !ok {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c.released {
+		return
+	}
+	switch st {
+	case http.StateActive:
+		c.move(&p.busy)
+	case http.StateIdle:
+		c.move(&p.idle)
+	case http.StateHijacked:
+		if c.list != nil {
+			c.list.remove(c)
+		}
+	case http.StateClosed:
+		p.releaseLocked(c)
+	}
+}
+
+// warn logs a capacity warning at most once every 10 s, with the running totals.
+func (p *Port) warn(msg string, args ...any) {
+	now := time.Now().UnixNano()
+	last := p.lastWarn.Load()
+	if now-last < int64(10*time.Second) || !p.lastWarn.CompareAndSwap(last, now) {
+		return
+	}
+	st := p.Stats()
+	p.log.Warn(msg, append(args, "open", st.Open, "max", st.Max, "evicted_idle_total", st.EvictedIdle,
+		"evicted_busy_total", st.EvictedBusy, "refused_total", st.Refused)...)
+}
+
+// portConn is one connection counted by a Port. It keeps the descriptor reachable
+// (syscall.Conn) so that a WebSocket upgrade can hand it to the epoll engine.
+type portConn struct {
+	net.Conn
+	p *Port
+
+	// Guarded by p.mu.
+	list       *connList // the list holding c; nil once hijacked or released
+	prev, next *portConn
+	released   bool
+}
+
+// Close closes the connection and uncounts it.
+func (c *portConn) Close() error {
+	err := c.Conn.Close()
+	c.p.mu.Lock()
+	c.p.releaseLocked(c)
+	c.p.mu.Unlock()
+	return err
+}
+
+// SyscallConn exposes the descriptor (syscall.Conn).
+func (c *portConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.New("httpapi: connection has no descriptor")
+	}
+	return sc.SyscallConn()
+}
+
+// CloseWrite half-closes the connection, as net/http does before closing.
+func (c *portConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
+// move puts c at the back of l. p.mu must be held.
+func (c *portConn) move(l *connList) {
+	if c.list != nil {
+		c.list.remove(c)
+	}
+	l.pushBack(c)
+}
+
+// connList is an intrusive doubly linked list of connections, in the order they joined it.
+type connList struct{ head, tail *portConn }
+
+func (l *connList) pushBack(c *portConn) {
+	c.list, c.prev, c.next = l, l.tail, nil
+	if l.tail != nil {
+		l.tail.next = c
+	} else {
+		l.head = c
+	}
+	l.tail = c
+}
+
+func (l *connList) remove(c *portConn) {
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else {
+		l.head = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	} else {
+		l.tail = c.prev
+	}
+	c.list, c.prev, c.next = nil, nil, nil
+}
