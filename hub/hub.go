@@ -34,6 +34,13 @@ type Config struct {
 	SweepInterval       time.Duration // how often workers check timeouts; default 1s
 	InboxSize           int           // commands queued per worker; default 8192
 
+	// The last events of cache channels, kept for CacheTTL, are bounded in bytes (frames,
+	// names and bookkeeping) per app and per node; past a bound the least recently written
+	// are evicted and their channels answer pusher:cache_miss again.
+	CacheMaxBytes       int           // node; default 64 MiB
+	CacheMaxBytesPerApp int           // each app; default a quarter of CacheMaxBytes
+	CacheTTL            time.Duration // default 30 min, as Pusher
+
 	// Admission control; nil means no limit of that kind.
 	Memory *guard.Memory // refuse new connections (4100) while it refuses
 	IPRate *guard.IPRate // refuse an address's connections over its rate (4100)
@@ -69,6 +76,13 @@ func (c Config) withDefaults() Config {
 	if c.InboxSize <= 0 {
 		c.InboxSize = 8192
 	}
+	if c.CacheMaxBytes <= 0 {
+		c.CacheMaxBytes = 64 << 20
+	}
+	if c.CacheMaxBytesPerApp <= 0 {
+		c.CacheMaxBytesPerApp = c.CacheMaxBytes / 4
+	}
+	def(&c.CacheTTL, 30*time.Minute)
 	return c
 }
 
@@ -95,6 +109,7 @@ type Hub struct {
 	workers []*worker
 	engine  *ws.Engine
 	prefix  string // socket id prefix, random per process
+	cache   *cacheNode
 
 	clock    atomic.Int64 // ms, advanced by the clock goroutine
 	nextNum  atomic.Uint64
@@ -137,6 +152,7 @@ func New(cfg Config, apps []*herald.App, log *slog.Logger) (*Hub, error) {
 		prefix:  strconv.FormatUint(uint64(binary.LittleEndian.Uint32(rnd[:])%1_000_000_000), 10),
 		drained: make(chan struct{}),
 		stop:    make(chan struct{}),
+		cache:   newCacheNode(cfg),
 	}
 	for _, a := range apps {
 		origins, err := guard.ParseOrigins(a.AllowedOrigins)
@@ -144,7 +160,7 @@ func New(cfg Config, apps []*herald.App, log *slog.Logger) (*Hub, error) {
 			return nil, fmt.Errorf("app %s: allowed origins: %w", a.ID, err)
 		}
 		lim := a.Limits.WithDefaults()
-		st := &appState{app: a, channels: newRegistry(cfg.Workers, &h.channels), cache: newCache(), users: map[string][]*Conn{},
+		st := &appState{app: a, channels: newRegistry(cfg.Workers, &h.channels), cache: newCache(h.cache), users: map[string][]*Conn{},
 			counters: make([]counters, cfg.Workers), origins: origins,
 			events: guard.Rate{PerSecond: float64(lim.MaxClientEventsPerSecond), Burst: float64(lim.MaxClientEventsPerSecond)}}
 		if cfg.PublishLatency != nil {
@@ -195,10 +211,11 @@ func (h *Hub) tick() {
 		case now := <-t.C:
 			ms := now.UnixMilli()
 			h.clock.Store(ms)
-			if n++; n%600 == 0 {
-				for _, a := range h.apps {
-					a.cache.expire(ms)
-				}
+			if n++; n%10 == 0 {
+				h.cache.expire(ms)
+			}
+			if n%600 == 0 {
+				h.cache.compact()
 			}
 		case <-h.stop:
 			return

@@ -38,6 +38,9 @@ type AppMetrics struct {
 	ClientEventsLimited int64
 	Channels            int64
 	Subscriptions       int64
+	CacheBytes          int64 // held by the last events of cache channels, see Config.CacheMaxBytesPerApp
+	CacheEntries        int64
+	CacheEvictions      int64 // last events dropped to stay within a bound (not TTL expiries)
 }
 
 // AppMetrics returns every app's counters, summed over workers.
@@ -49,6 +52,10 @@ func (h *Hub) AppMetrics() []AppMetrics {
 			Connections:   a.conns.Load(),
 			Channels:      a.channels.count.Load(),
 			Subscriptions: a.channels.subs.Load(),
+
+			CacheBytes:     a.cache.bytes.Load(),
+			CacheEntries:   a.cache.entries.Load(),
+			CacheEvictions: a.cache.evictions.Load(),
 		}
 		for i := range a.counters {
 			c := &a.counters[i]
