@@ -27,6 +27,7 @@ type collector struct {
 	slow, eventsLimited, channels, subs      *prometheus.Desc
 	refused, queueDepth, pongTimeouts        *prometheus.Desc
 	capacity, refusing, nodeConns, nodeChans *prometheus.Desc
+	cacheBytes, cacheEntries, cacheEvictions *prometheus.Desc
 }
 
 func newCollector(prefix string, src Source, http *HTTP) *collector {
@@ -55,6 +56,10 @@ func newCollector(prefix string, src Source, http *HTTP) *collector {
 		channels:      d("channels", "Occupied channels now.", app),
 		subs:          d("subscriptions", "Channel subscriptions now.", app),
 
+		cacheBytes:     d("cache_bytes", "Bytes held by the last events of cache channels (frames, names, bookkeeping), bounded by cache.max_bytes_per_app.", app),
+		cacheEntries:   d("cache_entries", "Cache channels holding a last event.", app),
+		cacheEvictions: d("cache_evictions_total", "Last events of cache channels evicted to stay within cache.max_bytes_per_app or cache.max_bytes (TTL expiries not counted).", app),
+
 		refused:      d("refused_connections_total", "Connections refused at the handshake, by reason.", "reason"),
 		queueDepth:   d("fanout_queue_depth", "Commands waiting in each fan-out worker's queue.", "worker"),
 		pongTimeouts: d("pong_timeouts_total", "Connections closed with 4201 for not answering a ping."),
@@ -69,7 +74,8 @@ func newCollector(prefix string, src Source, http *HTTP) *collector {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.connected, c.newConns, c.disconnects, c.sent, c.received, c.sentBytes,
 		c.receivedBytes, c.httpCalls, c.httpReceived, c.httpTransmitted, c.slow, c.eventsLimited, c.channels, c.subs,
-		c.refused, c.queueDepth, c.pongTimeouts, c.capacity, c.refusing, c.nodeConns, c.nodeChans} {
+		c.refused, c.queueDepth, c.pongTimeouts, c.capacity, c.refusing, c.nodeConns, c.nodeChans,
+		c.cacheBytes, c.cacheEntries, c.cacheEvictions} {
 		ch <- d
 	}
 }
@@ -94,6 +100,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.eventsLimited, m.ClientEventsLimited, m.AppID)
 		gauge(c.channels, float64(m.Channels), m.AppID)
 		gauge(c.subs, float64(m.Subscriptions), m.AppID)
+		gauge(c.cacheBytes, float64(m.CacheBytes), m.AppID)
+		gauge(c.cacheEntries, float64(m.CacheEntries), m.AppID)
+		counter(c.cacheEvictions, m.CacheEvictions, m.AppID)
 		if c.http != nil {
 			if h := c.http.apps[m.AppID]; h != nil {
 				counter(c.httpCalls, h.calls.Load(), m.AppID)
