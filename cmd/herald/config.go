@@ -46,6 +46,7 @@ type Config struct {
 	ConnectionRatePerIP  int
 	ConnectionBurstPerIP int
 	Memory               MemoryConfig
+	Cache                CacheConfig
 	Metrics              MetricsConfig
 	Pprof                PprofConfig
 	Log                  LogConfig
@@ -60,6 +61,14 @@ type MemoryConfig struct {
 	LimitBytes         int // 0 = the cgroup limit, else the machine's memory
 	RefuseAbovePercent int // 0 = no guard
 	AcceptBelowPercent int
+}
+
+// CacheConfig bounds the last events that cache channels keep: frames, names and
+// bookkeeping, counted in bytes. Past a bound the least recently written are evicted.
+type CacheConfig struct {
+	MaxBytes       int      // every app's on this node together
+	MaxBytesPerApp int      // each app's
+	TTL            Duration // how long an event stays cached
 }
 
 // MetricsConfig is the Prometheus endpoint, served on its own listener.
@@ -121,6 +130,7 @@ func defaultConfig() Config {
 		RESTTimestampWindow: Duration{600 * time.Second},
 		HandshakeTimeout:    Duration{5 * time.Second},
 		Memory:              MemoryConfig{RefuseAbovePercent: 90, AcceptBelowPercent: 80},
+		Cache:               CacheConfig{MaxBytes: 64 << 20, MaxBytesPerApp: 16 << 20, TTL: Duration{30 * time.Minute}},
 		Metrics:             MetricsConfig{Enabled: true, Host: "127.0.0.1", Port: 9601, Prefix: "herald_"},
 		Pprof:               PprofConfig{MutexFraction: 10, BlockRate: 100_000},
 		Log:                 LogConfig{Level: "info", Format: "text"},
@@ -184,6 +194,9 @@ var settings = []setting{
 	{"memory.limit_bytes", "memory the guard's percentages apply to; 0 = cgroup limit, else machine memory", func(c *Config) any { return &c.Memory.LimitBytes }},
 	{"memory.refuse_above_percent", "refuse new connections (4100) above this share of the limit; 0 = no guard", func(c *Config) any { return &c.Memory.RefuseAbovePercent }},
 	{"memory.accept_below_percent", "accept connections again below this share of the limit", func(c *Config) any { return &c.Memory.AcceptBelowPercent }},
+	{"cache.max_bytes", "bytes the last events of every app's cache channels may hold on this node", func(c *Config) any { return &c.Cache.MaxBytes }},
+	{"cache.max_bytes_per_app", "bytes the last events of one app's cache channels may hold", func(c *Config) any { return &c.Cache.MaxBytesPerApp }},
+	{"cache.ttl", "how long a cache channel keeps its last event", func(c *Config) any { return &c.Cache.TTL }},
 	{"metrics.enabled", "serve Prometheus metrics on their own listener", func(c *Config) any { return &c.Metrics.Enabled }},
 	{"metrics.host", "interface of the metrics listener", func(c *Config) any { return &c.Metrics.Host }},
 	{"metrics.port", "port of the metrics listener; 0 = any free port", func(c *Config) any { return &c.Metrics.Port }},

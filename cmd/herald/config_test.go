@@ -48,6 +48,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		RESTTimestampWindow: secs(600),
 		HandshakeTimeout:    secs(5),
 		Memory:              MemoryConfig{RefuseAbovePercent: 90, AcceptBelowPercent: 80},
+		Cache:               CacheConfig{MaxBytes: 67108864, MaxBytesPerApp: 16777216, TTL: secs(1800)},
 		Metrics:             MetricsConfig{Enabled: true, Host: "127.0.0.1", Port: 9601, Prefix: "herald_"},
 		Pprof:               PprofConfig{MutexFraction: 10, BlockRate: 100000},
 		Log:                 LogConfig{Level: "info", Format: "text"},
@@ -77,6 +78,7 @@ handshake_timeout: 3s
 connection_rate_per_ip: 20
 connection_burst_per_ip: 40
 memory: { limit_bytes: 1000000000, refuse_above_percent: 85, accept_below_percent: 70 }
+cache: { max_bytes: 33554432, max_bytes_per_app: 8388608, ttl: 10m }
 metrics: { enabled: false, host: 0.0.0.0, port: 9700, prefix: soketi_ }
 pprof: { addr: "127.0.0.1:6060", mutex_fraction: 5, block_rate: 1000 }
 log: { level: debug, format: json }
@@ -116,6 +118,11 @@ connection_burst_per_ip = 40
 limit_bytes = 1000000000
 refuse_above_percent = 85
 accept_below_percent = 70
+
+[cache]
+max_bytes = 33554432
+max_bytes_per_app = 8388608
+ttl = "10m"
 
 [metrics]
 enabled = false
@@ -166,6 +173,7 @@ var fullWant = Config{
 	HandshakeTimeout:    secs(3),
 	ConnectionRatePerIP: 20, ConnectionBurstPerIP: 40,
 	Memory:  MemoryConfig{LimitBytes: 1000000000, RefuseAbovePercent: 85, AcceptBelowPercent: 70},
+	Cache:   CacheConfig{MaxBytes: 33554432, MaxBytesPerApp: 8388608, TTL: secs(600)},
 	Metrics: MetricsConfig{Enabled: false, Host: "0.0.0.0", Port: 9700, Prefix: "soketi_"},
 	Pprof:   PprofConfig{Addr: "127.0.0.1:6060", MutexFraction: 5, BlockRate: 1000},
 	Log:     LogConfig{Level: "debug", Format: "json"},
@@ -240,6 +248,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 			"HERALD_OUTBOUND_BUFFER_BYTES": "7000", "HERALD_WORKERS": "8", "HERALD_REST_TIMESTAMP_WINDOW": "9",
 			"HERALD_HANDSHAKE_TIMEOUT": "10", "HERALD_CONNECTION_RATE_PER_IP": "11", "HERALD_CONNECTION_BURST_PER_IP": "12",
 			"HERALD_MEMORY_LIMIT_BYTES": "13000", "HERALD_MEMORY_REFUSE_ABOVE_PERCENT": "14", "HERALD_MEMORY_ACCEPT_BELOW_PERCENT": "13",
+			"HERALD_CACHE_MAX_BYTES": "1000000", "HERALD_CACHE_MAX_BYTES_PER_APP": "500000", "HERALD_CACHE_TTL": "19",
 			"HERALD_METRICS_ENABLED": "false", "HERALD_METRICS_HOST": "m", "HERALD_METRICS_PORT": "15", "HERALD_METRICS_PREFIX": "p_",
 			"HERALD_PPROF_ADDR": "127.0.0.1:16", "HERALD_PPROF_MUTEX_FRACTION": "17", "HERALD_PPROF_BLOCK_RATE": "18",
 			"HERALD_LOG_LEVEL": "warn", "HERALD_LOG_FORMAT": "json",
@@ -248,6 +257,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 				PongTimeout: secs(5), MaxMessageBytes: 6000, OutboundBufferBytes: 7000, Workers: 8,
 				RESTTimestampWindow: secs(9), HandshakeTimeout: secs(10), ConnectionRatePerIP: 11, ConnectionBurstPerIP: 12,
 				Memory:  MemoryConfig{LimitBytes: 13000, RefuseAbovePercent: 14, AcceptBelowPercent: 13},
+				Cache:   CacheConfig{MaxBytes: 1000000, MaxBytesPerApp: 500000, TTL: secs(19)},
 				Metrics: MetricsConfig{Enabled: false, Host: "m", Port: 15, Prefix: "p_"},
 				Pprof:   PprofConfig{Addr: "127.0.0.1:16", MutexFraction: 17, BlockRate: 18},
 				Log:     LogConfig{"warn", "json"}, Apps: c.Apps}
@@ -257,6 +267,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 			"--outbound-buffer-bytes", "7000", "--workers", "8", "--rest-timestamp-window", "9",
 			"--handshake-timeout", "10", "--connection-rate-per-ip", "11", "--connection-burst-per-ip", "12",
 			"--memory-limit-bytes", "13000", "--memory-refuse-above-percent", "14", "--memory-accept-below-percent", "13",
+			"--cache-max-bytes", "1000000", "--cache-max-bytes-per-app", "500000", "--cache-ttl", "19s",
 			"--metrics-enabled=false", "--metrics-host", "m", "--metrics-port", "15", "--metrics-prefix", "p_",
 			"--pprof-addr", "127.0.0.1:16", "--pprof-mutex-fraction", "17", "--pprof-block-rate", "18",
 			"--log-level", "warn", "--log-format", "json"}, nil,
@@ -265,6 +276,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 					PongTimeout: secs(5), MaxMessageBytes: 6000, OutboundBufferBytes: 7000, Workers: 8,
 					RESTTimestampWindow: secs(9), HandshakeTimeout: secs(10), ConnectionRatePerIP: 11, ConnectionBurstPerIP: 12,
 					Memory:  MemoryConfig{LimitBytes: 13000, RefuseAbovePercent: 14, AcceptBelowPercent: 13},
+					Cache:   CacheConfig{MaxBytes: 1000000, MaxBytesPerApp: 500000, TTL: secs(19)},
 					Metrics: MetricsConfig{Enabled: false, Host: "m", Port: 15, Prefix: "p_"},
 					Pprof:   PprofConfig{Addr: "127.0.0.1:16", MutexFraction: 17, BlockRate: 18},
 					Log:     LogConfig{"warn", "json"}, Apps: c.Apps}
@@ -398,6 +410,10 @@ func TestLoadConfigProblems(t *testing.T) {
 			"memory.refuse_above_percent: 101 out of range 1..100 (from flag --memory-refuse-above-percent)"},
 		{"accept percent not below refuse", "c.yaml:memory: {refuse_above_percent: 70, accept_below_percent: 80}", nil, nil,
 			"memory.accept_below_percent: 80 must be below memory.refuse_above_percent (70) (from file "},
+		{"cache per app above the node", "", []string{"--cache-max-bytes", "1048576", "--cache-max-bytes-per-app", "2097152"}, nil,
+			"cache.max_bytes_per_app: 2097152 must not be above cache.max_bytes (1048576) (from flag --cache-max-bytes-per-app)"},
+		{"cache bound too small", "c.yaml:cache: {max_bytes: 1000}", nil, nil, "cache.max_bytes: 1000 must be at least 65536 (from file "},
+		{"cache ttl too short", "", nil, map[string]string{"HERALD_CACHE_TTL": "10ms"}, "cache.ttl: 10ms must be at least 1s (from env HERALD_CACHE_TTL)"},
 		{"metrics port out of range", "", nil, map[string]string{"HERALD_METRICS_PORT": "-1"}, "metrics.port: -1 out of range 0..65535 (from env HERALD_METRICS_PORT)"},
 		{"metrics port is the api port", "", []string{"--metrics-port", "6001"}, nil, "metrics.port: 6001 is the API's port; metrics need their own (from flag --metrics-port)"},
 		{"metrics prefix", "", []string{"--metrics-prefix", "my-prefix"}, nil, `metrics.prefix: "my-prefix" must match [a-zA-Z_][a-zA-Z0-9_]* (from flag --metrics-prefix)`},
@@ -572,7 +588,7 @@ func TestSchemaCoversEveryField(t *testing.T) {
 		seen[s.ref(&c)] = true
 	}
 	// Every Config field but the groups and Apps is one setting; each group's fields are.
-	groups := []any{c.Log, c.Memory, c.Metrics, c.Pprof}
+	groups := []any{c.Log, c.Memory, c.Cache, c.Metrics, c.Pprof}
 	want := reflect.TypeOf(c).NumField() - len(groups) - 1
 	for _, g := range groups {
 		want += reflect.TypeOf(g).NumField()

@@ -39,6 +39,12 @@ func (l *loader) validate() {
 			l.problem("memory.accept_below_percent", "%d must be below memory.refuse_above_percent (%d)", m.AcceptBelowPercent, m.RefuseAbovePercent)
 		}
 	}
+	l.atLeast("cache.max_bytes", c.Cache.MaxBytes, 64<<10)
+	l.atLeast("cache.max_bytes_per_app", c.Cache.MaxBytesPerApp, 64<<10)
+	if c.Cache.MaxBytesPerApp > c.Cache.MaxBytes {
+		l.problem("cache.max_bytes_per_app", "%d must not be above cache.max_bytes (%d)", c.Cache.MaxBytesPerApp, c.Cache.MaxBytes)
+	}
+	l.longerThan("cache.ttl", c.Cache.TTL, time.Second)
 	if c.Metrics.Enabled {
 		if c.Metrics.Host == "" {
 			l.problem("metrics.host", "must not be empty")
