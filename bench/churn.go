@@ -138,6 +138,10 @@ func Churn(ctx context.Context, cfg ChurnConfig) (rep *ChurnReport, err error) {
 	if perr := <-published; err == nil {
 		err = perr
 	}
+	if err == nil && rep.Cycles.Completed == 0 {
+		err = nothingMeasured("none of %d connect–subscribe–disconnect cycles completed in %v (first error: %s)",
+			rep.Cycles.Attempted, cfg.Duration, or(rep.Cycles.FirstError, "none"))
+	}
 	if err != nil {
 		return rep, err
 	}
@@ -158,6 +162,9 @@ func Churn(ctx context.Context, cfg ChurnConfig) (rep *ChurnReport, err error) {
 	rep.Delivery = steady.delivery(func(int) int32 { return last }, seq.failedOn)
 	rep.Delivery.Complete, rep.Delivery.WaitSeconds = complete, wait
 	rep.Latency = rec.tally().Latency.summary()
+	if err := checkDelivered(rep.Delivery); err != nil {
+		return rep, err
+	}
 
 	pub.close() // its keep-alive connections are not the server's to count
 	if s := rep.ServerState; s.Error == "" {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/herald-rt/herald/ws"
@@ -33,7 +34,8 @@ type client struct {
 	conn   *ws.Conn  // set when attached
 	chans  []int32   // the run's channel index of each track; shared between clients
 	tracks []track
-	shard  int32 // latency shard
+	shard  int32        // latency shard
+	pings  atomic.Int32 // pusher:ping messages answered
 
 	mu      sync.Mutex // guards what follows and every write to conn
 	pending []byte     // frames the kernel has not taken yet
@@ -185,6 +187,7 @@ func (c *client) onMessage(op ws.Opcode, p []byte) {
 	case ws.OpText, ws.OpBinary:
 		if !c.event(p, time.Now().UnixNano()) && isPusherPing(p) {
 			c.rec.pings.Add(1)
+			c.pings.Add(1)
 			c.send(ws.OpText, pongMessage)
 		}
 	case ws.OpPing:

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,28 +10,57 @@ import (
 	"github.com/herald-rt/herald/hub"
 )
 
-// waitFor polls cond every few milliseconds until it holds or d passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+// waitFor polls cond every few milliseconds until it holds or d passes; a test gives d
+// generously (patience), as the machine may be busy. On failure it reports what it waited for
+// and, with seen, what it saw last.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool, seen ...func() string) {
 	t.Helper()
-	deadline := time.Now().Add(d)
+	start := time.Now()
 	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
+		if time.Since(start) > d {
+			msg := fmt.Sprintf("waited %v for %s; it did not happen", d, what)
+			for _, s := range seen {
+				msg += "; saw " + s()
+			}
+			t.Fatal(msg)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 }
 
+// pingsPerClient returns how many pusher:ping messages each client of p has answered.
+func pingsPerClient(p *pool) []int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := make([]int32, len(p.clients))
+	for i, c := range p.clients {
+		n[i] = c.pings.Load()
+	}
+	return n
+}
+
 // TestAnswersPusherPing: herald pings silent clients and closes those that do not answer
 // (4201); attached clients answer, so none is lost.
 func TestAnswersPusherPing(t *testing.T) {
-	target, _ := startHub(t, hub.Config{ActivityTimeout: 200 * time.Millisecond, PongTimeout: 300 * time.Millisecond, SweepInterval: 20 * time.Millisecond}, nil)
+	// herald pings a client again only once it has counted its pong: a second ping to every
+	// client proves every client answered, however slow the machine. The pong timeout is
+	// generous, so that a pong delayed by load is not a loss.
+	target, _ := startHub(t, hub.Config{ActivityTimeout: 200 * time.Millisecond, PongTimeout: patience, SweepInterval: 20 * time.Millisecond}, nil)
 	l, err := subscribeHere(t.Context(), target, subSpec{Conns: 20, Channels: []string{"a", "b"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Each client is pinged at least twice, so that the first pong is known to have counted.
-	waitFor(t, 10*time.Second, "40 pings", func() bool { return l.rec.pings.Load() >= 40 })
+	twice := func() bool {
+		n := pingsPerClient(l.p)
+		for _, k := range n {
+			if k < 2 {
+				return false
+			}
+		}
+		return len(n) == 20
+	}
+	waitFor(t, patience, "every one of 20 clients to answer 2 pings", twice,
+		func() string { return fmt.Sprintf("pings per client %v", pingsPerClient(l.p)) })
 	if n := l.p.active.Load(); n != 20 {
 		t.Fatalf("%d of 20 clients still open after the pings", n)
 	}
@@ -51,12 +81,13 @@ func TestLostCountsServerClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), patience)
 	defer cancel()
 	if err := h.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "every client hung up", func() bool { return l.p.active.Load() == 0 })
+	waitFor(t, patience, "every client to hang up", func() bool { return l.p.active.Load() == 0 },
+		func() string { return fmt.Sprintf("%d still open", l.p.active.Load()) })
 	tl, err := l.finish(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -86,8 +117,8 @@ func TestSeveralChannelsPerClient(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !l.rec.await(t.Context(), 5*time.Second) {
-		t.Fatalf("%d of 60 deliveries", l.rec.hits.Load())
+	if !l.rec.await(t.Context(), patience) {
+		t.Fatalf("waited %v for 60 deliveries; saw %d", patience, l.rec.hits.Load())
 	}
 	tl, err := l.finish(t.Context())
 	if err != nil {

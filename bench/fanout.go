@@ -137,5 +137,5 @@ func Fanout(ctx context.Context, cfg FanoutConfig) (rep *FanoutReport, err error
 			rep.PerEvent[i].Latency = t.Buckets[i].summary()
 		}
 	}
-	return rep, nil
+	return rep, checkDelivered(rep.Delivery)
 }

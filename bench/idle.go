@@ -109,6 +109,10 @@ func Idle(ctx context.Context, cfg IdleConfig) (rep *IdleReport, err error) {
 	if g != nil {
 		rep.Setup = g.setup()
 	}
+	if err == nil && rep.Setup.Established == 0 {
+		g.abort()
+		err = nothingMeasured("none of %d connections subscribed", cfg.Conns)
+	}
 	if err != nil {
 		return rep, err
 	}

@@ -142,7 +142,7 @@ func Multichannel(ctx context.Context, cfg MultichannelConfig) (rep *Multichanne
 	if span := float64(t.LastNs-r.Start.UnixNano()) / 1e9; span > 0 {
 		rep.DeliveriesPerSec = float64(rep.Delivery.Delivered) / span
 	}
-	return rep, nil
+	return rep, checkDelivered(rep.Delivery)
 }
 
 // WriteText writes the report as a readable block.

@@ -85,7 +85,7 @@ type PublishReport struct {
 }
 
 // Publish subscribes one client to each of cfg.Channels channels ("pub-0", ...), then runs
-// cfg.Publishers publishers for cfg.Duration, each posting to its own share of the channels
+// cfg.Publishers publishers for cfg.Duration (each makes one request at least), each posting to its own share of the channels
 // (channel c belongs to publisher c mod Publishers, so each channel's events are published in
 // order) as fast as the server answers: one event per request, or cfg.Batch per batch_events
 // request.
@@ -134,6 +134,9 @@ func Publish(ctx context.Context, cfg PublishConfig) (rep *PublishReport, err er
 			return rep, st.firstErr
 		}
 	}
+	if rep.Requests == 0 {
+		return rep, nothingMeasured("no publish request was made in %v", cfg.Duration)
+	}
 	var expected int64
 	for ch := range names {
 		expected += int64(seq.last(ch)) - int64(len(seq.failedOn(ch)))
@@ -164,7 +167,7 @@ func Publish(ctx context.Context, cfg PublishConfig) (rep *PublishReport, err er
 		}
 		rep.Generator.CPUPerDeliveryMicros = rep.Generator.CPUSeconds * 1e6 / d
 	}
-	return rep, nil
+	return rep, checkDelivered(rep.Delivery)
 }
 
 // publishStats is what the publishers did.
@@ -176,7 +179,7 @@ type publishStats struct {
 }
 
 // runPublishers runs cfg.Publishers publishers until cfg.Duration has passed, or every one has
-// failed giveUpAfter times in a row.
+// failed giveUpAfter times in a row; each makes at least one request.
 func runPublishers(ctx context.Context, cfg PublishConfig, pub *publisher, names []string, seq *sequence) *publishStats {
 	st := &publishStats{latency: newHistogram()}
 	end := time.Now().Add(cfg.Duration) // requests started before it run to their end
@@ -192,7 +195,9 @@ func runPublishers(ctx context.Context, cfg PublishConfig, pub *publisher, names
 			h := newHistogram()
 			defer func() { st.mu.Lock(); st.latency.merge(h); st.mu.Unlock() }()
 			next, failures := 0, 0
-			for time.Now().Before(end) && failures < giveUpAfter && ctx.Err() == nil {
+			// Every publisher makes at least one request, however short the duration: a run
+			// that made none would have measured nothing, and a rejected one must be seen.
+			for first := true; first || time.Now().Before(end) && failures < giveUpAfter && ctx.Err() == nil; first = false {
 				items := make([]item, max(cfg.Batch, 1))
 				for i := range items {
 					ch := mine[next%len(mine)]

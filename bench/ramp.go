@@ -211,7 +211,7 @@ run:
 	if connectErr != nil {
 		return rep, connectErr
 	}
-	return rep, nil
+	return rep, checkDelivered(rep.Delivery)
 }
 
 // serverMeter is the server's process, or nil without a pid.

@@ -27,6 +27,7 @@ type Monitor struct {
 	progress *Progress
 	sampler  *MetricsSampler
 	before   ServerMetrics
+	settle   time.Duration // afterSettle; a test waits longer
 
 	once     sync.Once // guards the rest
 	duration time.Duration
@@ -36,7 +37,7 @@ type Monitor struct {
 // StartMonitor reads the server's metrics once (an unreachable metrics URL fails here, before
 // any load), then starts the timeline, the background sampler and the progress line.
 func StartMonitor(ctx context.Context, cfg MonitorConfig) (*Monitor, error) {
-	m := &Monitor{}
+	m := &Monitor{settle: afterSettle}
 	if cfg.MetricsURL != "" {
 		if cfg.MetricsPrefix == "" {
 			cfg.MetricsPrefix = "herald_"
@@ -102,7 +103,7 @@ func (m *Monitor) after(ctx context.Context) *ServerSamples {
 			return s
 		}
 		s.After, s.AfterSeconds = &a, time.Since(end).Seconds()
-		if a.Connections <= m.before.Connections || time.Since(end) >= afterSettle {
+		if a.Connections <= m.before.Connections || time.Since(end) >= m.settle {
 			return s
 		}
 		t := time.NewTimer(afterPoll)

@@ -177,21 +177,24 @@ func (p *publisher) triggerChunks(ctx context.Context, channels []string, seq in
 	return slowest, nil
 }
 
-// publishEvery publishes the next seq to every channel (one request) each interval until
-// stop is closed, letting a request in flight finish; it returns nil then. Failures are
-// recorded in seq; a first publish that fails ends the run, as nothing would be delivered.
+// publishEvery publishes the next seq to every channel (one request) at once and then each
+// interval until stop is closed, letting a request in flight finish; it returns nil then.
+// Failures are recorded in seq; a first publish that fails ends the run, as nothing would be
+// delivered.
 func publishEvery(ctx context.Context, stop <-chan struct{}, pub *publisher, channels []string, seq *sequence, every time.Duration) error {
 	start := time.Now()
 	for k := 0; ; k++ {
-		t := time.NewTimer(time.Until(start.Add(time.Duration(k) * every)))
-		select {
-		case <-t.C:
-		case <-stop:
-			t.Stop()
-			return nil
-		case <-ctx.Done():
-			t.Stop()
-			return context.Cause(ctx)
+		if k > 0 { // the first publish is not raced against stop: every run publishes once
+			t := time.NewTimer(time.Until(start.Add(time.Duration(k) * every)))
+			select {
+			case <-t.C:
+			case <-stop:
+				t.Stop()
+				return nil
+			case <-ctx.Done():
+				t.Stop()
+				return context.Cause(ctx)
+			}
 		}
 		n := 0
 		for ch := range channels {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -28,7 +29,7 @@ func TestMultichannel(t *testing.T) {
 	target := startHerald(t, nil)
 	target.Timeline = NewTimeline()
 	target.Timeline.Start()
-	rep, err := Multichannel(t.Context(), MultichannelConfig{Target: target, Subs: 50, Channels: 5, Burst: 3, Rounds: 2, Interval: 100 * time.Millisecond})
+	rep, err := Multichannel(t.Context(), MultichannelConfig{Target: target, Subs: 50, Channels: 5, Burst: 3, Rounds: 2, Interval: 100 * time.Millisecond, Wait: patience})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,8 +61,10 @@ func TestMultichannel(t *testing.T) {
 func TestRamp(t *testing.T) {
 	target := startHerald(t, nil)
 	target.Rate = 200
+	// How many events each subscription expects depends on how fast the machine is; that every
+	// expected event arrives, in order, does not.
 	rep, err := Ramp(t.Context(), RampConfig{Target: target, Conns: 50, EventEvery: 100 * time.Millisecond,
-		Hold: 600 * time.Millisecond, Every: 200 * time.Millisecond})
+		Hold: 2 * time.Second, Every: 100 * time.Millisecond, Wait: patience})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,11 +74,10 @@ func TestRamp(t *testing.T) {
 	if n := len(rep.Rows); n < 3 || rep.Rows[n-1].Active != 50 || rep.Rows[n-1].Attempts != 50 || rep.Rows[n-1].ServerRSSBytes <= 0 {
 		t.Fatalf("rows %+v; want several, ending with 50 active", rep.Rows)
 	}
-	// Every client joined 5 channels by 0.25 s and then saw at least 5 events on each.
-	if d := rep.Delivery; d.Expected < 50*5*5 || d.Delivered != d.Expected || !d.Complete || !d.Clean() {
-		t.Fatalf("delivery %+v; want at least 1250 expected, all delivered in order", d)
+	if d := rep.Delivery; d.Expected == 0 || d.Delivered != d.Expected || !d.Complete || !d.Clean() {
+		t.Fatalf("delivery %+v; want every event published after a subscription delivered to it, in order", d)
 	}
-	if rep.Published < 8 || rep.PublishFailures != 0 || rep.DeliveredPerSec <= 0 || rep.ServerRSS == nil || rep.Latency.Count == 0 {
+	if rep.Published == 0 || rep.PublishFailures != 0 || rep.DeliveredPerSec <= 0 || rep.ServerRSS == nil || rep.Latency.Count == 0 {
 		t.Fatalf("published %d (%d failed), delivered/s %v, server RSS %+v", rep.Published, rep.PublishFailures, rep.DeliveredPerSec, rep.ServerRSS)
 	}
 	checkText(t, rep, "peak         50 active", "BTC.trade", "success")
@@ -96,8 +98,8 @@ func TestRampRefusedFailsFast(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "none succeeded") || !strings.Contains(err.Error(), "refused") {
 		t.Fatalf("err = %v; want the connect phase to give up", err)
 	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Fatalf("took %v", d)
+	if d := time.Since(start); d > patience {
+		t.Fatalf("took %v to fail; want well under the minute it would hold", d)
 	}
 }
 
@@ -106,7 +108,9 @@ func TestChurn(t *testing.T) {
 	target.Rate = 100
 	target.Timeline = NewTimeline()
 	target.Timeline.Start()
-	rep, err := Churn(t.Context(), ChurnConfig{Target: target, Steady: 20, Duration: time.Second, EventRate: 20, Settle: 5 * time.Second})
+	// Cycles start on a schedule (100 in the second, however late), so their number does not
+	// depend on the machine's speed; how many events the publisher fits in does.
+	rep, err := Churn(t.Context(), ChurnConfig{Target: target, Steady: 20, Duration: time.Second, EventRate: 20, Wait: patience, Settle: patience})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +118,7 @@ func TestChurn(t *testing.T) {
 	if c.Completed < 95 || c.Failed != 0 || c.Clean+c.Dropped != c.Completed || c.Clean == 0 || c.Dropped == 0 || c.CloseUnanswered != 0 {
 		t.Fatalf("cycles %+v; want about 100, none failed, half clean (all answered), half reset", c)
 	}
-	if d := rep.Delivery; d.Expected != 20*int64(rep.Published) || d.Delivered != d.Expected || !d.Complete || !d.Clean() || rep.Published < 15 {
+	if d := rep.Delivery; d.Expected != 20*int64(rep.Published) || d.Delivered != d.Expected || !d.Complete || !d.Clean() || rep.Published == 0 {
 		t.Fatalf("delivery %+v of %d published; want every steady subscriber to get every event", d, rep.Published)
 	}
 	s := rep.ServerState
@@ -140,7 +144,7 @@ func TestChurnReportsNoReturn(t *testing.T) {
 			api.ServeHTTP(w, r)
 		})
 	})
-	rep, err := Churn(t.Context(), ChurnConfig{Target: target, Steady: 2, Duration: 200 * time.Millisecond, Settle: 300 * time.Millisecond})
+	rep, err := Churn(t.Context(), ChurnConfig{Target: target, Steady: 2, Duration: 200 * time.Millisecond, Wait: patience, Settle: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +157,7 @@ func TestChurnReportsNoReturn(t *testing.T) {
 func TestPublish(t *testing.T) {
 	for _, batch := range []int{0, 5} {
 		target := startHerald(t, nil)
-		rep, err := Publish(t.Context(), PublishConfig{Target: target, Publishers: 4, Channels: 8, Duration: 300 * time.Millisecond, Batch: batch})
+		rep, err := Publish(t.Context(), PublishConfig{Target: target, Publishers: 4, Channels: 8, Duration: 300 * time.Millisecond, Batch: batch, Wait: patience})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,11 +176,75 @@ func TestPublish(t *testing.T) {
 }
 
 // TestPublishRejected: a wrong secret makes the publish scenario fail with the server's answer.
+// Every publisher makes one request at least, so the answer is seen however short the run and
+// however busy the machine.
 func TestPublishRejected(t *testing.T) {
 	target := startHerald(t, nil)
 	target.Secret = "wrong"
-	_, err := Publish(t.Context(), PublishConfig{Target: target, Publishers: 2, Channels: 2, Duration: 100 * time.Millisecond})
+	rep, err := Publish(t.Context(), PublishConfig{Target: target, Publishers: 2, Channels: 2, Duration: time.Nanosecond})
 	if err == nil || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("err = %v; want a 401", err)
+	}
+	if rep.Requests < 2 || rep.FailedRequests != rep.Requests || rep.Accepted != 0 {
+		t.Fatalf("%d requests, %d failed, %d accepted; want one at least per publisher, all refused", rep.Requests, rep.FailedRequests, rep.Accepted)
+	}
+}
+
+// TestPublishShortestRun: a duration too short for any request to start still measures one
+// request per publisher and its deliveries.
+func TestPublishShortestRun(t *testing.T) {
+	target := startHerald(t, nil)
+	rep, err := Publish(t.Context(), PublishConfig{Target: target, Publishers: 3, Channels: 3, Duration: time.Nanosecond, Wait: patience})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Requests < 3 || rep.FailedRequests != 0 || rep.Delivery.Delivered != rep.Accepted || !rep.Delivery.Complete {
+		t.Fatalf("%d requests (%d failed), delivery %+v; want one at least per publisher, all delivered", rep.Requests, rep.FailedRequests, rep.Delivery)
+	}
+}
+
+// swallowEvents answers every publish 200 without publishing it: a server that accepts events
+// and delivers none.
+func swallowEvents(api http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			io.WriteString(w, "{}")
+			return
+		}
+		api.ServeHTTP(w, r)
+	})
+}
+
+// TestNothingDeliveredFails: a run whose every publish was accepted but none delivered fails
+// as having measured nothing, in every scenario that publishes. Waiting proves nothing came,
+// so the waits are short: nothing ever will.
+func TestNothingDeliveredFails(t *testing.T) {
+	target := startHerald(t, swallowEvents)
+	wait := 100 * time.Millisecond
+	for name, run := range map[string]func() error{
+		"publish": func() error {
+			_, err := Publish(t.Context(), PublishConfig{Target: target, Publishers: 2, Channels: 2, Duration: time.Nanosecond, Wait: wait})
+			return err
+		},
+		"fanout": func() error {
+			_, err := Fanout(t.Context(), FanoutConfig{Target: target, Subs: 3, Events: 1, Wait: wait})
+			return err
+		},
+		"multichannel": func() error {
+			_, err := Multichannel(t.Context(), MultichannelConfig{Target: target, Subs: 3, Channels: 3, Burst: 1, Rounds: 1, Wait: wait})
+			return err
+		},
+		"ramp": func() error {
+			_, err := Ramp(t.Context(), RampConfig{Target: target, Conns: 3, EventEvery: 10 * time.Millisecond, Hold: 100 * time.Millisecond, Wait: wait})
+			return err
+		},
+		"churn": func() error {
+			_, err := Churn(t.Context(), ChurnConfig{Target: target, Steady: 2, Duration: time.Nanosecond, Wait: wait, Settle: wait})
+			return err
+		},
+	} {
+		if err := run(); !errors.Is(err, ErrNothingMeasured) || !strings.Contains(err.Error(), "expected deliveries arrived") {
+			t.Errorf("%s: err = %v; want %v: none of the expected deliveries arrived", name, err, ErrNothingMeasured)
+		}
 	}
 }

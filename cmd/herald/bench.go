@@ -34,7 +34,8 @@ Scenarios (see BENCHMARKS.md), against any Pusher-protocol server:
                 channels with one subscriber each; accepted events/s, publish latency, delivery
 
 Run "herald bench <scenario> -h" for its flags. The exit status is 0 when the run was clean,
-1 when it failed or any connection, delivery or order was lost, 2 for a usage error.
+1 when it failed, measured nothing (no request, connection, cycle or expected delivery), or
+any connection, delivery or order was lost, 2 for a usage error.
 `
 
 // benchCmd runs one load scenario and prints its report.
