@@ -91,6 +91,7 @@ type Port struct {
 // PortStats are a Port's counts.
 type PortStats struct {
 	Open, Max int // connections in their HTTP phase now, and the limit
+	Idle      int // of Open, keep-alive connections waiting for their next request
 	// EvictedIdle and EvictedBusy count connections closed to make room for a new one: idle
 	// keep-alive ones, and ones in a request (slow-loris). Refused counts new connections
 	// closed because nothing could make room; FDShortages counts accepts that failed for
@@ -125,9 +126,9 @@ func (p *Port) Server(h http.Handler) *http.Server {
 // Stats returns the port's counts.
 func (p *Port) Stats() PortStats {
 	p.mu.Lock()
-	open := p.open
+	open, idle := p.open, p.idle.n
 	p.mu.Unlock()
-	return PortStats{Open: open, Max: p.cfg.MaxConns, EvictedIdle: p.evictedIdle.Load(), EvictedBusy: p.evictedBusy.Load(),
+	return PortStats{Open: open, Idle: idle, Max: p.cfg.MaxConns, EvictedIdle: p.evictedIdle.Load(), EvictedBusy: p.evictedBusy.Load(),
 		Refused: p.refused.Load(), FDShortages: p.fdShort.Load()}
 }
 
@@ -295,7 +296,10 @@ func (c *portConn) move(l *connList) {
 }
 
 // connList is an intrusive doubly linked list of connections, in the order they joined it.
-type connList struct{ head, tail *portConn }
+type connList struct {
+	head, tail *portConn
+	n          int
+}
 
 func (l *connList) pushBack(c *portConn) {
 	c.list, c.prev, c.next = l, l.tail, nil
@@ -305,6 +309,7 @@ func (l *connList) pushBack(c *portConn) {
 		l.head = c
 	}
 	l.tail = c
+	l.n++
 }
 
 func (l *connList) remove(c *portConn) {
@@ -319,4 +324,5 @@ func (l *connList) remove(c *portConn) {
 		l.tail = c.prev
 	}
 	c.list, c.prev, c.next = nil, nil, nil
+	l.n--
 }

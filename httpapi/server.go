@@ -102,7 +102,7 @@ func New(cfg Config, apps herald.AppStore, hub Hub, health Health, meter Meter, 
 		writeJSON(w, http.StatusOK, map[string]string{"server": "herald"})
 	})
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, herald.Errorf(herald.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
+		refuseEarly(w, r, herald.Errorf(herald.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
 	})
 	return s
 }
@@ -181,11 +181,18 @@ func (s *Server) signed(next func(w http.ResponseWriter, q *request)) http.Handl
 	}
 }
 
+// bodyGrace is how long a request refused before its body was read may take to deliver the
+// rest of it, which net/http reads and discards before closing. A client that sent its body
+// behind its headers has it discarded, so its answer is not lost to a reset; a slow-loris is
+// cut off.
+const bodyGrace = 500 * time.Millisecond
+
 // refuseEarly answers a request refused before its body was read, and closes the connection
 // after the answer: the unread body is the client's to keep, not the server's to wait for.
 func refuseEarly(w http.ResponseWriter, r *http.Request, err error) {
 	if r.ContentLength != 0 {
 		w.Header().Set("Connection", "close")
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyGrace))
 	}
 	writeError(w, err)
 }
@@ -218,6 +225,9 @@ type countingWriter struct {
 	http.ResponseWriter
 	n int64
 }
+
+// Unwrap lets http.ResponseController reach the connection.
+func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 func (c *countingWriter) Write(b []byte) (int, error) {
 	n, err := c.ResponseWriter.Write(b)
