@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/hub"
@@ -43,7 +42,7 @@ func TestRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q1.Close()
-	if _, err := q1.SocketID(5 * time.Second); err != nil {
+	if _, err := q1.SocketID(patience); err != nil {
 		t.Fatal(err)
 	}
 	expectRefusal(t, addr, "/app/q-key", 4004)
@@ -55,7 +54,7 @@ func TestRefusals(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		if _, err := c.SocketID(5 * time.Second); err != nil {
+		if _, err := c.SocketID(patience); err != nil {
 			t.Fatal(err)
 		}
 		held = append(held, c)
@@ -66,7 +65,7 @@ func TestRefusals(t *testing.T) {
 	}
 	// A slot freed is a slot available again.
 	held[0].Close()
-	eventually(t, 5*time.Second, "slot freed", func() (bool, string) {
+	eventually(t, patience, "slot freed", func() (bool, string) {
 		n := h.Stats().Connections
 		return n == 2, fmt.Sprint(n, " connections")
 	})
@@ -75,7 +74,7 @@ func TestRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := c.SocketID(5 * time.Second); err != nil {
+	if _, err := c.SocketID(patience); err != nil {
 		t.Fatalf("after a slot was freed: %v", err)
 	}
 }

@@ -45,7 +45,7 @@ func startHubApps(t *testing.T, cfg hub.Config, apps ...*herald.App) (*hub.Hub, 
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /app/{key}", func(w http.ResponseWriter, r *http.Request) { h.ServeWS(w, r, r.PathValue("key")) })
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: patience}
 	go srv.Serve(ln)
 	t.Cleanup(func() {
 		srv.Close()
@@ -54,17 +54,24 @@ func startHubApps(t *testing.T, cfg hub.Config, apps ...*herald.App) (*hub.Hub, 
 	return h, ln.Addr().String()
 }
 
-// eventually polls cond until it holds or the deadline passes.
+// patience is how long a test waits for anything that normally takes milliseconds: a frame,
+// a close, a count to settle. Tests run on busy machines (two cores shared with other builds,
+// -race), so it is generous; a passing test never waits it out.
+const patience = 30 * time.Second
+
+// eventually polls cond until it holds or d passes; cond returns what it saw, which the
+// failure reports beside what was waited for. Give d generously (patience): the machine may be
+// busy.
 func eventually(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(d)
+	start := time.Now()
 	for {
 		ok, state := cond()
 		if ok {
 			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still %s after %v", what, state, d)
+		if time.Since(start) > d {
+			t.Fatalf("waited %v for %s; saw %s", d, what, state)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -88,7 +95,7 @@ func connectSubscribed(addr string, i int) (*wstest.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	sid, err := c.SocketID(5 * time.Second)
+	sid, err := c.SocketID(patience)
 	if err != nil {
 		c.Close()
 		return nil, err
@@ -103,7 +110,7 @@ func connectSubscribed(addr string, i int) (*wstest.Client, error) {
 		return nil, err
 	}
 	for n := 0; n < 2; {
-		m, err := c.Read(5 * time.Second)
+		m, err := c.Read(patience)
 		if err != nil {
 			c.Close()
 			return nil, err
@@ -166,13 +173,13 @@ func TestLifecycleReturnsToBaseline(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.SocketID(5 * time.Second); err != nil {
+		if _, err := c.SocketID(patience); err != nil {
 			t.Fatal(err)
 		}
 		if err := c.Subscribe("slow", "", ""); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Expect("pusher_internal:subscription_succeeded", 5*time.Second); err != nil {
+		if _, err := c.Expect("pusher_internal:subscription_succeeded", patience); err != nil {
 			t.Fatal(err)
 		}
 		slowConns = append(slowConns, nc)
@@ -184,7 +191,7 @@ func TestLifecycleReturnsToBaseline(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 10*time.Second, "slow consumers closed", func() (bool, string) {
+	eventually(t, patience, "slow consumers closed", func() (bool, string) {
 		n := h.Stats().SlowConsumers - before
 		return n == slow, fmt.Sprintf("%d of %d closed", n, slow)
 	})
@@ -192,7 +199,7 @@ func TestLifecycleReturnsToBaseline(t *testing.T) {
 		nc.Close()
 	}
 
-	eventually(t, 15*time.Second, "back to baseline", func() (bool, string) {
+	eventually(t, patience, "back to baseline", func() (bool, string) {
 		st := h.Stats()
 		g, fd := runtime.NumGoroutine(), openFDs()
 		state := fmt.Sprintf("connections=%d channels=%d goroutines=%d (baseline %d) fds=%d (baseline %d)",
@@ -214,7 +221,7 @@ func oneLife(addr string, i int) error {
 		if err := c.WriteFrame(true, 0x8, []byte{0x03, 0xE8}); err != nil {
 			return err
 		}
-		code, err := c.ExpectClose(5 * time.Second)
+		code, err := c.ExpectClose(patience)
 		if err != nil || code != 1000 {
 			return fmt.Errorf("clean close: code %d, %v", code, err)
 		}
@@ -237,7 +244,9 @@ func oneLife(addr string, i int) error {
 }
 
 func TestServerPingsAndClosesOnPongTimeout(t *testing.T) {
-	_, addr := startHub(t, hub.Config{ActivityTimeout: time.Second, PongTimeout: time.Second, SweepInterval: 50 * time.Millisecond})
+	// The answering client's pong must beat the pong timeout: 5 s is a wide margin for a local
+	// reply on a busy machine (and the time the silent client takes to be closed).
+	_, addr := startHub(t, hub.Config{ActivityTimeout: time.Second, PongTimeout: 5 * time.Second, SweepInterval: 50 * time.Millisecond})
 	silent, err := wstest.Dial(addr, "/app/app-key")
 	if err != nil {
 		t.Fatal(err)
@@ -249,19 +258,19 @@ func TestServerPingsAndClosesOnPongTimeout(t *testing.T) {
 	}
 	defer answering.Close()
 	for _, c := range []*wstest.Client{silent, answering} {
-		if _, err := c.Expect("pusher:ping", 5*time.Second); err != nil {
+		if _, err := c.Expect("pusher:ping", patience); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if err := answering.WriteJSON(map[string]any{"event": "pusher:pong", "data": map[string]any{}}); err != nil {
 		t.Fatal(err)
 	}
-	code, err := silent.ExpectClose(5 * time.Second)
+	code, err := silent.ExpectClose(patience)
 	if err != nil || code != 4201 {
 		t.Fatalf("silent client: close %d, %v; want 4201", code, err)
 	}
 	// The client that answered is pinged again later rather than closed.
-	m, err := answering.Read(3 * time.Second)
+	m, err := answering.Read(patience)
 	if err != nil || m.Event != "pusher:ping" {
 		t.Fatalf("answering client: got %+v, %v; want another pusher:ping", m, err)
 	}
@@ -281,14 +290,14 @@ func TestShutdownClosesWith4200(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- h.Shutdown(t.Context()) }()
 	for _, c := range cs {
-		m, err := c.Expect("pusher:error", 5*time.Second)
+		m, err := c.Expect("pusher:error", patience)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !strings.Contains(string(m.Data), "4200") {
 			t.Fatalf("pusher:error data %s, want code 4200", m.Data)
 		}
-		code, err := c.ExpectClose(5 * time.Second)
+		code, err := c.ExpectClose(patience)
 		if err != nil || code != 4200 {
 			t.Fatalf("close %d, %v; want 4200", code, err)
 		}

@@ -19,7 +19,7 @@ import (
 // dialWith opens a WebSocket from local source address src (empty: any) with extra headers.
 func dialWith(t *testing.T, addr, path, src string, header map[string]string) *wstest.Client {
 	t.Helper()
-	d := net.Dialer{Timeout: 5 * time.Second}
+	d := net.Dialer{Timeout: patience}
 	if src != "" {
 		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(src)}
 	}
@@ -39,7 +39,7 @@ func dialWith(t *testing.T, addr, path, src string, header map[string]string) *w
 // expectCode reads a pusher:error and a close frame, both with code.
 func expectCode(t *testing.T, c *wstest.Client, code int) {
 	t.Helper()
-	m, err := c.Expect("pusher:error", 5*time.Second)
+	m, err := c.Expect("pusher:error", patience)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,14 +47,14 @@ func expectCode(t *testing.T, c *wstest.Client, code int) {
 	if err := json.Unmarshal(m.Data, &d); err != nil || d.Code != code {
 		t.Fatalf("pusher:error data %s; want code %d", m.Data, code)
 	}
-	if got, err := c.ExpectClose(5 * time.Second); err != nil || got != code {
+	if got, err := c.ExpectClose(patience); err != nil || got != code {
 		t.Fatalf("close code %d, %v; want %d", got, err, code)
 	}
 }
 
 func expectConnected(t *testing.T, c *wstest.Client) string {
 	t.Helper()
-	sid, err := c.SocketID(5 * time.Second)
+	sid, err := c.SocketID(patience)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,8 @@ func TestOriginAllowList(t *testing.T) {
 }
 
 func TestPerIPConnectionRate(t *testing.T) {
-	h, addr := startHub(t, hub.Config{IPRate: guard.NewIPRate(guard.Rate{PerSecond: 0.5, Burst: 3})})
+	// One token in 1,000 s: however slow the machine, none is refilled during the test.
+	h, addr := startHub(t, hub.Config{IPRate: guard.NewIPRate(guard.Rate{PerSecond: 0.001, Burst: 3})})
 	for i := 0; i < 3; i++ {
 		expectConnected(t, dialWith(t, addr, "/app/app-key", "127.0.0.5", nil))
 	}
@@ -94,7 +95,7 @@ func TestPerIPConnectionRate(t *testing.T) {
 	if err := other.WriteJSON(map[string]any{"event": "pusher:ping", "data": map[string]any{}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := other.Expect("pusher:pong", 5*time.Second); err != nil {
+	if _, err := other.Expect("pusher:pong", patience); err != nil {
 		t.Fatal(err)
 	}
 	if got := h.Refusals()[hub.RefusedIPRate]; got != 2 {
@@ -116,7 +117,7 @@ func TestMemoryGuardRefusesWithHysteresis(t *testing.T) {
 	if err := held.Subscribe("news", "", ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := held.Expect("pusher_internal:subscription_succeeded", 5*time.Second); err != nil {
+	if _, err := held.Expect("pusher_internal:subscription_succeeded", patience); err != nil {
 		t.Fatal(err)
 	}
 
@@ -132,7 +133,7 @@ func TestMemoryGuardRefusesWithHysteresis(t *testing.T) {
 	if err := h.Publish("app-id", herald.Event{Name: "e", Channel: "news", Data: "{}"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := held.Expect("e", 5*time.Second); err != nil {
+	if _, err := held.Expect("e", patience); err != nil {
 		t.Fatal(err)
 	}
 
@@ -157,7 +158,7 @@ func TestClientEventRate(t *testing.T) {
 		if err := c.Subscribe(ch, limited.Key+":"+pusher.Sign(limited.Secret, sid+":"+ch), ""); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Expect("pusher_internal:subscription_succeeded", 5*time.Second); err != nil {
+		if _, err := c.Expect("pusher_internal:subscription_succeeded", patience); err != nil {
 			t.Fatal(err)
 		}
 		return c
@@ -175,10 +176,9 @@ func TestClientEventRate(t *testing.T) {
 	if err := sender.WriteJSON(map[string]any{"event": "pusher:ping", "data": map[string]any{}}); err != nil {
 		t.Fatal(err)
 	}
-	elapsed := time.Since(start)
 	rejected := 0
 	for {
-		m, err := sender.Read(5 * time.Second)
+		m, err := sender.Read(patience)
 		if err != nil {
 			t.Fatalf("after %d rejections: %v", rejected, err)
 		}
@@ -190,13 +190,16 @@ func TestClientEventRate(t *testing.T) {
 		}
 		rejected++
 	}
+	// The server handled every event between start and the pong: the bucket refilled for at
+	// most that long, however slow the machine made it.
+	elapsed := time.Since(start)
 	// The receiver gets exactly the accepted ones, in order: count them up to a marker.
 	if err := h.Publish("r", herald.Event{Name: "marker", Channel: ch, Data: "{}"}); err != nil {
 		t.Fatal(err)
 	}
 	got, last := 0, -1
 	for {
-		m, err := receiver.Read(5 * time.Second)
+		m, err := receiver.Read(patience)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -211,9 +214,10 @@ func TestClientEventRate(t *testing.T) {
 		last = d.I
 		got++
 	}
-	// Burst 5, refilled at 5/s on a 100 ms clock while the events were sent.
+	// Burst 5, refilled at 5/s on a 100 ms clock while the events were handled. Some are
+	// rejected unless the machine was so slow that the refill covered them all.
 	most := 5 + int(elapsed.Seconds()*5) + 1
-	if got+rejected != sent || got < 5 || got > most || rejected == 0 {
+	if got+rejected != sent || got < 5 || got > most || rejected == 0 && most < sent {
 		t.Fatalf("accepted %d, rejected %d of %d in %v; want 5..%d accepted and the rest rejected", got, rejected, sent, elapsed, most)
 	}
 	var limitedCount int64
@@ -244,7 +248,7 @@ func TestAppMetricsAreExact(t *testing.T) {
 		if err := c.Subscribe("m", "", ""); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.Expect("pusher_internal:subscription_succeeded", 5*time.Second); err != nil {
+		if _, err := c.Expect("pusher_internal:subscription_succeeded", patience); err != nil {
 			t.Fatal(err)
 		}
 		cs = append(cs, c)
@@ -256,7 +260,7 @@ func TestAppMetricsAreExact(t *testing.T) {
 	}
 	for _, c := range cs {
 		for i := 0; i < 2; i++ {
-			if _, err := c.Expect("e", 5*time.Second); err != nil {
+			if _, err := c.Expect("e", patience); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -273,7 +277,7 @@ func TestAppMetricsAreExact(t *testing.T) {
 	for _, c := range cs {
 		c.Close()
 	}
-	eventually(t, 5*time.Second, "disconnections counted", func() (bool, string) {
+	eventually(t, patience, "disconnections counted", func() (bool, string) {
 		m := h.AppMetrics()[0]
 		return m.Disconnections == 3 && m.Connections == 0 && m.Channels == 0 && m.Subscriptions == 0, fmt.Sprintf("%+v", m)
 	})

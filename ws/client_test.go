@@ -75,7 +75,7 @@ func (s *sink) next(t *testing.T, kind evKind) event {
 		}
 		return e
 	case <-time.After(waitFor):
-		t.Fatalf("no %v within %v", kind, waitFor)
+		t.Fatalf("waited %v for a %v event; none came", waitFor, kind)
 	}
 	return event{}
 }
@@ -168,7 +168,7 @@ func handshakeServer(t *testing.T, accept func(string) string, status int) strin
 		if accept != nil {
 			acc = accept(acc)
 		}
-		nc, _, err := Hijack(w, acc, TextFrame([]byte("hello")), time.Second)
+		nc, _, err := Hijack(w, acc, TextFrame([]byte("hello")), waitFor)
 		if err != nil {
 			return
 		}

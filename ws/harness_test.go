@@ -208,7 +208,10 @@ type harness struct {
 	clients []*wstest.Client
 }
 
-const waitFor = 5 * time.Second
+// waitFor is how long a test waits for anything that normally takes milliseconds: an event, a
+// frame, an attachment, a hang-up. Tests run on busy machines (two cores shared with other
+// builds, -race), so it is generous; a passing test never waits it out.
+const waitFor = 30 * time.Second
 
 func newHarness(t *testing.T, cfg Config) *harness {
 	t.Helper()
@@ -281,7 +284,7 @@ func (hs *harness) owner() *owner {
 	case o := <-hs.attached:
 		return o
 	case <-time.After(waitFor):
-		hs.t.Fatal("no connection attached")
+		hs.t.Fatalf("waited %v for a connection to attach; none did", waitFor)
 		return nil
 	}
 }
@@ -300,7 +303,7 @@ func (hs *harness) next(o *owner, kind evKind) event {
 			}
 			seen = append(seen, e.kind.String())
 		case <-deadline:
-			hs.t.Fatalf("no %s event (saw %v)", kind, seen)
+			hs.t.Fatalf("waited %v for a %s event; saw only %v", waitFor, kind, seen)
 			return event{}
 		}
 	}
@@ -317,11 +320,11 @@ func (hs *harness) cleanup() {
 		cl.Close()
 	}
 	deadline := time.After(waitFor)
-	for _, o := range owners {
+	for i, o := range owners {
 		select {
 		case <-o.done:
 		case <-deadline:
-			t.Errorf("a connection never hung up")
+			t.Errorf("waited %v for every connection to hang up; connection %d of %d did not", waitFor, i, len(owners))
 			return
 		}
 	}

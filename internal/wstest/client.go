@@ -21,9 +21,14 @@ type Client struct {
 	r    *bufio.Reader
 }
 
+// HandshakeTimeout bounds Dial's connect and the opening handshake. Tests run on busy machines
+// (two cores shared with other builds, -race), so it is generous; a handshake with a local
+// server takes milliseconds.
+const HandshakeTimeout = 30 * time.Second
+
 // Dial opens a WebSocket to ws://addr/path and completes the handshake.
 func Dial(addr, path string) (*Client, error) {
-	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	nc, err := net.DialTimeout("tcp", addr, HandshakeTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -51,7 +56,7 @@ func HandshakeWith(nc net.Conn, host, path string, header map[string]string) (*C
 		req += k + ": " + v + "\r\n"
 	}
 	req += "\r\n"
-	_ = nc.SetDeadline(time.Now().Add(5 * time.Second))
+	_ = nc.SetDeadline(time.Now().Add(HandshakeTimeout))
 	if _, err := io.WriteString(nc, req); err != nil {
 		return nil, err
 	}
@@ -218,7 +223,7 @@ func (c *Client) ExpectClose(d time.Duration) (int, error) {
 	for {
 		m, err := c.Read(time.Until(deadline))
 		if err != nil {
-			return 0, err
+			return 0, fmt.Errorf("waiting for a close frame: %w", err)
 		}
 		if m.Close != 0 {
 			return m.Close, nil
