@@ -46,6 +46,17 @@ func (r *Registry) Attach(prefix string, src Source) {
 	r.reg.MustRegister(newCollector(prefix, src, r.HTTP))
 }
 
+// GaugeFunc exports f, read at each scrape, as a gauge named name (prefix included) with
+// constant labels (nil for none); for counts kept outside the hub, such as the API port's.
+func (r *Registry) GaugeFunc(name, help string, labels map[string]string, f func() float64) {
+	r.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels}, f))
+}
+
+// CounterFunc is GaugeFunc for a counter.
+func (r *Registry) CounterFunc(name, help string, labels map[string]string, f func() float64) {
+	r.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels}, f))
+}
+
 // Handler serves the metrics in the Prometheus text format.
 func (r *Registry) Handler() http.Handler {
 	return promhttp.HandlerFor(r.reg, promhttp.HandlerOpts{Registry: r.reg})

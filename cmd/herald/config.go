@@ -40,6 +40,18 @@ type Config struct {
 	// HandshakeTimeout bounds reading a connection's HTTP upgrade request and writing the
 	// response: a client slower than this (slow-loris) is dropped.
 	HandshakeTimeout Duration
+	// RESTRequestTimeout bounds reading a whole HTTP request on the public port, headers and
+	// body, and writing its response; at least HandshakeTimeout.
+	RESTRequestTimeout Duration
+	// RESTIdleTimeout closes a keep-alive HTTP connection idle this long.
+	RESTIdleTimeout Duration
+	// MaxHTTPConnections bounds the public port's connections in their HTTP phase (REST,
+	// health, upgrades not yet handed to the WebSocket engine); their descriptors are kept
+	// out of the WebSocket capacity.
+	MaxHTTPConnections int
+	// RESTReplayProtection refuses a signed REST request whose signature was already used
+	// inside the timestamp window.
+	RESTReplayProtection bool
 	// ConnectionRatePerIP is how many new connections per second one client address may
 	// open (a token bucket with ConnectionBurstPerIP); over it the handshake is refused with
 	// 4100. 0 = no limit.
@@ -129,6 +141,9 @@ func defaultConfig() Config {
 		OutboundBufferBytes: 1 << 20,
 		RESTTimestampWindow: Duration{600 * time.Second},
 		HandshakeTimeout:    Duration{5 * time.Second},
+		RESTRequestTimeout:  Duration{10 * time.Second},
+		RESTIdleTimeout:     Duration{30 * time.Second},
+		MaxHTTPConnections:  256,
 		Memory:              MemoryConfig{RefuseAbovePercent: 90, AcceptBelowPercent: 80},
 		Cache:               CacheConfig{MaxBytes: 64 << 20, MaxBytesPerApp: 16 << 20, TTL: Duration{30 * time.Minute}},
 		Metrics:             MetricsConfig{Enabled: true, Host: "127.0.0.1", Port: 9601, Prefix: "herald_"},
@@ -189,6 +204,10 @@ var settings = []setting{
 	{"workers", "fan-out workers; 0 = GOMAXPROCS", func(c *Config) any { return &c.Workers }},
 	{"rest_timestamp_window", "how far a REST request's auth_timestamp may be from now", func(c *Config) any { return &c.RESTTimestampWindow }},
 	{"handshake_timeout", "longest a client may take to send its upgrade request (slow-loris guard)", func(c *Config) any { return &c.HandshakeTimeout }},
+	{"rest_request_timeout", "longest an HTTP request may take to arrive, headers and body, and its response to leave", func(c *Config) any { return &c.RESTRequestTimeout }},
+	{"rest_idle_timeout", "keep-alive HTTP connections idle this long are closed", func(c *Config) any { return &c.RESTIdleTimeout }},
+	{"max_http_connections", "most connections in their HTTP phase (REST, health, upgrades) at once", func(c *Config) any { return &c.MaxHTTPConnections }},
+	{"rest_replay_protection", "refuse a signed REST request whose signature was already used in the timestamp window", func(c *Config) any { return &c.RESTReplayProtection }},
 	{"connection_rate_per_ip", "new connections per second one address may open (4100 over it); 0 = no limit", func(c *Config) any { return &c.ConnectionRatePerIP }},
 	{"connection_burst_per_ip", "burst of new connections one address may open at once; 0 = the rate", func(c *Config) any { return &c.ConnectionBurstPerIP }},
 	{"memory.limit_bytes", "memory the guard's percentages apply to; 0 = cgroup limit, else machine memory", func(c *Config) any { return &c.Memory.LimitBytes }},

@@ -47,6 +47,9 @@ func TestLoadConfigDefaults(t *testing.T) {
 		OutboundBufferBytes: 1048576,
 		RESTTimestampWindow: secs(600),
 		HandshakeTimeout:    secs(5),
+		RESTRequestTimeout:  secs(10),
+		RESTIdleTimeout:     secs(30),
+		MaxHTTPConnections:  256,
 		Memory:              MemoryConfig{RefuseAbovePercent: 90, AcceptBelowPercent: 80},
 		Cache:               CacheConfig{MaxBytes: 67108864, MaxBytesPerApp: 16777216, TTL: secs(1800)},
 		Metrics:             MetricsConfig{Enabled: true, Host: "127.0.0.1", Port: 9601, Prefix: "herald_"},
@@ -75,6 +78,10 @@ outbound_buffer_bytes: 65536
 workers: 4
 rest_timestamp_window: 300
 handshake_timeout: 3s
+rest_request_timeout: 4s
+rest_idle_timeout: 45s
+max_http_connections: 64
+rest_replay_protection: true
 connection_rate_per_ip: 20
 connection_burst_per_ip: 40
 memory: { limit_bytes: 1000000000, refuse_above_percent: 85, accept_below_percent: 70 }
@@ -111,6 +118,10 @@ outbound_buffer_bytes = 65536
 workers = 4
 rest_timestamp_window = 300
 handshake_timeout = "3s"
+rest_request_timeout = "4s"
+rest_idle_timeout = 45
+max_http_connections = 64
+rest_replay_protection = true
 connection_rate_per_ip = 20
 connection_burst_per_ip = 40
 
@@ -171,6 +182,7 @@ var fullWant = Config{
 	Workers:             4,
 	RESTTimestampWindow: secs(300),
 	HandshakeTimeout:    secs(3),
+	RESTRequestTimeout:  secs(4), RESTIdleTimeout: secs(45), MaxHTTPConnections: 64, RESTReplayProtection: true,
 	ConnectionRatePerIP: 20, ConnectionBurstPerIP: 40,
 	Memory:  MemoryConfig{LimitBytes: 1000000000, RefuseAbovePercent: 85, AcceptBelowPercent: 70},
 	Cache:   CacheConfig{MaxBytes: 33554432, MaxBytesPerApp: 8388608, TTL: secs(600)},
@@ -252,10 +264,13 @@ func TestLoadConfigPrecedence(t *testing.T) {
 			"HERALD_METRICS_ENABLED": "false", "HERALD_METRICS_HOST": "m", "HERALD_METRICS_PORT": "15", "HERALD_METRICS_PREFIX": "p_",
 			"HERALD_PPROF_ADDR": "127.0.0.1:16", "HERALD_PPROF_MUTEX_FRACTION": "17", "HERALD_PPROF_BLOCK_RATE": "18",
 			"HERALD_LOG_LEVEL": "warn", "HERALD_LOG_FORMAT": "json",
+			"HERALD_REST_REQUEST_TIMEOUT": "19", "HERALD_REST_IDLE_TIMEOUT": "20", "HERALD_MAX_HTTP_CONNECTIONS": "21",
+			"HERALD_REST_REPLAY_PROTECTION": "true",
 		}, func(c *Config) {
 			*c = Config{Host: "h", Port: 1, MaxConnections: 2, ShutdownTimeout: secs(3), ActivityTimeout: secs(4),
 				PongTimeout: secs(5), MaxMessageBytes: 6000, OutboundBufferBytes: 7000, Workers: 8,
 				RESTTimestampWindow: secs(9), HandshakeTimeout: secs(10), ConnectionRatePerIP: 11, ConnectionBurstPerIP: 12,
+				RESTRequestTimeout: secs(19), RESTIdleTimeout: secs(20), MaxHTTPConnections: 21, RESTReplayProtection: true,
 				Memory:  MemoryConfig{LimitBytes: 13000, RefuseAbovePercent: 14, AcceptBelowPercent: 13},
 				Cache:   CacheConfig{MaxBytes: 1000000, MaxBytesPerApp: 500000, TTL: secs(19)},
 				Metrics: MetricsConfig{Enabled: false, Host: "m", Port: 15, Prefix: "p_"},
@@ -270,11 +285,13 @@ func TestLoadConfigPrecedence(t *testing.T) {
 			"--cache-max-bytes", "1000000", "--cache-max-bytes-per-app", "500000", "--cache-ttl", "19s",
 			"--metrics-enabled=false", "--metrics-host", "m", "--metrics-port", "15", "--metrics-prefix", "p_",
 			"--pprof-addr", "127.0.0.1:16", "--pprof-mutex-fraction", "17", "--pprof-block-rate", "18",
-			"--log-level", "warn", "--log-format", "json"}, nil,
+			"--log-level", "warn", "--log-format", "json",
+			"--rest-request-timeout", "19", "--rest-idle-timeout", "20", "--max-http-connections", "21", "--rest-replay-protection"}, nil,
 			func(c *Config) {
 				*c = Config{Host: "h", Port: 1, MaxConnections: 2, ShutdownTimeout: secs(3), ActivityTimeout: secs(4),
 					PongTimeout: secs(5), MaxMessageBytes: 6000, OutboundBufferBytes: 7000, Workers: 8,
 					RESTTimestampWindow: secs(9), HandshakeTimeout: secs(10), ConnectionRatePerIP: 11, ConnectionBurstPerIP: 12,
+					RESTRequestTimeout: secs(19), RESTIdleTimeout: secs(20), MaxHTTPConnections: 21, RESTReplayProtection: true,
 					Memory:  MemoryConfig{LimitBytes: 13000, RefuseAbovePercent: 14, AcceptBelowPercent: 13},
 					Cache:   CacheConfig{MaxBytes: 1000000, MaxBytesPerApp: 500000, TTL: secs(19)},
 					Metrics: MetricsConfig{Enabled: false, Host: "m", Port: 15, Prefix: "p_"},
@@ -422,6 +439,10 @@ func TestLoadConfigProblems(t *testing.T) {
 		{"metrics enabled not a bool", "", []string{"--metrics-enabled=yes please"}, nil, `metrics.enabled: "yes please" is not true or false (from flag --metrics-enabled)`},
 		{"pprof addr", "", []string{"--pprof-addr", "6060"}, nil, `pprof.addr: "6060" is not host:port (from flag --pprof-addr)`},
 		{"handshake timeout too short", "", []string{"--handshake-timeout", "1ms"}, nil, "handshake_timeout: 1ms must be at least 100ms (from flag --handshake-timeout)"},
+		{"rest request timeout below the handshake's", "", []string{"--handshake-timeout", "8s", "--rest-request-timeout", "6s"}, nil,
+			"rest_request_timeout: 6s must be at least handshake_timeout (8s): a WebSocket upgrade is an HTTP request too (from flag --rest-request-timeout)"},
+		{"max http connections too few", "", nil, map[string]string{"HERALD_MAX_HTTP_CONNECTIONS": "2"}, "max_http_connections: 2 must be at least 8 (from env HERALD_MAX_HTTP_CONNECTIONS)"},
+		{"rest idle timeout too short", "c.yaml:rest_idle_timeout: 1ms", nil, nil, "rest_idle_timeout: 1ms must be at least 100ms (from file "},
 		{"negative ip rate", "", []string{"--connection-rate-per-ip", "-3"}, nil, "connection_rate_per_ip: -3 must not be negative (from flag --connection-rate-per-ip)"},
 		{"bad origin", "c.yaml:apps: [{id: a, key: k, secret: s, allowed_origins: [\"https://x.com/path\"]}]", nil, nil,
 			`apps[0].allowed_origins: origin "https://x.com/path": want scheme://host[:port], host[:port] or *.domain (from file `},

@@ -29,6 +29,12 @@ func (l *loader) validate() {
 	l.longerThan("pong_timeout", c.PongTimeout, time.Second)
 	l.longerThan("rest_timestamp_window", c.RESTTimestampWindow, 0)
 	l.longerThan("handshake_timeout", c.HandshakeTimeout, 100*time.Millisecond)
+	l.longerThan("rest_request_timeout", c.RESTRequestTimeout, 100*time.Millisecond)
+	if c.RESTRequestTimeout.Duration < c.HandshakeTimeout.Duration {
+		l.problem("rest_request_timeout", "%v must be at least handshake_timeout (%v): a WebSocket upgrade is an HTTP request too", c.RESTRequestTimeout, c.HandshakeTimeout)
+	}
+	l.longerThan("rest_idle_timeout", c.RESTIdleTimeout, 100*time.Millisecond)
+	l.atLeast("max_http_connections", c.MaxHTTPConnections, 8)
 	l.notNegative("connection_rate_per_ip", c.ConnectionRatePerIP)
 	l.notNegative("connection_burst_per_ip", c.ConnectionBurstPerIP)
 	l.notNegative("memory.limit_bytes", c.Memory.LimitBytes)

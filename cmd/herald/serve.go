@@ -8,11 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os/signal"
 	"strconv"
 	"syscall"
-	"time"
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/guard"
@@ -21,8 +19,8 @@ import (
 	"github.com/herald-rt/herald/metrics"
 )
 
-// fdReserve is how many descriptors a node keeps for itself (listener, epoll, REST
-// clients, logs) below the open-file limit.
+// fdReserve is how many descriptors a node keeps for itself (listeners, epoll, logs, the
+// runtime's own) below the open-file limit, besides its HTTP connections.
 const fdReserve = 100
 
 // serve runs a node until SIGINT or SIGTERM, or only validates the configuration.
@@ -40,7 +38,11 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 		return 0
 	}
 	log := newLogger(cfg.Log, stderr)
-	capacity, fdLimit := capacityOf(cfg.MaxConnections)
+	capacity, httpConns, fdLimit := capacityOf(cfg.MaxConnections, cfg.MaxHTTPConnections, sideConns(cfg))
+	if httpConns < cfg.MaxHTTPConnections {
+		log.Warn("max_http_connections lowered to leave half the descriptors to WebSocket clients",
+			"max_http_connections", httpConns, "configured", cfg.MaxHTTPConnections, "open_file_limit", fdLimit)
+	}
 	apps := herald.NewStaticApps(cfg.HeraldApps())
 	var appIDs []string
 	for _, a := range apps.Apps() {
@@ -101,7 +103,8 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 		}
 		return httpapi.HealthReport{Status: status, Connections: httpapi.Capacity{Current: st.Connections, Max: st.MaxConnections}, Channels: st.Channels}
 	}
-	api := httpapi.New(httpapi.Config{TimestampWindow: cfg.RESTTimestampWindow.Duration}, apps, h, health, reg.HTTP, log)
+	api := httpapi.New(httpapi.Config{TimestampWindow: cfg.RESTTimestampWindow.Duration, ReplayProtection: cfg.RESTReplayProtection},
+		apps, h, health, reg.HTTP, log)
 
 	addr := net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
 	ln, err := net.Listen("tcp", addr)
@@ -110,12 +113,16 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 		_ = h.Shutdown(context.Background())
 		return 1
 	}
-	srv := &http.Server{
-		Handler:           api,
-		ReadHeaderTimeout: cfg.HandshakeTimeout.Duration,
-		IdleTimeout:       120 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
+	port := httpapi.NewPort(ln, httpapi.PortConfig{
+		Name:           "api",
+		MaxConns:       httpConns,
+		HeaderTimeout:  cfg.HandshakeTimeout.Duration,
+		RequestTimeout: cfg.RESTRequestTimeout.Duration,
+		IdleTimeout:    cfg.RESTIdleTimeout.Duration,
+	}, log)
+	ln = port
+	srv := port.Server(api)
+	exportPort(reg, cfg.Metrics.Prefix, port)
 	side, err := startSideListeners(cfg, reg, log)
 	if err != nil {
 		log.Error("listen", "err", err)
@@ -133,7 +140,7 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 		}
 	}
 	log.Info("herald listening", "addr", ln.Addr().String(), "websocket", "ws://"+ln.Addr().String()+"/app/{key}",
-		"max_connections", capacity, "open_file_limit", fdLimit, "workers", h.Workers(), "version", version)
+		"max_connections", capacity, "max_http_connections", httpConns, "open_file_limit", fdLimit, "workers", h.Workers(), "version", version)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -162,19 +169,43 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 	return 0
 }
 
-// capacityOf returns the node's connection capacity: the configured limit capped by what
-// the open-file limit allows, and that limit.
-func capacityOf(configured int) (capacity, fdLimit int) {
+// capacityOf shares the open-file limit out: fdReserve for the process itself, sideConns for
+// the metrics and pprof listeners, httpConns (at most half of what is left) for the public
+// port's HTTP connections, and the rest for WebSocket connections. It returns the WebSocket
+// capacity (the configured limit capped by that share), the HTTP cap and the limit.
+func capacityOf(configured, httpConns, sideConns int) (capacity, httpCap, fdLimit int) {
 	var rl syscall.Rlimit
 	fdLimit = 1 << 20
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil {
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil && rl.Cur < 1<<31 {
 		fdLimit = int(rl.Cur)
 	}
-	capacity = max(fdLimit-fdReserve, 1)
+	left := max(fdLimit-fdReserve-sideConns, 2)
+	httpCap = max(min(httpConns, left/2), 1)
+	capacity = max(left-httpCap, 1)
 	if configured > 0 && configured < capacity {
 		capacity = configured
 	}
-	return capacity, fdLimit
+	return capacity, httpCap, fdLimit
+}
+
+// exportPort publishes the public port's connection counts as metrics.
+func exportPort(reg *metrics.Registry, prefix string, port *httpapi.Port) {
+	stat := func(f func(httpapi.PortStats) int64) func() float64 {
+		return func() float64 { return float64(f(port.Stats())) }
+	}
+	reg.GaugeFunc(prefix+"http_connections", "Connections of the API port in their HTTP phase (REST, health, upgrades not yet handed over).", nil,
+		stat(func(s httpapi.PortStats) int64 { return int64(s.Open) }))
+	reg.GaugeFunc(prefix+"max_http_connections", "Most connections the API port holds in their HTTP phase (max_http_connections).", nil,
+		stat(func(s httpapi.PortStats) int64 { return int64(s.Max) }))
+	evicted := "HTTP connections closed to make room for a new one: the longest idle keep-alive one, else the one longest in its request (slow-loris)."
+	reg.CounterFunc(prefix+"http_connections_evicted_total", evicted, map[string]string{"reason": "idle"},
+		stat(func(s httpapi.PortStats) int64 { return s.EvictedIdle }))
+	reg.CounterFunc(prefix+"http_connections_evicted_total", evicted, map[string]string{"reason": "slow"},
+		stat(func(s httpapi.PortStats) int64 { return s.EvictedBusy }))
+	reg.CounterFunc(prefix+"http_connections_refused_total", "New HTTP connections closed unserved because no connection could make room.", nil,
+		stat(func(s httpapi.PortStats) int64 { return s.Refused }))
+	reg.CounterFunc(prefix+"http_accept_fd_shortages_total", "Accepts on the API port that failed for want of a file descriptor.", nil,
+		stat(func(s httpapi.PortStats) int64 { return s.FDShortages }))
 }
 
 func newLogger(c LogConfig, w io.Writer) *slog.Logger {
