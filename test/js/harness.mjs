@@ -1,7 +1,10 @@
 // Test harness for herald's real-client suite: builds and runs the herald binary, and gives the
 // tests pusher-js clients, the `pusher` server SDK, a raw WebSocket client and a raw REST client.
 //
-// Every wait here has a deadline; nothing sleeps for a fixed time to wait for something to happen.
+// Every wait here is an event wait or a poll with a generous deadline (WAIT_MS); nothing sleeps
+// for a fixed time to wait for something to happen, and a wait that times out says what it
+// waited for and what it saw instead. The machines that run this suite are shared and busy: a
+// deadline is there to end a test that will never pass, not to measure speed.
 
 import { spawn, execFileSync } from 'node:child_process';
 import { before, afterEach, after } from 'node:test';
@@ -49,6 +52,12 @@ export const MASTER_KEY_B64 = Buffer.from(
 // ---------------------------------------------------------------------------------------------
 // Small utilities
 
+/**
+ * The deadline of every wait for something that should happen: generous, because a loaded
+ * machine may stall the server or this process for seconds. HERALD_TEST_WAIT_MS overrides it.
+ */
+export const WAIT_MS = Number(process.env.HERALD_TEST_WAIT_MS) || 20_000;
+
 export const SOCKET_ID_RE = /^\d+\.\d+$/;
 
 let uniqueCounter = 0;
@@ -58,16 +67,25 @@ export function uniq(prefix = '') {
   return `${prefix}t${process.pid}-${uniqueCounter}-${Math.random().toString(36).slice(2, 8)}`;
 }
 
-/** Rejects after ms with a message naming what was awaited. */
+/**
+ * Rejects after ms with a message naming what was awaited. `what` may be a function, called at
+ * the deadline, so the message can say what was seen by then.
+ */
 export function withDeadline(promise, ms, what) {
   let timer;
   const timeout = new Promise((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms);
+    timer = setTimeout(() => {
+      const desc = typeof what === 'function' ? what() : what;
+      reject(new Error(`timed out after ${ms} ms waiting for ${desc}`));
+    }, ms);
   });
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
-/** Polls fn() until it returns a truthy value (returned) or the deadline passes. */
+/**
+ * Polls fn() until it returns a truthy value (returned) or the deadline passes; the error then
+ * names what (a string, or a function called at the deadline) and fn's last result.
+ */
 export async function eventually(fn, ms, what, intervalMs = 25) {
   const end = Date.now() + ms;
   let last;
@@ -79,7 +97,8 @@ export async function eventually(fn, ms, what, intervalMs = 25) {
       last = e;
     }
     if (Date.now() > end) {
-      throw new Error(`timed out after ${ms} ms waiting for ${what} (last: ${fmt(last)})`);
+      const desc = typeof what === 'function' ? what() : what;
+      throw new Error(`timed out after ${ms} ms waiting for ${desc} (last: ${fmt(last)})`);
     }
     await new Promise((r) => setTimeout(r, intervalMs));
   }
@@ -102,16 +121,27 @@ export function md5Hex(str) {
   return createHash('md5').update(str).digest('hex');
 }
 
-export function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
+// Ports this process has handed out: never the same one twice (the kernel may give a port
+// that was just probed and closed to the next probe).
+const givenPorts = new Set();
+
+/** A port free on 127.0.0.1 now, never one this process handed out before. */
+export async function freePort() {
+  for (;;) {
+    const port = await new Promise((resolve, reject) => {
+      const srv = net.createServer();
+      srv.unref();
+      srv.on('error', reject);
+      srv.listen(0, '127.0.0.1', () => {
+        const { port: p } = srv.address();
+        srv.close(() => resolve(p));
+      });
     });
-  });
+    if (!givenPorts.has(port)) {
+      givenPorts.add(port);
+      return port;
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -257,7 +287,7 @@ export class HeraldServer {
         resolve(this.exitInfo);
       });
     });
-    await this.waitHealthy(10_000, this.healthStatus ?? 'ok');
+    await this.waitHealthy(WAIT_MS, this.healthStatus ?? 'ok');
     return this;
   }
 
@@ -272,7 +302,7 @@ export class HeraldServer {
         );
       }
       try {
-        const res = await fetch(`${this.httpUrl}/health`, { signal: AbortSignal.timeout(1000) });
+        const res = await fetch(`${this.httpUrl}/health`, { signal: AbortSignal.timeout(5000) });
         const text = await res.text();
         last = `${res.status} ${text}`;
         if (res.status === 200) {
@@ -288,24 +318,29 @@ export class HeraldServer {
   }
 
   async health() {
-    const res = await fetch(`${this.httpUrl}/health`, { signal: AbortSignal.timeout(2000) });
+    const res = await fetch(`${this.httpUrl}/health`, { signal: AbortSignal.timeout(WAIT_MS) });
     return { status: res.status, body: await res.json() };
   }
 
   /** Waits until /health reports exactly n current connections. */
-  async waitConnections(n, ms = 5000) {
+  async waitConnections(n, ms = WAIT_MS) {
+    let seen = 'no answer yet';
     return eventually(
       async () => {
         const h = await this.health();
-        return h.body.connections.current === n ? h.body : false;
+        seen = h.body.connections.current;
+        return seen === n ? h.body : false;
       },
       ms,
-      `/health connections.current == ${n}`,
+      () => `/health connections.current == ${n} on ${this.httpUrl} (last seen: ${seen})`,
     );
   }
 
-  /** SIGTERM, wait for exit; returns {code, signal}. Kills with SIGKILL if it hangs. */
-  async stop(ms = 8000) {
+  /**
+   * SIGTERM to this server's pid, wait for exit; returns {code, signal}. Kills it with SIGKILL
+   * if it hangs. The deadline is generous: herald itself takes up to shutdown_timeout (5 s).
+   */
+  async stop(ms = 30_000) {
     if (!this.proc) return null;
     if (this.exitInfo) return this.exitInfo;
     try {
@@ -334,7 +369,7 @@ export class HeraldServer {
       port: String(this.port),
       useTLS: false,
       encryptionMasterKeyBase64: MASTER_KEY_B64,
-      timeout: 5000,
+      timeout: WAIT_MS,
       ...extra,
     });
   }
@@ -343,34 +378,44 @@ export class HeraldServer {
 /**
  * Starts herald with the default two apps. opts.config overrides/extends top-level keys,
  * opts.apps replaces the app list, opts.port reuses a port (for restarts), opts.healthStatus
- * is the /health status to wait for (default 'ok').
+ * is the /health status to wait for (default 'ok'). Ports are free ports; if another process
+ * takes one between the probe and herald's bind, herald exits with "address already in use"
+ * and this starts it again on new ports (on the same port for a restart).
  */
 export async function startServer(opts = {}) {
-  const port = opts.port ?? (await freePort());
   let dir = opts.dir;
   if (!dir) {
     dir = mkdtempSync(path.join(os.tmpdir(), 'herald-js-run-'));
     runDirs.add(dir);
   }
-  const config = {
-    activity_timeout: '120s',
-    pong_timeout: '30s',
-    shutdown_timeout: '5s',
-    ...(opts.config || {}),
-    // Every server gets its own metrics port: the default 9601 would collide between servers.
-    // opts.config.metrics adds to (or overrides) these keys, e.g. {prefix: 'soketi_'}.
-    metrics: {
-      host: '127.0.0.1',
-      port: opts.metricsPort ?? (await freePort()),
-      ...((opts.config && opts.config.metrics) || {}),
-    },
-  };
   const apps = (opts.apps || [APP1, APP2]).map((a) => JSON.parse(JSON.stringify(a)));
-  const server = new HeraldServer({ port, config, apps, dir });
-  // The /health status start() waits for: 'ok' by default.
-  if (opts.healthStatus) server.healthStatus = opts.healthStatus;
-  await server.start();
-  return server;
+  for (let attempt = 1; ; attempt++) {
+    const port = opts.port ?? (await freePort());
+    const config = {
+      activity_timeout: '120s',
+      pong_timeout: '30s',
+      shutdown_timeout: '5s',
+      ...(opts.config || {}),
+      // Every server gets its own metrics port: the default 9601 would collide between servers.
+      // opts.config.metrics adds to (or overrides) these keys, e.g. {prefix: 'soketi_'}.
+      metrics: {
+        host: '127.0.0.1',
+        port: opts.metricsPort ?? (await freePort()),
+        ...((opts.config && opts.config.metrics) || {}),
+      },
+    };
+    const server = new HeraldServer({ port, config, apps, dir });
+    // The /health status start() waits for: 'ok' by default.
+    if (opts.healthStatus) server.healthStatus = opts.healthStatus;
+    try {
+      await server.start();
+      return server;
+    } catch (e) {
+      const inUse = server.exitInfo && /address already in use/i.test(server.output);
+      if (!inUse || attempt >= 5) throw e;
+      if (opts.port !== undefined) await new Promise((r) => setTimeout(r, 250 * attempt)); // poll interval
+    }
+  }
 }
 
 /** Stops a server and asserts (by throwing) that it exited with status 0. */
@@ -451,17 +496,20 @@ export function makeClient(server, { app = APP1, presence, user, authorize, sdk,
 }
 
 /** makeClient + wait for state 'connected'. */
-export async function connectClient(server, opts = {}, ms = 5000) {
+export async function connectClient(server, opts = {}, ms = WAIT_MS) {
   const client = makeClient(server, opts);
   await waitForState(client, 'connected', ms);
   return client;
 }
 
-export function waitForState(client, state, ms = 5000) {
+export function waitForState(client, state, ms = WAIT_MS) {
   if (client.connection.state === state) return Promise.resolve();
+  const seen = [client.connection.state];
+  let cb;
   return withDeadline(
     new Promise((resolve) => {
-      const cb = ({ current }) => {
+      cb = ({ current }) => {
+        seen.push(current);
         if (current === state) {
           client.connection.unbind('state_change', cb);
           resolve();
@@ -470,8 +518,11 @@ export function waitForState(client, state, ms = 5000) {
       client.connection.bind('state_change', cb);
     }),
     ms,
-    `pusher-js state '${state}' (now '${client.connection.state}')`,
-  );
+    () => `pusher-js state '${state}' (states seen: ${seen.join(' -> ')})`,
+  ).catch((e) => {
+    client.connection.unbind('state_change', cb);
+    throw e;
+  });
 }
 
 export function disconnectClient(client) {
@@ -487,14 +538,15 @@ export function disconnectAllClients() {
 
 /**
  * Records every emission of `event` on a pusher-js bindable (channel, client, user,
- * connection) from now on. next(ms) resolves the next unconsumed one as {data, meta}.
+ * connection) from now on. next(ms) resolves the next unconsumed one as {data, meta, at}
+ * (at: Date.now() when it was emitted).
  */
 export function record(target, event) {
   const items = [];
   const waiters = [];
   let consumed = 0;
   const cb = (data, meta) => {
-    items.push({ data, meta });
+    items.push({ data, meta, at: Date.now() });
     flush();
   };
   function flush() {
@@ -507,13 +559,18 @@ export function record(target, event) {
   target.bind(event, cb);
   return {
     items,
-    next(ms = 5000) {
+    next(ms = WAIT_MS) {
       return new Promise((resolve, reject) => {
         const w = { resolve };
         w.timer = setTimeout(() => {
           const i = waiters.indexOf(w);
           if (i >= 0) waiters.splice(i, 1);
-          reject(new Error(`timed out after ${ms} ms waiting for '${event}' (got ${items.length} so far)`));
+          reject(
+            new Error(
+              `timed out after ${ms} ms waiting for '${event}' #${consumed + 1} ` +
+                `(got ${items.length} so far: ${fmt(items.map((x) => x.data)).slice(0, 1000)})`,
+            ),
+          );
         }, ms);
         waiters.push(w);
         flush();
@@ -526,19 +583,23 @@ export function record(target, event) {
 }
 
 /** One emission of `event` on a pusher-js bindable, matching filter, within ms. */
-export function waitForBind(target, event, ms = 5000, filter = () => true) {
+export function waitForBind(target, event, ms = WAIT_MS, filter = () => true) {
   let cb;
+  const other = []; // emissions the filter turned down
   return withDeadline(
     new Promise((resolve) => {
       cb = (data, meta) => {
-        if (!filter(data, meta)) return;
+        if (!filter(data, meta)) {
+          other.push(data);
+          return;
+        }
         target.unbind(event, cb);
         resolve(data);
       };
       target.bind(event, cb);
     }),
     ms,
-    `'${event}'`,
+    () => `'${event}'` + (other.length ? ` (${other.length} that did not match: ${fmt(other).slice(0, 1000)})` : ' (none)'),
   ).catch((e) => {
     target.unbind(event, cb);
     throw e;
@@ -546,7 +607,7 @@ export function waitForBind(target, event, ms = 5000, filter = () => true) {
 }
 
 /** Subscribes and waits for pusher:subscription_succeeded (rejects on subscription_error). */
-export async function subscribe(client, name, ms = 5000) {
+export async function subscribe(client, name, ms = WAIT_MS) {
   const ch = client.subscribe(name);
   let onErr;
   const failed = new Promise((_, reject) => {
@@ -631,7 +692,7 @@ export class RawClient {
         );
         ws.once('error', (e) => reject(e));
       }),
-      5000,
+      WAIT_MS,
       `WebSocket open ${url}`,
     );
   }
@@ -639,7 +700,7 @@ export class RawClient {
   /** Opens and waits for pusher:connection_established. */
   static async connect(server, key = APP1.key, opts = {}) {
     const c = await RawClient.open(server, key, opts);
-    const est = await c.waitFor('pusher:connection_established', { ms: 5000 });
+    const est = await c.waitFor('pusher:connection_established');
     c.established = est;
     c.socketId = est.data.socket_id;
     return c;
@@ -674,7 +735,7 @@ export class RawClient {
    * Next unconsumed message matching pred (event name, or function of the parsed message),
    * optionally restricted to a channel.
    */
-  waitFor(pred, { channel, ms = 5000 } = {}) {
+  waitFor(pred, { channel, ms = WAIT_MS } = {}) {
     const base = pred;
     const full =
       channel === undefined
@@ -728,7 +789,7 @@ export class RawClient {
   }
 
   /** Subscribes (computing auth with the app secret for private/presence) and waits for success. */
-  async subscribeOk(channel, { channelData, ms = 5000 } = {}) {
+  async subscribeOk(channel, { channelData, ms = WAIT_MS } = {}) {
     const extra = {};
     if (channel.startsWith('private-') || channel.startsWith('presence-')) {
       let toSign = `${this.socketId}:${channel}`;
@@ -753,7 +814,7 @@ export class RawClient {
   }
 
   /** pusher:signin signed with the app secret; waits for pusher:signin_success. */
-  async signinOk(userData, { ms = 5000 } = {}) {
+  async signinOk(userData, { ms = WAIT_MS } = {}) {
     const user_data = JSON.stringify(userData);
     const auth = `${this.app.key}:${hmacHex(this.app.secret, `${this.socketId}::user::${user_data}`)}`;
     this.send({ event: 'pusher:signin', data: { auth, user_data } });
@@ -763,7 +824,7 @@ export class RawClient {
   }
 
   /** ping -> pong round trip: proves the socket is open and the server is still reading it. */
-  async ping(ms = 3000) {
+  async ping(ms = WAIT_MS) {
     this.send({ event: 'pusher:ping', data: {} });
     return this.waitFor('pusher:pong', { ms });
   }
@@ -830,7 +891,7 @@ export async function restRequest(
     method,
     body: bodyStr,
     headers: bodyStr ? { 'content-type': 'application/json' } : {},
-    signal: AbortSignal.timeout(5000),
+    signal: AbortSignal.timeout(WAIT_MS),
   });
   const text = await res.text();
   let json;
@@ -870,7 +931,7 @@ export { existsSync };
  * `pusher:subscription_error` on that channel or a `pusher:error`. Returns
  * {event, status|code, message, msg}. Throws if subscription_succeeded arrives instead.
  */
-export async function subscribeRejection(raw, channel, ms = 5000) {
+export async function subscribeRejection(raw, channel, ms = WAIT_MS) {
   const m = await raw.waitFor(
     (x) =>
       (x.event === 'pusher:subscription_error' && x.channel === channel) ||
@@ -946,7 +1007,7 @@ export function parseMetrics(text) {
 /** GETs url (default server.metricsUrl) and returns {status, text, samples}. */
 export async function scrapeMetrics(serverOrUrl) {
   const url = typeof serverOrUrl === 'string' ? serverOrUrl : serverOrUrl.metricsUrl;
-  const res = await fetch(url, { signal: AbortSignal.timeout(5000) });
+  const res = await fetch(url, { signal: AbortSignal.timeout(WAIT_MS) });
   const text = await res.text();
   return { status: res.status, text, samples: res.status === 200 ? parseMetrics(text) : new Map() };
 }
@@ -957,7 +1018,7 @@ export async function scrapeMetrics(serverOrUrl) {
  * read, so a test that has seen the effect polls briefly for the count. On timeout the error
  * lists every sample that differs.
  */
-export async function expectMetrics(server, expected, ms = 3000) {
+export async function expectMetrics(server, expected, ms = WAIT_MS) {
   const end = Date.now() + ms;
   let diff = [];
   for (;;) {

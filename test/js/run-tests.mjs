@@ -35,7 +35,9 @@ const files =
 
 const child = spawn(
   process.execPath,
-  ['--test', '--test-concurrency=1', '--test-timeout=60000', ...files],
+  // A test's own waits (harness WAIT_MS, 20 s; 45 s for pusher-js's reconnect) end well before
+  // this, so a failing test reports what it waited for rather than "test timed out".
+  ['--test', '--test-concurrency=1', '--test-timeout=180000', ...files],
   { cwd: HERE, env, stdio: 'inherit' },
 );
 const forward = (sig) => () => child.kill(sig);

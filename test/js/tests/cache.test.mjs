@@ -13,6 +13,7 @@ import {
   stopServer,
   uniq,
   withDeadline,
+  WAIT_MS,
 } from '../harness.mjs';
 
 let server;
@@ -27,7 +28,7 @@ useServer((s) => {
  * Subscribes with pusher-js and collects every event the channel emits, in order, until `until`
  * (event name) arrives. Returns the list of [event, data] pairs.
  */
-async function subscribeAndCollect(client, name, until, ms = 5000) {
+async function subscribeAndCollect(client, name, until, ms = WAIT_MS) {
   const ch = client.subscribe(name);
   const log = [];
   let done;
@@ -55,7 +56,7 @@ async function lastEventReplayed(prefix, opts = {}) {
   // Marker: a live event afterwards arrives, and the older cached event never did.
   const ticks = record(ch, 'tick');
   await sdk.trigger(name, 'tick', { n: 3 });
-  assert.deepEqual((await ticks.next(3000)).data, { n: 3 });
+  assert.deepEqual((await ticks.next()).data, { n: 3 });
   assert.equal(
     log.filter(([e, d]) => e === 'tick' && d && d.n === 1).length,
     0,
@@ -96,7 +97,7 @@ test('cache raw: empty cache channel -> subscription_succeeded then pusher:cache
   const name = uniq('cache-rawmiss-');
   raw.subscribe(name);
   await raw.waitFor('pusher_internal:subscription_succeeded', { channel: name });
-  const miss = await raw.waitFor((m) => m.event === 'pusher:cache_miss', { ms: 3000 });
+  const miss = await raw.waitFor((m) => m.event === 'pusher:cache_miss');
   assert.equal(miss.channel, name);
   const iSucc = raw.messages.findIndex((m) => m.event === 'pusher_internal:subscription_succeeded');
   const iMiss = raw.messages.indexOf(miss);

@@ -16,6 +16,7 @@ import {
   uniq,
   hmacHex,
   withDeadline,
+  WAIT_MS,
 } from '../harness.mjs';
 
 let server;
@@ -32,7 +33,7 @@ test('public: pusher-js subscribe gets pusher:subscription_succeeded', async () 
   const client = await connectClient(server);
   const name = uniq('pub-');
   const ch = client.subscribe(name);
-  await waitForBind(ch, 'pusher:subscription_succeeded', 5000);
+  await waitForBind(ch, 'pusher:subscription_succeeded');
   assert.equal(ch.subscribed, true);
   assert.equal(ch.name, name);
 });
@@ -53,7 +54,7 @@ test('public: SDK trigger with string data reaches pusher-js with the exact stri
   const ev = record(ch, 'greeting');
   const payload = 'hello "world" \u00e9\u4e16 {not json';
   await sdk.trigger(name, 'greeting', payload);
-  const got = await ev.next(3000);
+  const got = await ev.next();
   assert.equal(got.data, payload);
 });
 
@@ -66,7 +67,7 @@ test('public: SDK trigger with object data arrives as the same object (SDK JSON-
   const ev = record(ch, 'update');
   const payload = { a: 1, b: [true, null, 'x'], nested: { 'k-y': 'v\u00fc' }, n: 1.5 };
   await sdk.trigger(name, 'update', payload);
-  const got = await ev.next(3000);
+  const got = await ev.next();
   assert.deepEqual(got.data, payload);
   const frame = await raw.waitFor('update', { channel: name });
   assert.equal(typeof frame.rawData, 'string', 'channel event data is a JSON string on the wire');
@@ -88,7 +89,7 @@ test('public: 100 sequential triggers arrive in order', async () => {
   for (let i = 0; i < 100; i++) {
     await sdk.trigger(name, 'seq', { i });
   }
-  await withDeadline(all, 10_000, '100 events');
+  await withDeadline(all, WAIT_MS, '100 events');
   assert.deepEqual(got, Array.from({ length: 100 }, (_, i) => i));
 });
 
@@ -100,7 +101,7 @@ test('private: pusher-js with SDK authorization subscribes and receives events',
   const ch = await subscribe(client, name);
   const ev = record(ch, 'secret-thing');
   await sdk.trigger(name, 'secret-thing', { ok: true });
-  assert.deepEqual((await ev.next(3000)).data, { ok: true });
+  assert.deepEqual((await ev.next()).data, { ok: true });
 });
 
 test('private raw: wrong signature -> pusher:subscription_error status 401 on that channel; socket stays usable', async () => {
@@ -110,7 +111,6 @@ test('private raw: wrong signature -> pusher:subscription_error status 401 on th
   raw.subscribe(name, { auth });
   const err = await raw.waitFor(
     (m) => m.event === 'pusher:subscription_error' || m.event === 'pusher:error' || m.event === 'pusher_internal:subscription_succeeded',
-    { ms: 3000 },
   );
   assert.equal(err.event, 'pusher:subscription_error', `got ${err.raw}`);
   assert.equal(err.channel, name);
@@ -148,7 +148,7 @@ test('private: pusher-js emits pusher:subscription_error when the server refuses
   const name = uniq('private-pjs-bad-');
   const ch = client.subscribe(name);
   const succeeded = record(ch, 'pusher:subscription_succeeded');
-  const err = await waitForBind(ch, 'pusher:subscription_error', 5000);
+  const err = await waitForBind(ch, 'pusher:subscription_error');
   assert.equal(err.status, 401, `error ${JSON.stringify(err)}`);
   assert.equal(succeeded.items.length, 0);
   assert.equal(client.connection.state, 'connected');
@@ -165,7 +165,7 @@ test('private-encrypted: pusher-js decrypts an SDK trigger (SDK encryptionMaster
   const ev = record(ch, 'sealed');
   const payload = { msg: 'for your eyes only', n: 42 };
   await sdk.trigger(name, 'sealed', payload);
-  const got = await ev.next(3000);
+  const got = await ev.next();
   assert.deepEqual(got.data, payload);
 });
 

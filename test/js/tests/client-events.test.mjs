@@ -34,12 +34,12 @@ test('private: a pusher-js client event reaches the other subscriber and is not 
   const got = record(chR, 'client-typing');
   const payload = { who: 'sender', text: 'h\u00e9llo' };
   assert.equal(chS.trigger('client-typing', payload), true);
-  const ev = await got.next(3000);
+  const ev = await got.next();
   assert.deepEqual(ev.data, payload);
   // Marker through the server to the sender: it arrives, the echo never did.
   const marker = record(chS, 'marker');
   await sdk.trigger(name, 'marker', 'm');
-  await marker.next(3000);
+  await marker.next();
   assert.equal(echo.items.length, 0, 'client event echoed to its sender');
 });
 
@@ -53,12 +53,12 @@ test('presence: client events carry user_id (pusher-js metadata) and are not ech
   const echo = record(chA, 'client-wave');
   const got = record(chB, 'client-wave');
   chA.trigger('client-wave', { hi: 1 });
-  const ev = await got.next(3000);
+  const ev = await got.next();
   assert.deepEqual(ev.data, { hi: 1 });
   assert.deepEqual(ev.meta, { user_id: 'alice' });
   const marker = record(chA, 'marker');
   await sdk.trigger(name, 'marker', 'm');
-  await marker.next(3000);
+  await marker.next();
   assert.equal(echo.items.length, 0, 'client event echoed to its sender');
 });
 
@@ -76,7 +76,7 @@ test('presence raw: the relayed client event frame has event, channel, JSON-stri
 
 async function expect4301(sender, name, event = 'client-nope') {
   sender.send({ event, channel: name, data: { x: 1 } });
-  const err = await sender.waitFor('pusher:error', { ms: 3000 });
+  const err = await sender.waitFor('pusher:error');
   assert.equal(err.data.code, 4301, `pusher:error ${err.raw}`);
   assert.equal(typeof err.data.message, 'string');
   assert.ok(sender.isOpen, 'a refused client event does not close the socket');

@@ -21,6 +21,7 @@ import {
   uniq,
   withDeadline,
   eventually,
+  WAIT_MS,
 } from '../harness.mjs';
 
 let server;
@@ -46,7 +47,7 @@ test('pusher-js connects: state connected and a socket_id like "123.456"', async
   await waitForState(client, 'connected');
   assert.match(client.connection.socket_id, SOCKET_ID_RE);
   // new Pusher() starts connecting synchronously; the transition we can observe is the next one.
-  const change = await states.next(100);
+  const change = await states.next();
   assert.deepEqual(change.data, { previous: 'connecting', current: 'connected' });
 });
 
@@ -74,7 +75,7 @@ test('every connection gets a distinct socket_id', async () => {
 test('raw: pusher:ping is answered with pusher:pong', async () => {
   const raw = await RawClient.connect(server);
   raw.send({ event: 'pusher:ping', data: {} });
-  const pong = await raw.waitFor('pusher:pong', { ms: 3000 });
+  const pong = await raw.waitFor('pusher:pong');
   assert.equal(pong.event, 'pusher:pong');
   assert.equal(pong.channel, undefined);
   assert.ok(raw.isOpen);
@@ -82,7 +83,7 @@ test('raw: pusher:ping is answered with pusher:pong', async () => {
 
 test('raw: unknown app key is closed with code 4001', async () => {
   const raw = await RawClient.open(server, 'no-such-key');
-  const close = await withDeadline(raw.closed, 5000, 'close of unknown-key socket');
+  const close = await withDeadline(raw.closed, WAIT_MS, 'close of unknown-key socket');
   assert.equal(close.code, 4001, `close ${JSON.stringify(close)}; received ${raw.describe()}`);
   assert.ok(!raw.seen('pusher:connection_established'), 'no connection_established for an unknown key');
   for (const m of raw.filter('pusher:error')) {
@@ -95,16 +96,16 @@ test('pusher-js with an unknown app key: error 4001 and it gives up (state disco
   const client = makeClient(server, { app: bad });
   const states = [];
   client.connection.bind('state_change', ({ current }) => states.push(current));
-  const err = await waitForBind(client.connection, 'error', 5000);
+  const err = await waitForBind(client.connection, 'error');
   assert.equal(pusherJsErrorCode(err), 4001, `error payload ${JSON.stringify(err)}`);
-  await waitForState(client, 'disconnected', 5000);
+  await waitForState(client, 'disconnected');
   assert.ok(!states.includes('connected'), `states: ${states}`);
 });
 
 test('invalid JSON text frame: pusher:error, and the connection stays usable', async () => {
   const raw = await RawClient.connect(server);
   raw.send('{"event": "pusher:subscribe", "data": ');
-  const err = await raw.waitFor('pusher:error', { ms: 3000 });
+  const err = await raw.waitFor('pusher:error');
   assert.equal(typeof err.data, 'object', `pusher:error data is an object: ${err.raw}`);
   assert.equal(typeof err.data.message, 'string');
   assert.ok(err.data.message.length > 0);
@@ -118,7 +119,7 @@ test('invalid JSON text frame: pusher:error, and the connection stays usable', a
 test('binary frame: pusher:error, and the connection stays usable', async () => {
   const raw = await RawClient.connect(server);
   raw.sendBinary(Buffer.from(JSON.stringify({ event: 'pusher:ping', data: {} })));
-  const err = await raw.waitFor((m) => m.event === 'pusher:error' || m.event === 'pusher:pong', { ms: 3000 });
+  const err = await raw.waitFor((m) => m.event === 'pusher:error' || m.event === 'pusher:pong');
   assert.equal(err.event, 'pusher:error', `binary frames are not supported; got ${err.raw}`);
   assert.equal(typeof err.data.message, 'string');
   assert.ok(err.data.message.length > 0);
@@ -176,12 +177,12 @@ test('pusher-js: unsubscribe stops delivery on that channel (marker on another c
       const body = await res.json();
       return body.occupied === false;
     },
-    5000,
+    WAIT_MS,
     `${gone} unoccupied after unsubscribe`,
   );
   await sdk.trigger(gone, 'ev', 'must-not-arrive');
   await sdk.trigger(stay, 'ev', 'marker');
-  const m = await stayEvents.next(3000);
+  const m = await stayEvents.next();
   assert.equal(m.data, 'marker');
   assert.equal(goneEvents.items.length, 0, 'no event after unsubscribe');
 });
@@ -203,6 +204,6 @@ test('shutdown: SIGTERM stops the server with exit status 0', async () => {
   const c = await RawClient.connect(server);
   const info = await stopServer(server);
   assert.equal(info.code, 0);
-  const close = await withDeadline(c.closed, 2000, 'client close on shutdown');
-  assert.equal(close.code, 4200);
+  const close = await withDeadline(c.closed, WAIT_MS, 'client close on shutdown');
+  assert.equal(close.code, 4200, `close ${JSON.stringify(close)}; received ${c.describe()}; server output:\n${server.output}`);
 });

@@ -18,6 +18,7 @@ import {
   cleanupAll,
   uniq,
   withDeadline,
+  WAIT_MS,
 } from '../harness.mjs';
 
 const APP3 = {
@@ -55,7 +56,7 @@ test('per-app quota (app2 max_connections 3): the 4th connection is closed with 
   const open = [];
   for (let i = 0; i < 3; i++) open.push(await RawClient.connect(server, APP2.key));
   const fourth = await RawClient.open(server, APP2.key);
-  const close = await withDeadline(fourth.closed, 3000, '4th app2 connection closed');
+  const close = await withDeadline(fourth.closed, WAIT_MS, '4th app2 connection closed');
   assert.equal(close.code, 4004, `close ${JSON.stringify(close)}; received ${fourth.describe()}`);
   assert.ok(!fourth.seen('pusher:connection_established'), 'no handshake over quota');
   for (const c of open) await c.ping();
@@ -79,9 +80,9 @@ test('pusher-js over the per-app quota: error 4004 and no reconnect loop (state 
   const client = makeClient(server, { app: APP2 });
   const states = [];
   client.connection.bind('state_change', ({ current }) => states.push(current));
-  const err = await waitForBind(client.connection, 'error', 5000);
+  const err = await waitForBind(client.connection, 'error');
   assert.equal(pusherJsErrorCode(err), 4004, JSON.stringify(err));
-  await waitForState(client, 'disconnected', 3000);
+  await waitForState(client, 'disconnected');
   assert.ok(!states.includes('connected'), `states ${states}`);
 });
 
@@ -91,7 +92,7 @@ test('node capacity (max_connections 5): the 6th connection is closed with 4100;
   const open = [];
   for (let i = 0; i < NODE_MAX; i++) open.push(await RawClient.connect(small, i % 2 ? APP2.key : APP1.key));
   const extra = await RawClient.open(small, APP1.key);
-  const close = await withDeadline(extra.closed, 3000, 'connection over node capacity closed');
+  const close = await withDeadline(extra.closed, WAIT_MS, 'connection over node capacity closed');
   assert.equal(close.code, 4100, `close ${JSON.stringify(close)}; received ${extra.describe()}`);
   const h2 = await small.health();
   assert.equal(h2.body.connections.current, NODE_MAX);
@@ -113,7 +114,7 @@ test('client event data over the app\'s payload limit -> pusher:error 4301, not 
   await a.subscribeOk(name);
   await b.subscribeOk(name);
   a.send({ event: 'client-big', channel: name, data: 'z'.repeat(500) });
-  const err = await a.waitFor('pusher:error', { ms: 3000 });
+  const err = await a.waitFor('pusher:error');
   assert.equal(err.data.code, 4301, err.raw);
   a.send({ event: 'client-small', channel: name, data: 'ok' });
   await b.waitFor('client-small', { channel: name });
@@ -123,7 +124,7 @@ test('client event data over the app\'s payload limit -> pusher:error 4301, not 
 test('a WebSocket message over max_message_bytes closes the socket with 1009', async () => {
   const raw = await RawClient.connect(small);
   raw.send({ event: 'pusher:ping', data: { pad: 'p'.repeat(MAX_MESSAGE_BYTES + 100) } });
-  const close = await withDeadline(raw.closed, 3000, 'close after oversized message');
+  const close = await withDeadline(raw.closed, WAIT_MS, 'close after oversized message');
   assert.equal(close.code, 1009, JSON.stringify(close));
 });
 

@@ -25,6 +25,7 @@ import {
   eventually,
   uniq,
   withDeadline,
+  WAIT_MS,
 } from '../harness.mjs';
 
 const IP_RATE = 1; // connections per second per address
@@ -70,14 +71,12 @@ const perApp = (name, app = APP1) => metricKey(name, { app_id: app.id });
  */
 async function attempt(server, key = APP1.key, wsOptions) {
   const c = await RawClient.open(server, key, { wsOptions });
-  const first = await c.waitFor((m) => m.event === 'pusher:connection_established' || m.event === 'pusher:error', {
-    ms: 5000,
-  });
+  const first = await c.waitFor((m) => m.event === 'pusher:connection_established' || m.event === 'pusher:error');
   if (first.event === 'pusher:connection_established') {
     c.socketId = first.data.socket_id;
     return { established: c };
   }
-  const close = await withDeadline(c.closed, 3000, 'close after pusher:error');
+  const close = await withDeadline(c.closed, WAIT_MS, 'close after pusher:error');
   assert.ok(!c.seen('pusher:connection_established'), c.describe());
   return { refused: { code: close.code, errorCode: first.data.code, message: first.data.message } };
 }
@@ -86,20 +85,39 @@ async function attempt(server, key = APP1.key, wsOptions) {
 // Per-address connection rate
 
 test('per-IP rate: over the burst an address is refused with pusher:error + close 4100; others and open sockets are unaffected', async () => {
+  // Attempts in batches of IP_BURST + 3 at once, until one is refused: the burst (3) is
+  // accepted, then one more per second the batch takes to arrive. A batch that takes more
+  // than three seconds (a very busy machine) may be accepted whole; the next one is tried.
   const open = [];
-  let refusal = null;
-  // The burst (3) is accepted at once. The next attempt is refused unless a whole second has
-  // passed (one token per second); allow a few attempts so a slow machine cannot flake.
-  for (let i = 0; i < IP_BURST + 3 && !refusal; i++) {
-    const r = await attempt(ipServer);
-    if (r.established) open.push(r.established);
-    else refusal = r.refused;
+  const refusals = [];
+  const batches = [];
+  await eventually(
+    async () => {
+      const t0 = Date.now();
+      const results = await Promise.all(Array.from({ length: IP_BURST + 3 }, () => attempt(ipServer)));
+      const elapsed = Date.now() - t0;
+      const accepted = results.filter((r) => r.established).length;
+      // The bucket is full before the first batch; the rate bounds every batch.
+      const most = (batches.length === 0 ? IP_BURST : 0) + Math.ceil((elapsed / 1000) * IP_RATE) + 1;
+      batches.push({ accepted, elapsed, most });
+      for (const r of results) {
+        if (r.established) open.push(r.established);
+        else refusals.push(r.refused);
+      }
+      return refusals.length > 0;
+    },
+    WAIT_MS,
+    () => `a refusal from the per-IP rate (batches: ${JSON.stringify(batches)})`,
+  );
+  for (const b of batches) {
+    assert.ok(b.accepted <= b.most, `${b.accepted} of ${IP_BURST + 3} accepted in ${b.elapsed} ms, want <= ${b.most}`);
   }
-  assert.ok(refusal, `no refusal after ${open.length} connections from 127.0.0.1`);
-  assert.ok(open.length >= IP_BURST, `only ${open.length} accepted before the first refusal`);
-  assert.equal(refusal.errorCode, 4100, JSON.stringify(refusal));
-  assert.equal(refusal.code, 4100, JSON.stringify(refusal));
-  assert.match(refusal.message, /\S/);
+  assert.ok(open.length >= IP_BURST, `only ${open.length} accepted: ${JSON.stringify(batches)}`);
+  for (const refusal of refusals) {
+    assert.equal(refusal.errorCode, 4100, JSON.stringify(refusal));
+    assert.equal(refusal.code, 4100, JSON.stringify(refusal));
+    assert.match(refusal.message, /\S/);
+  }
 
   // Another address is not limited by 127.0.0.1's bucket: its whole burst gets through now.
   const other = [];
@@ -116,32 +134,35 @@ test('per-IP rate: over the burst an address is refused with pusher:error + clos
 
   const accepted = open.length + other.length;
   await expectMetrics(ipServer, {
-    [refused('ip_rate')]: 1,
+    [refused('ip_rate')]: refusals.length,
     [perApp('herald_connected')]: accepted,
     [perApp('herald_new_connections_total')]: accepted,
     herald_node_connections: accepted,
   });
 
-  // 127.0.0.1 gets a token back within about a second.
+  // 127.0.0.1 gets a token back within about a second: polled every 200 ms, a few refusals
+  // at most (a slower machine polls less often, so refuses fewer).
   let refusedMore = 0;
+  const codes = [];
   const back = await eventually(
     async () => {
       const r = await attempt(ipServer);
       if (r.refused) {
-        assert.equal(r.refused.code, 4100);
+        codes.push(r.refused.code);
         refusedMore += 1;
         await new Promise((res) => setTimeout(res, 200));
         return false;
       }
       return r.established;
     },
-    4000,
-    '127.0.0.1 accepted again',
+    WAIT_MS,
+    () => `127.0.0.1 accepted again (${refusedMore} refusals so far)`,
   );
   await back.ping();
+  for (const code of codes) assert.equal(code, 4100, `refusal codes while waiting: ${codes}`);
   assert.ok(refusedMore <= 8, `${refusedMore} refusals while waiting for one token`);
   await expectMetrics(ipServer, {
-    [refused('ip_rate')]: 1 + refusedMore,
+    [refused('ip_rate')]: refusals.length + refusedMore,
     [perApp('herald_new_connections_total')]: accepted + 1,
     [refused('memory')]: 0,
     [refused('node_full')]: 0,
@@ -152,7 +173,7 @@ test('per-IP rate: over the burst an address is refused with pusher:error + clos
 // Memory guard
 
 test('memory guard over its limit: /ready 503, /health status refusing, metric 1', async () => {
-  const ready = await fetch(`${memServer.httpUrl}/ready`, { signal: AbortSignal.timeout(3000) });
+  const ready = await fetch(`${memServer.httpUrl}/ready`, { signal: AbortSignal.timeout(WAIT_MS) });
   assert.equal(ready.status, 503);
   assert.deepEqual(await ready.json(), { ready: false, status: 'refusing' });
   const h = await memServer.health();
@@ -162,7 +183,7 @@ test('memory guard over its limit: /ready 503, /health status refusing, metric 1
   const m = await expectMetrics(memServer, { herald_memory_guard_refusing: 1 });
   assert.ok(m.get('process_resident_memory_bytes') > 1_000_000 * 0.9);
   // The healthy nodes say otherwise.
-  const ok = await fetch(`${hsServer.httpUrl}/ready`, { signal: AbortSignal.timeout(3000) });
+  const ok = await fetch(`${hsServer.httpUrl}/ready`, { signal: AbortSignal.timeout(WAIT_MS) });
   assert.equal(ok.status, 200);
   assert.deepEqual(await ok.json(), { ready: true });
   await expectMetrics(hsServer, { herald_memory_guard_refusing: 0 });
@@ -192,21 +213,35 @@ test('memory guard: pusher-js gets 4100, stays connecting and backs off (about o
   const states = [];
   client.connection.bind('state_change', ({ current }) => states.push(current));
   const errors = record(client.connection, 'error');
-  const t0 = Date.now();
-  const first = await errors.next(5000);
-  assert.equal(pusherJsErrorCode(first.data), 4100, JSON.stringify(first.data));
-  // Watch it for 3 s: every attempt is a refusal the server counts.
-  const WINDOW = 3000;
-  await eventually(() => Date.now() - t0 >= WINDOW, WINDOW + 1000, 'the observation window');
-  const attempts = (await scrapeMetrics(memServer)).samples.get(refused('memory')) - base;
+  // Three refusals in a row. pusher-js waits 1 s after each 4100 ('backoff') before it tries
+  // again, so they are at least 1 s apart however slow the machine; a tight loop would make
+  // them milliseconds apart.
+  const ATTEMPTS = 3;
+  for (let i = 0; i < ATTEMPTS; i++) {
+    const e = await errors.next();
+    assert.equal(pusherJsErrorCode(e.data), 4100, JSON.stringify(e.data));
+  }
   const state = client.connection.state;
   client.disconnect();
   assert.ok(!states.includes('connected'), `states: ${states}`);
   assert.ok(['connecting', 'unavailable'].includes(state), `state ${state}; states ${states}`);
-  // pusher-js waits 1 s after a 4100 ('backoff'): 3-4 attempts in 3 s, not a tight loop.
-  assert.ok(attempts >= 2 && attempts <= 6, `${attempts} connection attempts in ${WINDOW} ms`);
-  assert.ok(errors.items.length >= 2, `${errors.items.length} errors`);
+  const at = errors.items.map((e) => e.at);
+  for (let i = 1; i < ATTEMPTS; i++) {
+    // 50 ms for timer and clock granularity; a slow machine only makes the gap longer.
+    assert.ok(at[i] - at[i - 1] >= 950, `attempts ${at[i] - at[i - 1]} ms apart: ${at.map((t) => t - at[0])}`);
+  }
   for (const e of errors.items) assert.equal(pusherJsErrorCode(e.data), 4100, JSON.stringify(e.data));
+  // Every refusal pusher-js saw was counted; one more may have been under way at disconnect.
+  const seen = errors.items.length;
+  const attempts = await eventually(
+    async () => {
+      const n = (await scrapeMetrics(memServer)).samples.get(refused('memory')) - base;
+      return n >= seen ? n : false;
+    },
+    WAIT_MS,
+    `herald_refused_connections_total{reason="memory"} >= ${base} + ${seen}`,
+  );
+  assert.ok(attempts <= seen + 1, `${attempts} refusals counted, pusher-js saw ${seen}`);
 });
 
 // ---------------------------------------------------------------------------------------------
@@ -253,7 +288,7 @@ test('handshake_timeout 1s: sockets that send nothing or half a request are drop
   const during = await connectClient(hsServer);
   const chDuring = await subscribe(during, name);
 
-  await withDeadline(Promise.all([silent.closed, half.closed]), 1000 + 3000, 'slow sockets closed by the server');
+  await withDeadline(Promise.all([silent.closed, half.closed]), WAIT_MS, 'slow sockets closed by the server');
   for (const [what, s] of [
     ['silent', silent],
     ['half request', half],
@@ -262,13 +297,18 @@ test('handshake_timeout 1s: sockets that send nothing or half a request are drop
     assert.ok(after >= 950, `${what} socket closed after ${after} ms, before the 1 s timeout`);
     assert.doesNotMatch(s.received, /101 Switching Protocols/, `${what}: ${s.received}`);
   }
-  // The default timeout (5 s) is not 1 s: the same silent socket on the other node is still open.
-  assert.equal(control.closedAt, null, 'a silent socket was closed by a node with the default handshake_timeout');
+  // The default timeout (5 s) is not 1 s: the same silent socket on the other node is still
+  // open, or (on a machine slow enough that 5 s have passed) was closed no sooner than that.
+  const controlAfter = control.closedAt === null ? null : control.closedAt - control.startedAt;
+  assert.ok(
+    controlAfter === null || controlAfter >= 4500,
+    `a silent socket was closed after ${controlAfter} ms by a node with the default handshake_timeout (5 s)`,
+  );
   control.socket.destroy();
 
   const got = [record(chBefore, 'ev'), record(chDuring, 'ev')];
   await hsServer.sdk().trigger(name, 'ev', { ok: 1 });
-  for (const g of got) assert.deepEqual((await g.next(3000)).data, { ok: 1 });
+  for (const g of got) assert.deepEqual((await g.next()).data, { ok: 1 });
   assert.equal(before.connection.state, 'connected');
   // The dropped sockets never became connections.
   await expectMetrics(hsServer, { [perApp('herald_connected')]: 2 });
@@ -312,7 +352,7 @@ test('allowed_origins: listed origins and no Origin connect; others get pusher:e
   for (const c of accepted) await c.subscribeOk(name);
   const got = record(ch, 'ev');
   await hsServer.sdk(ORIGINS_APP).trigger(name, 'ev', 'x');
-  await got.next(3000);
+  await got.next();
   for (const c of accepted) await c.waitFor('ev', { channel: name });
 
   const nRefused = cases.filter(([, ok]) => !ok).length;

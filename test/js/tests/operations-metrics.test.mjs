@@ -23,6 +23,7 @@ import {
   freePort,
   uniq,
   withDeadline,
+  WAIT_MS,
 } from '../harness.mjs';
 
 const app = (id, extra = {}) => ({
@@ -86,7 +87,7 @@ function frameBytes(payload) {
 }
 
 test('the metrics listener serves Prometheus text on its own port, not on the WebSocket/REST port', async () => {
-  const res = await fetch(server.metricsUrl, { signal: AbortSignal.timeout(3000) });
+  const res = await fetch(server.metricsUrl, { signal: AbortSignal.timeout(WAIT_MS) });
   assert.equal(res.status, 200);
   assert.match(res.headers.get('content-type'), /^text\/plain/);
   const text = await res.text();
@@ -111,7 +112,7 @@ test('the metrics listener serves Prometheus text on its own port, not on the We
   const h = await server.health();
   assert.equal(samples.get('herald_max_connections'), h.body.connections.max);
   assert.equal(samples.get('herald_memory_guard_refusing'), 0);
-  const onMain = await fetch(`${server.httpUrl}/metrics`, { signal: AbortSignal.timeout(3000) });
+  const onMain = await fetch(`${server.httpUrl}/metrics`, { signal: AbortSignal.timeout(WAIT_MS) });
   assert.equal(onMain.status, 404, 'metrics must not be served on the public port');
   await onMain.text();
 });
@@ -170,10 +171,10 @@ test('pusher-js + SDK: connections, subscriptions, messages, REST calls and byte
     reqBytes += sdkTriggerBodyBytes([ch], 'ev', data);
   }
   for (const r of rec.all) {
-    await r.next(3000);
-    await r.next(3000);
+    await r.next();
+    await r.next();
   }
-  await rec.one.next(3000);
+  await rec.one.next();
   const before = await expectMetrics(server, {
     [k('herald_http_calls_received_total', id)]: 4,
     [k('herald_http_received_bytes', id)]: reqBytes,
@@ -239,7 +240,7 @@ test('raw client: WebSocket bytes both ways, pings and pongs (data and control) 
   // A WebSocket ping (control frame) with a 5-byte payload: answered with a pong frame.
   const pong = new Promise((resolve) => a.ws.once('pong', resolve));
   a.ws.ping(Buffer.from('hello'));
-  assert.equal((await withDeadline(pong, 3000, 'WebSocket pong')).toString(), 'hello');
+  assert.equal((await withDeadline(pong, WAIT_MS, 'WebSocket pong')).toString(), 'hello');
   sentPayload += 5;
   // An invalid message: answered with a pusher:error, the connection stays.
   send(b, { event: 'not-a-client-event', data: {} });
@@ -277,12 +278,12 @@ test('refusals are counted by reason, and refused connections are not counted as
   const r = (reason) => metricKey('herald_refused_connections_total', { reason });
   // Unknown key: 4001.
   const unknown = await RawClient.open(server, 'no-such-key');
-  assert.equal((await withDeadline(unknown.closed, 3000, 'unknown key closed')).code, 4001);
+  assert.equal((await withDeadline(unknown.closed, WAIT_MS, 'unknown key closed')).code, 4001);
   // App quota (max_connections 1): the second is closed with 4004, twice.
   const first = await RawClient.connect(server, A_REFUSED.key);
   for (let i = 0; i < 2; i++) {
     const over = await RawClient.open(server, A_REFUSED.key);
-    assert.equal((await withDeadline(over.closed, 3000, 'over-quota closed')).code, 4004);
+    assert.equal((await withDeadline(over.closed, WAIT_MS, 'over-quota closed')).code, 4004);
   }
   await first.ping();
   await expectMetrics(server, {
@@ -323,7 +324,7 @@ test('herald_ws_messages_sent_total does not count a frame for the connection a 
   await server.sdk(A).trigger(name, 'ev', 'd', { socket_id: a.socketId });
   await b.waitFor('ev', { channel: name });
   assert.ok(!a.seen('client-x') && !a.seen('ev'));
-  await expectMetrics(server, { [k('herald_ws_messages_sent_total', id)]: 6 }, 1000);
+  await expectMetrics(server, { [k('herald_ws_messages_sent_total', id)]: 6 });
 });
 
 test('metrics.prefix soketi_: every herald metric is renamed, runtime metrics are not', async () => {
@@ -363,7 +364,7 @@ test('existing limits, counted: channels per connection (4100), node full (4100)
   const ch1 = await subscribe(p, one);
   await subscribe(p, uniq('cap-'));
   const third = p.subscribe(uniq('cap-'));
-  const err = await waitForBind(third, 'pusher:subscription_error', 5000);
+  const err = await waitForBind(third, 'pusher:subscription_error');
   assert.equal(err.status, 4100, JSON.stringify(err));
   assert.equal(p.connection.state, 'connected');
 
@@ -371,13 +372,13 @@ test('existing limits, counted: channels per connection (4100), node full (4100)
   const r1 = await RawClient.connect(s, A_OTHER.key);
   const r2 = await RawClient.connect(s, A_OTHER.key);
   const over = await RawClient.open(s, A_OTHER.key);
-  const close = await withDeadline(over.closed, 3000, 'connection over node capacity closed');
+  const close = await withDeadline(over.closed, WAIT_MS, 'connection over node capacity closed');
   assert.equal(close.code, 4100, `${JSON.stringify(close)} ${over.describe()}`);
   assert.ok(!over.seen('pusher:connection_established'));
 
   // max_message_bytes 2048: a larger message closes that socket with 1009, and frees its slot.
   r1.send({ event: 'pusher:ping', data: { pad: 'p'.repeat(3000) } });
-  assert.equal((await withDeadline(r1.closed, 3000, 'close after an oversized message')).code, 1009);
+  assert.equal((await withDeadline(r1.closed, WAIT_MS, 'close after an oversized message')).code, 1009);
   await s.waitConnections(2);
   const r3 = await RawClient.connect(s, A_OTHER.key);
 
@@ -386,7 +387,7 @@ test('existing limits, counted: channels per connection (4100), node full (4100)
   await r2.subscribeOk(one);
   await r3.subscribeOk(one);
   await s.sdk(A_OTHER).trigger(one, 'ev', 'x');
-  await got.next(3000);
+  await got.next();
   await r2.waitFor('ev', { channel: one });
   await r3.waitFor('ev', { channel: one });
 
@@ -407,7 +408,7 @@ test('existing limits, counted: channels per connection (4100), node full (4100)
 test('pprof is off by default: nothing under /debug/pprof/ on the public or the metrics port', async () => {
   for (const base of [server.httpUrl, new URL(server.metricsUrl).origin]) {
     for (const p of ['/debug/pprof/', '/debug/pprof/goroutine?debug=1']) {
-      const res = await fetch(`${base}${p}`, { signal: AbortSignal.timeout(3000) });
+      const res = await fetch(`${base}${p}`, { signal: AbortSignal.timeout(WAIT_MS) });
       const text = await res.text();
       assert.equal(res.status, 404, `${base}${p} answered ${res.status}: ${text.slice(0, 200)}`);
     }
@@ -418,16 +419,16 @@ test('pprof is off by default: nothing under /debug/pprof/ on the public or the 
 
 test('pprof.addr: the goroutine profile and the index are served there, and only there', async () => {
   const base = `http://127.0.0.1:${pprofPort}`;
-  const idx = await fetch(`${base}/debug/pprof/`, { signal: AbortSignal.timeout(3000) });
+  const idx = await fetch(`${base}/debug/pprof/`, { signal: AbortSignal.timeout(WAIT_MS) });
   assert.equal(idx.status, 200);
   const idxText = await idx.text();
   for (const p of ['goroutine', 'heap', 'mutex', 'block']) assert.match(idxText, new RegExp(p));
-  const gr = await fetch(`${base}/debug/pprof/goroutine?debug=1`, { signal: AbortSignal.timeout(3000) });
+  const gr = await fetch(`${base}/debug/pprof/goroutine?debug=1`, { signal: AbortSignal.timeout(WAIT_MS) });
   assert.equal(gr.status, 200);
   assert.match(await gr.text(), /^goroutine profile: total \d+/);
   // Not on the public port nor the metrics port.
   for (const other of [renamed.httpUrl, new URL(renamed.metricsUrl).origin]) {
-    const res = await fetch(`${other}/debug/pprof/goroutine?debug=1`, { signal: AbortSignal.timeout(3000) });
+    const res = await fetch(`${other}/debug/pprof/goroutine?debug=1`, { signal: AbortSignal.timeout(WAIT_MS) });
     await res.text();
     assert.equal(res.status, 404, other);
   }
@@ -438,7 +439,7 @@ test('metrics.enabled false: nothing listens on metrics.port', async () => {
   try {
     await connectClient(off, { app: A_OTHER });
     await assert.rejects(
-      fetch(off.metricsUrl, { signal: AbortSignal.timeout(3000) }),
+      fetch(off.metricsUrl, { signal: AbortSignal.timeout(WAIT_MS) }),
       (e) => e.cause?.code === 'ECONNREFUSED',
       'the metrics port answered although metrics are disabled',
     );

@@ -54,7 +54,7 @@ test('presence: subscription_succeeded gives members.count, members.me and every
 
   const bob = await member(server, 'bob');
   const chB = bob.subscribe(name);
-  const members = await waitForBind(chB, 'pusher:subscription_succeeded', 5000);
+  const members = await waitForBind(chB, 'pusher:subscription_succeeded');
   assert.equal(members.count, 2);
   assert.deepEqual(chB.members.me, { id: 'bob', info: info('bob') });
   assert.deepEqual(membersOf(chB), { alice: info('alice'), bob: info('bob') });
@@ -84,7 +84,7 @@ test('presence: a joining user -> pusher:member_added with info for those alread
   const added = record(chA, 'pusher:member_added');
   const bob = await member(server, 'bob');
   await subscribe(bob, name);
-  const got = await added.next(3000);
+  const got = await added.next();
   assert.deepEqual(got.data, { id: 'bob', info: info('bob') });
   assert.equal(chA.members.count, 2);
 });
@@ -97,7 +97,7 @@ test('presence: a member disconnecting -> pusher:member_removed', async () => {
   const bob = await member(server, 'bob');
   await subscribe(bob, name);
   disconnectClient(bob);
-  const got = await removed.next(5000);
+  const got = await removed.next();
   assert.equal(got.data.id, 'bob');
   assert.equal(chA.members.count, 1);
 });
@@ -110,7 +110,7 @@ test('presence: a member unsubscribing -> pusher:member_removed', async () => {
   const bob = await member(server, 'bob');
   await subscribe(bob, name);
   bob.unsubscribe(name);
-  const got = await removed.next(5000);
+  const got = await removed.next();
   assert.equal(got.data.id, 'bob');
   assert.equal(bob.connection.state, 'connected');
 });
@@ -123,7 +123,7 @@ test('presence: the same user_id on two sockets counts once (member_added once, 
 
   const bob1 = await member(server, 'bob');
   await subscribe(bob1, name);
-  assert.equal((await added.next(3000)).data.id, 'bob');
+  assert.equal((await added.next()).data.id, 'bob');
 
   const bob2 = await member(server, 'bob');
   const chB2 = await subscribe(bob2, name);
@@ -132,7 +132,7 @@ test('presence: the same user_id on two sockets counts once (member_added once, 
   // Marker: a third distinct user. Alice must see carol next, not a second bob.
   const carol = await member(server, 'carol');
   const chC = await subscribe(carol, name);
-  assert.equal((await added.next(3000)).data.id, 'carol');
+  assert.equal((await added.next()).data.id, 'carol');
   assert.deepEqual(
     added.items.map((i) => i.data.id),
     ['bob', 'carol'],
@@ -156,7 +156,7 @@ test('presence: member_removed only when the user\'s last socket leaves', async 
 
   disconnectClient(bob1); // bob is still there through bob2
   disconnectClient(carol); // marker
-  assert.equal((await removed.next(5000)).data.id, 'carol');
+  assert.equal((await removed.next()).data.id, 'carol');
   assert.deepEqual(
     removed.items.map((i) => i.data.id),
     ['carol'],
@@ -165,7 +165,7 @@ test('presence: member_removed only when the user\'s last socket leaves', async 
   assert.equal(chA.members.count, 2);
 
   disconnectClient(bob2);
-  assert.equal((await removed.next(5000)).data.id, 'bob');
+  assert.equal((await removed.next()).data.id, 'bob');
   assert.equal(chA.members.count, 1);
 });
 
@@ -196,7 +196,7 @@ test('presence: pusher-js emits pusher:subscription_error (4100) when the channe
   await subscribe(b, name);
   const c = await member(server, 'three', { app: APP2_HERE });
   const ch = c.subscribe(name);
-  const err = await waitForBind(ch, 'pusher:subscription_error', 5000);
+  const err = await waitForBind(ch, 'pusher:subscription_error');
   assert.equal(err.status, 4100, JSON.stringify(err));
   assert.equal(c.connection.state, 'connected');
 });

@@ -19,6 +19,7 @@ import {
   withDeadline,
   eventually,
   waitForState,
+  WAIT_MS,
 } from '../harness.mjs';
 
 let server;
@@ -36,7 +37,7 @@ test('trigger to several channels at once reaches every channel', async () => {
   for (const n of names) recs.push(record(await subscribe(client, n), 'fan'));
   const res = await sdk.trigger(names, 'fan', { to: 'all' });
   assert.equal(res.status, 200);
-  for (const r of recs) assert.deepEqual((await r.next(3000)).data, { to: 'all' });
+  for (const r of recs) assert.deepEqual((await r.next()).data, { to: 'all' });
 });
 
 test('trigger with socket_id excludes that socket only', async () => {
@@ -88,8 +89,8 @@ test('triggerBatch of 10 events delivers all of them', async () => {
   const res = await sdk.triggerBatch(batch);
   assert.equal(res.status, 200);
   for (let c = 0; c < 5; c++) {
-    const first = await recs[c].next(3000);
-    const second = await recs[c].next(3000);
+    const first = await recs[c].next();
+    const second = await recs[c].next();
     const want = [c, c + 5].map((i) => (i % 2 ? { i } : `s${i}`));
     assert.deepEqual([first.data, second.data], want);
   }
@@ -170,7 +171,7 @@ test('GET /channels omits a channel once its last subscriber leaves', async () =
       const body = await (await sdk.get({ path: '/channels', params: { filter_by_prefix: name } })).json();
       return Object.keys(body.channels).length === 0;
     },
-    5000,
+    WAIT_MS,
     `${name} gone from /channels`,
   );
 });
@@ -230,20 +231,20 @@ test('terminateUserConnections closes every socket of that user with 4009 and no
   await victim2.signinOk({ id: 'victim' });
   await bystander.signinOk({ id: 'bystander' });
   const pjs = await connectClient(server, { user: { id: 'victim' } });
-  const signed = waitForBind(pjs, 'pusher:signin_success', 5000);
+  const signed = waitForBind(pjs, 'pusher:signin_success');
   pjs.signin();
   await signed;
-  const pjsError = waitForBind(pjs.connection, 'error', 5000, (e) => pusherJsErrorCode(e) !== undefined);
+  const pjsError = waitForBind(pjs.connection, 'error', WAIT_MS, (e) => pusherJsErrorCode(e) !== undefined);
 
   const res = await sdk.terminateUserConnections('victim');
   assert.equal(res.status, 200);
-  const c1 = await withDeadline(victim1.closed, 3000, 'victim socket 1 closed');
-  const c2 = await withDeadline(victim2.closed, 3000, 'victim socket 2 closed');
+  const c1 = await withDeadline(victim1.closed, WAIT_MS, 'victim socket 1 closed');
+  const c2 = await withDeadline(victim2.closed, WAIT_MS, 'victim socket 2 closed');
   assert.equal(c1.code, 4009);
   assert.equal(c2.code, 4009);
   assert.equal(pusherJsErrorCode(await pjsError), 4009);
   // 4009 is in pusher-js's "refused" range: it does not reconnect.
-  await waitForState(pjs, 'disconnected', 3000);
+  await waitForState(pjs, 'disconnected');
   await bystander.ping();
   assert.ok(bystander.isOpen);
 });

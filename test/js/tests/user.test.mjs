@@ -15,6 +15,7 @@ import {
   uniq,
   hmacHex,
   withDeadline,
+  WAIT_MS,
 } from '../harness.mjs';
 
 let server;
@@ -29,7 +30,7 @@ useServer((s) => {
 async function signedIn(user) {
   const client = await connectClient(server, { user });
   const userChannel = `#server-to-user-${user.id}`;
-  const success = waitForBind(client, 'pusher:signin_success', 5000);
+  const success = waitForBind(client, 'pusher:signin_success');
   const subscribed = new Promise((resolve) => {
     client.connection.bind('message', (m) => {
       if (m.event === 'pusher_internal:subscription_succeeded' && m.channel === userChannel) resolve();
@@ -37,7 +38,7 @@ async function signedIn(user) {
   });
   client.signin();
   const data = await success;
-  await withDeadline(subscribed, 5000, `subscription_succeeded on ${userChannel}`);
+  await withDeadline(subscribed, WAIT_MS, `subscription_succeeded on ${userChannel}`);
   return { client, data };
 }
 
@@ -55,7 +56,7 @@ test('signin: sdk.sendToUser reaches pusher.user.bind on the signed-in client', 
   const got = record(client.user, 'note');
   const res = await sdk.sendToUser(user.id, 'note', { hello: user.id });
   assert.equal(res.status, 200);
-  assert.deepEqual((await got.next(3000)).data, { hello: user.id });
+  assert.deepEqual((await got.next()).data, { hello: user.id });
 });
 
 test('signin: sendToUser reaches every connection of that user and no other user', async () => {
@@ -69,10 +70,10 @@ test('signin: sendToUser reaches every connection of that user and no other user
   const ro = record(o.client.user, 'ping-user');
   const roMarker = record(o.client.user, 'marker');
   await sdk.sendToUser(id, 'ping-user', 'p');
-  assert.equal((await ra.next(3000)).data, 'p');
-  assert.equal((await rb.next(3000)).data, 'p');
+  assert.equal((await ra.next()).data, 'p');
+  assert.equal((await rb.next()).data, 'p');
   await sdk.sendToUser(otherId, 'marker', 'm');
-  await roMarker.next(3000);
+  await roMarker.next();
   assert.equal(ro.items.length, 0, 'another user got the event');
 });
 
@@ -83,9 +84,9 @@ test('signin raw: a bad signature -> pusher:error 4009, then close 4009', async 
     event: 'pusher:signin',
     data: { auth: `${APP1.key}:${hmacHex('wrong-secret', `${raw.socketId}::user::${user_data}`)}`, user_data },
   });
-  const err = await raw.waitFor('pusher:error', { ms: 3000 });
+  const err = await raw.waitFor('pusher:error');
   assert.equal(err.data.code, 4009, err.raw);
-  const close = await withDeadline(raw.closed, 3000, 'close after bad signin');
+  const close = await withDeadline(raw.closed, WAIT_MS, 'close after bad signin');
   assert.equal(close.code, 4009);
   assert.ok(!raw.seen('pusher:signin_success'));
 });
@@ -97,7 +98,7 @@ test('signin raw: user_data without an id -> pusher:error 4009', async () => {
     event: 'pusher:signin',
     data: { auth: `${APP1.key}:${hmacHex(APP1.secret, `${raw.socketId}::user::${user_data}`)}`, user_data },
   });
-  const err = await raw.waitFor((m) => m.event === 'pusher:error' || m.event === 'pusher:signin_success', { ms: 3000 });
+  const err = await raw.waitFor((m) => m.event === 'pusher:error' || m.event === 'pusher:signin_success');
   assert.equal(err.event, 'pusher:error', err.raw);
   assert.equal(err.data.code, 4009, err.raw);
 });
@@ -109,7 +110,7 @@ test('signin on an app with user authentication disabled (app2) -> pusher:error 
     event: 'pusher:signin',
     data: { auth: `${APP2.key}:${hmacHex(APP2.secret, `${raw.socketId}::user::${user_data}`)}`, user_data },
   });
-  const err = await raw.waitFor((m) => m.event === 'pusher:error' || m.event === 'pusher:signin_success', { ms: 3000 });
+  const err = await raw.waitFor((m) => m.event === 'pusher:error' || m.event === 'pusher:signin_success');
   assert.equal(err.event, 'pusher:error', err.raw);
   assert.equal(err.data.code, 4009, err.raw);
 });
@@ -122,7 +123,7 @@ test('a socket that is not signed in cannot receive a user\'s events via #server
   spy.subscribe(`#server-to-user-${id}`);
   await spy.ping();
   await sdk.sendToUser(id, 'secret-note', 'for the user only');
-  await legit.next(3000);
+  await legit.next();
   spy.drain(); // whatever the server answered to the refused subscribe is not under test here
   // Marker on a public channel the spy did join: the spy is served, the user event never came.
   const pub = uniq('spy-pub-');
