@@ -22,7 +22,10 @@ import (
 // WebSocket clients, and sign REST calls as Pusher's server libraries do.
 
 const (
-	wait    = 5 * time.Second
+	// wait is how long a test waits for anything that normally takes milliseconds: a frame, a
+	// close, a shutdown. Tests run on busy machines (two cores shared with other builds, -race),
+	// so it is generous; a passing test never waits it out.
+	wait    = 30 * time.Second
 	maxConn = 100
 )
 

@@ -72,19 +72,19 @@ func TestMetricsReflectTheHub(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := c.SocketID(5 * time.Second); err != nil {
+	if _, err := c.SocketID(30 * time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Subscribe("prices", "", ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Expect("pusher_internal:subscription_succeeded", 5*time.Second); err != nil {
+	if _, err := c.Expect("pusher_internal:subscription_succeeded", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.Publish("a1", herald.Event{Name: "tick", Channel: "prices", Data: "{}"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Expect("tick", 5*time.Second); err != nil {
+	if _, err := c.Expect("tick", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	refused, err := wstest.Dial(ln.Addr().String(), "/app/nope")
@@ -92,7 +92,7 @@ func TestMetricsReflectTheHub(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer refused.Close()
-	if code, err := refused.ExpectClose(5 * time.Second); err != nil || code != 4001 {
+	if code, err := refused.ExpectClose(30 * time.Second); err != nil || code != 4001 {
 		t.Fatalf("close %d, %v", code, err)
 	}
 	reg.HTTP.Call("a1", 100, 20)
