@@ -3,40 +3,100 @@
 # vet, the linter, the Go tests under the race detector, the churn test at full rate, and the
 # real-client suite (pusher-js and the pusher server SDK from npm against a herald it builds
 # and starts).
+#
+# The first step that fails stops the script with its exit status (set -e). Whether it passes
+# or fails, the script ends with a summary: every step that ran, pass or FAIL, and how long it
+# took. A step is one line below: `run "name" command args...` (a shell function for more).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$(go env GOPATH)/bin:$PATH"
 start=$SECONDS
-step() { printf '\n== %s (%ds)\n' "$*" $((SECONDS - start)); }
 
-step "tools"
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  apt-get update -qq && apt-get install -y -qq nodejs npm
-fi
-STATICCHECK_VERSION=v0.6.1
-if ! staticcheck -version 2>/dev/null | grep -q "${STATICCHECK_VERSION#v}"; then
-  GOFLAGS= go install "honnef.co/go/tools/cmd/staticcheck@${STATICCHECK_VERSION}"
-fi
+results=()   # "pass|FAIL <seconds> <name>", in the order the steps ran
+current=''   # the step running now, if any
+step_start=0
 
-step "gofmt"
-unformatted=$(gofmt -l $(git ls-files '*.go'))
-if [ -n "$unformatted" ]; then echo "gofmt would change: $unformatted"; exit 1; fi
+# run NAME COMMAND...: runs one step; a failure ends the script (set -e) and the summary names it.
+run() {
+  current=$1
+  shift
+  step_start=$SECONDS
+  printf '\n== %s (%ds)\n' "$current" $((SECONDS - start))
+  "$@"
+  results+=("pass $((SECONDS - step_start)) $current")
+  current=''
+}
 
-step "go vet"
-go vet ./...
+summary() {
+  local status=$1
+  if [ -n "$current" ]; then
+    results+=("FAIL $((SECONDS - step_start)) $current")
+  fi
+  printf '\n== summary (%ds)\n' $((SECONDS - start))
+  local r word secs
+  for r in "${results[@]}"; do
+    word=${r%% *}
+    r=${r#* }
+    secs=${r%% *}
+    printf '  %-4s %5ds  %s\n' "$word" "$secs" "${r#* }"
+  done
+  if [ "$status" -eq 0 ]; then
+    printf 'all %d steps passed\n' "${#results[@]}"
+  elif [ -n "$current" ]; then
+    printf 'FAILED: %s (exit status %d); the steps after it did not run\n' "$current" "$status"
+  else
+    printf 'FAILED outside any step (exit status %d)\n' "$status"
+  fi
+}
+trap 'summary $?' EXIT
 
-step "staticcheck"
-staticcheck ./...
+tools() {
+  if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+    apt-get update -qq && apt-get install -y -qq nodejs npm
+  fi
+  local node_major
+  node_major=$(node -p 'process.versions.node.split(".")[0]')
+  if [ "$node_major" -lt 20 ]; then
+    echo "the real-client suite needs Node 20 or later (test/js/package.json engines); found $(node -v)"
+    return 1
+  fi
+  STATICCHECK_VERSION=v0.6.1
+  if ! staticcheck -version 2>/dev/null | grep -q "${STATICCHECK_VERSION#v}"; then
+    GOFLAGS= go install "honnef.co/go/tools/cmd/staticcheck@${STATICCHECK_VERSION}"
+  fi
+}
 
-step "go test -race"
-go test -race -count=1 -timeout 15m ./...
+check_gofmt() {
+  local unformatted
+  unformatted=$(gofmt -l $(git ls-files '*.go'))
+  if [ -n "$unformatted" ]; then
+    echo "gofmt would change: $unformatted"
+    return 1
+  fi
+}
 
+# npm ci, tried three times: the registry is on the network, and a shared machine's network
+# (or npm's cache, used by concurrent runs) fails now and then.
+npm_ci() {
+  local attempt
+  for attempt in 1 2 3; do
+    if (cd test/js && npm ci --no-audit --no-fund --loglevel=error); then
+      return 0
+    fi
+    echo "npm ci failed (attempt $attempt of 3)"
+    [ "$attempt" -lt 3 ] && sleep $((attempt * 10)) # before the next attempt
+  done
+  return 1
+}
+
+run "tools" tools
+run "gofmt" check_gofmt
+run "go vet" go vet ./...
+run "staticcheck" staticcheck ./...
+run "go test -race" go test -race -count=1 -timeout 15m ./...
 # The race run above churns at a reduced rate; this is the full rate of issue 4, alone on the
 # machine and without the race detector (under which it reaches only about 480 cycles/s here).
-step "churn: 1,000 connect/subscribe/disconnect cycles/s for 30s (hub TestChurn)"
-go test -count=1 -timeout 5m -run '^TestChurn$' -v ./hub -args -churn.full
-
-step "real clients (pusher-js, pusher SDK)"
-(cd test/js && npm ci --no-audit --no-fund --loglevel=error && npm test)
-
-step "done"
+run "churn: 1,000 connect/subscribe/disconnect cycles/s for 30s (hub TestChurn)" \
+  go test -count=1 -timeout 5m -run '^TestChurn$' -v ./hub -args -churn.full
+run "npm ci (test/js)" npm_ci
+run "real clients (pusher-js, pusher SDK)" bash -c 'cd test/js && npm test'
