@@ -231,9 +231,11 @@ func TestClientEventRate(t *testing.T) {
 
 type countObserver struct{ n, bad atomic.Int64 }
 
+// Observe counts a publish latency, in seconds; one that is negative or over a minute (a unit
+// mistake, not a slow machine) is bad.
 func (o *countObserver) Observe(v float64) {
 	o.n.Add(1)
-	if v < 0 || v > 5 {
+	if v < 0 || v > 60 {
 		o.bad.Add(1)
 	}
 }
