@@ -15,6 +15,12 @@ type transport interface {
 	Close() error
 }
 
+// roomMaker is a transport that can let a few more bytes into the kernel whatever the peer
+// has left unread (*ws.Conn.MakeRoom): a slow consumer's close frame then goes out at once.
+type roomMaker interface {
+	MakeRoom(n int) error
+}
+
 // Conn is one client connection as the hub sees it.
 type Conn struct {
 	t   transport

@@ -33,6 +33,14 @@ type Config struct {
 	CloseGrace          time.Duration // how long a close frame may take to leave; default 2s
 	SweepInterval       time.Duration // how often workers check timeouts; default 1s
 	InboxSize           int           // commands queued per worker; default 8192
+	// SendBufferBytes is each connection's kernel send buffer (SO_SNDBUF): it bounds the
+	// kernel memory a client that stops reading pins and how much a slow consumer must read
+	// before its 4100. Default 64 KiB; negative: the kernel's autotuning (several MiB).
+	SendBufferBytes int
+	// FrameTimeout bounds the time from a client frame's (or fragmented message's) first
+	// byte to its last; over it the connection is closed with 1008. Default 20s; negative:
+	// no bound.
+	FrameTimeout time.Duration
 
 	// The last events of cache channels, kept for CacheTTL, are bounded in bytes (frames,
 	// names and bookkeeping) per app and per node; past a bound the least recently written
@@ -75,6 +83,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.InboxSize <= 0 {
 		c.InboxSize = 8192
+	}
+	if c.SendBufferBytes == 0 {
+		c.SendBufferBytes = 64 << 10
 	}
 	if c.CacheMaxBytes <= 0 {
 		c.CacheMaxBytes = 64 << 20
@@ -176,7 +187,8 @@ func New(cfg Config, apps []*herald.App, log *slog.Logger) (*Hub, error) {
 	h.closeShutdown = closeFrames(herald.CodeReconnect.PusherCode(), "server shutting down, reconnect")
 	h.clock.Store(time.Now().UnixMilli())
 
-	eng, err := ws.NewEngine(ws.Config{Pollers: cfg.Workers, MaxMessageBytes: cfg.MaxMessageBytes}, h)
+	eng, err := ws.NewEngine(ws.Config{Pollers: cfg.Workers, MaxMessageBytes: cfg.MaxMessageBytes,
+		SendBufferBytes: max(cfg.SendBufferBytes, 0), FrameTimeout: cfg.FrameTimeout}, h)
 	if err != nil {
 		return nil, err
 	}

@@ -23,6 +23,9 @@ type Conn struct {
 	broken bool // a protocol error was reported: input is discarded
 	gone   bool // hang-up reported
 	more   bool // in its poller's more list: it filled the read buffer in its last turn
+	// since is when the frame (or fragmented message) in progress began, in engine
+	// milliseconds plus one; 0 when none is. It fits the struct's padding (96 bytes).
+	since uint32
 
 	// Data is the owner's per-connection state, set before the connection is attached.
 	Data any
@@ -87,6 +90,52 @@ func (c *Conn) Writev(bufs [][]byte) (n int, blocked bool, err error) {
 	c.armed.Store(false)
 	return n, false, nil
 }
+
+// MakeRoom lets the kernel accept n more bytes now however much unread data the peer has
+// left in the send buffer: it raises the socket's send buffer (SO_SNDBUF) just past what is
+// queued. A connection being cut off uses it so that its close frame goes straight behind
+// the bytes already in the kernel instead of waiting for a peer that reads slowly or not at
+// all. It fails when the kernel will not raise the buffer that far (net.core.wmem_max).
+func (c *Conn) MakeRoom(n int) error {
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	var mem [skMeminfoVars]uint32
+	size := uint32(unsafe.Sizeof(mem))
+	_, _, e := syscall.Syscall6(syscall.SYS_GETSOCKOPT, uintptr(c.fd), syscall.SOL_SOCKET, soMeminfo,
+		uintptr(unsafe.Pointer(&mem[0])), uintptr(unsafe.Pointer(&size)), 0)
+	if e != 0 {
+		return e
+	}
+	// The kernel takes a write while the memory it accounts for queued segments
+	// (truesize, headers included) is under the buffer size, which it sets to twice the
+	// value given. Leave room for n bytes at twice their size, and a segment's overhead.
+	want := int(mem[skMeminfoWmemQueued]) + 2*n + 4096
+	if want <= int(mem[skMeminfoSndbuf]) {
+		return nil
+	}
+	if err := syscall.SetsockoptInt(c.fd, syscall.SOL_SOCKET, syscall.SO_SNDBUF, (want+1)/2); err != nil {
+		return err
+	}
+	got, err := syscall.GetsockoptInt(c.fd, syscall.SOL_SOCKET, syscall.SO_SNDBUF)
+	if err != nil {
+		return err
+	}
+	if got < want {
+		return errNoRoom
+	}
+	return nil
+}
+
+// SO_MEMINFO (Linux 3.x+): the socket's memory counters as an array of uint32.
+const (
+	soMeminfo           = 55
+	skMeminfoSndbuf     = 3
+	skMeminfoWmemQueued = 5
+	skMeminfoVars       = 9
+)
+
+var errNoRoom = errors.New("ws: the kernel would not raise the send buffer (net.core.wmem_max)")
 
 // Shutdown ends the connection in both directions; bytes already accepted by the kernel
 // still go out first. The poller reports the hang-up afterwards.

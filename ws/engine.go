@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // Config sizes an Engine. Zero values mean the defaults noted.
@@ -20,6 +21,16 @@ type Config struct {
 	// frames must be unmasked, and frames written with AppendClientFrame are masked. The
 	// default is the server end.
 	Client bool
+	// SendBufferBytes sets each connection's kernel send buffer (SO_SNDBUF; the kernel
+	// doubles it and caps it at net.core.wmem_max). It bounds the kernel memory a client
+	// that stops reading can pin, and so how far behind a close frame can sit. Default 0:
+	// the kernel's autotuning (up to net.ipv4.tcp_wmem's maximum, several MiB).
+	SendBufferBytes int
+	// FrameTimeout bounds the time from the first byte of a frame, or of a fragmented
+	// message, to its last; a peer that takes longer gets OnProtocolError with
+	// ClosePolicy. Checked by the pollers about 4 times per timeout (at most every second),
+	// only while some connection has a frame in progress. Default 20s; negative: no bound.
+	FrameTimeout time.Duration
 }
 
 // Engine owns the pollers. It is safe for concurrent use.
@@ -32,6 +43,9 @@ type Engine struct {
 	closing atomic.Bool
 	wg      sync.WaitGroup
 	once    sync.Once
+	start   time.Time     // the zero of the engine's millisecond clock (Conn.since)
+	hiFD    atomic.Int32  // the highest descriptor attached: the pollers' timeout scans stop there
+	every   time.Duration // how often a poller with frames in progress checks their age
 }
 
 // NewEngine starts cfg.Pollers pollers delivering to h. Stop them with Close.
@@ -45,6 +59,9 @@ func NewEngine(cfg Config, h Handler) (*Engine, error) {
 	if cfg.ReadBufferBytes <= 0 {
 		cfg.ReadBufferBytes = 64 << 10
 	}
+	if cfg.FrameTimeout == 0 {
+		cfg.FrameTimeout = 20 * time.Second
+	}
 	if cfg.MaxFD <= 0 {
 		var rl syscall.Rlimit
 		if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
@@ -52,7 +69,8 @@ func NewEngine(cfg Config, h Handler) (*Engine, error) {
 		}
 		cfg.MaxFD = int(rl.Cur)
 	}
-	e := &Engine{cfg: cfg, h: h, table: make([]atomic.Pointer[Conn], cfg.MaxFD)}
+	e := &Engine{cfg: cfg, h: h, table: make([]atomic.Pointer[Conn], cfg.MaxFD), start: time.Now(),
+		every: min(max(cfg.FrameTimeout/4, 10*time.Millisecond), time.Second)}
 	for i := 0; i < cfg.Pollers; i++ {
 		p, err := newPoller(e)
 		if err != nil {
@@ -105,6 +123,12 @@ func (e *Engine) Attach(nc net.Conn, pre []byte, bind func(*Conn)) (*Conn, error
 		syscall.Close(fd)
 		return nil, fmt.Errorf("ws: descriptor %d over the table size %d", fd, len(e.table))
 	}
+	if e.cfg.SendBufferBytes > 0 {
+		if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_SNDBUF, e.cfg.SendBufferBytes); err != nil {
+			syscall.Close(fd)
+			return nil, fmt.Errorf("ws: send buffer: %w", err)
+		}
+	}
 	p := e.pollers[int(e.next.Add(1))%len(e.pollers)]
 	c := &Conn{fd: fd, p: p}
 	bind(c)
@@ -115,6 +139,8 @@ func (e *Engine) Attach(nc net.Conn, pre []byte, bind func(*Conn)) (*Conn, error
 	// Published only now: the poller may still hold a ready event for a previous connection
 	// that had this descriptor number, and must not read c while pre is parsed.
 	e.table[fd].Store(c)
+	for hi := e.hiFD.Load(); int32(fd) > hi && !e.hiFD.CompareAndSwap(hi, int32(fd)); hi = e.hiFD.Load() {
+	}
 	ev := syscall.EpollEvent{Events: syscall.EPOLLIN | syscall.EPOLLOUT | syscall.EPOLLRDHUP | epollET, Fd: int32(fd)}
 	if err := syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_ADD, fd, &ev); err != nil {
 		// The owner already holds c: report a hang-up so it releases c the usual way.
@@ -142,6 +168,13 @@ func (e *Engine) Close() error {
 }
 
 const epollET = 1 << 31 // EPOLLET; the syscall package's constant is negative
+
+// ms is the engine's clock for frame timeouts: milliseconds since start, plus one so that
+// 0 can mean "no frame in progress". It wraps after 49 days, which differences survive.
+func (e *Engine) ms() uint32 {
+	t := uint32(time.Since(e.start).Milliseconds()) + 1
+	return max(t, 1)
+}
 
 func dupCloexec(fd int) (int, error) {
 	r, _, e := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_DUPFD_CLOEXEC, 0)

@@ -25,6 +25,7 @@ const (
 	CloseProtocolError = 1002
 	CloseUnsupported   = 1003
 	CloseInvalidData   = 1007
+	ClosePolicy        = 1008
 	CloseTooBig        = 1009
 )
 

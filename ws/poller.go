@@ -2,6 +2,7 @@ package ws
 
 import (
 	"strconv"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -24,6 +25,11 @@ type poller struct {
 	// more to read: each gets one buffer per turn, so one flooding client cannot keep the
 	// others on its poller waiting.
 	more, turn []*Conn
+	// timed counts this poller's connections with a frame in progress (Conn.since != 0);
+	// only while it is non-zero does the poller wake to check their age. Attach's parse of
+	// early bytes runs on another goroutine, hence the atomic.
+	timed  atomic.Int32
+	scanAt uint32 // engine ms of the next age check
 }
 
 func newPoller(e *Engine) (*poller, error) {
@@ -61,6 +67,8 @@ func (p *poller) run() {
 		}
 		if len(p.more) > 0 {
 			wait = 0 // connections still have bytes: poll, then give them their turn
+		} else if wait < 0 && p.timed.Load() > 0 {
+			wait = int(p.e.every.Milliseconds()) // frames in progress: wake to check their age
 		}
 		n, err := syscall.EpollWait(p.epfd, events, wait)
 		wait = -1
@@ -105,6 +113,49 @@ func (p *poller) run() {
 				p.readTurn(c)
 			}
 		}
+		if p.timed.Load() > 0 {
+			if now := p.e.ms(); int32(now-p.scanAt) >= 0 {
+				p.scanAt = now + uint32(p.e.every.Milliseconds())
+				p.expire(now)
+			}
+		}
+	}
+}
+
+// expire fails this poller's connections whose frame in progress began more than the frame
+// timeout ago. It walks the descriptor table (up to the highest descriptor attached), which
+// costs about as much as the hub's once-a-second sweep of its connections and needs no
+// per-connection timer or list; it runs only while some frame is in progress.
+func (p *poller) expire(now uint32) {
+	limit := uint32(p.e.cfg.FrameTimeout.Milliseconds())
+	hi := min(int(p.e.hiFD.Load()), len(p.e.table)-1)
+	for fd := 0; fd <= hi; fd++ {
+		c := p.e.table[fd].Load()
+		if c == nil || c.p != p || c.since == 0 || now-c.since < limit {
+			continue
+		}
+		c.rbuf = nil
+		p.fail(c, ClosePolicy, "frame not completed within "+p.e.cfg.FrameTimeout.String())
+		p.track(c, false)
+	}
+}
+
+// track keeps c.since and p.timed up to date after a parse: c is busy while a frame or a
+// fragmented message is incomplete; a new one (finished says one ended in this parse)
+// restarts the clock.
+func (p *poller) track(c *Conn, finished bool) {
+	busy := !c.broken && (len(c.rbuf) > 0 || c.msgOp != 0)
+	switch {
+	case !busy || p.e.cfg.FrameTimeout < 0:
+		if c.since != 0 {
+			c.since = 0
+			p.timed.Add(-1)
+		}
+	case c.since == 0:
+		c.since = p.e.ms()
+		p.timed.Add(1)
+	case finished:
+		c.since = p.e.ms()
 	}
 }
 
@@ -150,6 +201,8 @@ func (p *poller) hangup(c *Conn) {
 	_ = syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_DEL, c.fd, nil)
 	p.e.table[c.fd].CompareAndSwap(c, nil)
 	c.rbuf, c.msg = nil, nil
+	c.msgOp = 0
+	p.track(c, false)
 	p.e.h.OnHangup(c)
 }
 
@@ -159,7 +212,8 @@ func (p *poller) feed(c *Conn, data []byte) {
 		c.rbuf = appendExact(c.rbuf, data)
 		data = c.rbuf
 	}
-	used, pending := p.parse(c, data)
+	used, pending, finished := p.parse(c, data)
+	defer p.track(c, finished)
 	rest := data[used:]
 	if len(rest) == 0 || c.broken {
 		c.rbuf = nil
@@ -193,19 +247,20 @@ func appendExact(b, data []byte) []byte {
 
 // parse delivers every complete frame at the start of data and returns the bytes used and,
 // when data ends inside a frame whose header is in, that frame's whole size (else 0).
-func (p *poller) parse(c *Conn, data []byte) (used, pending int) {
+// finished reports that a frame completed with no fragmented message left in progress.
+func (p *poller) parse(c *Conn, data []byte) (used, pending int, finished bool) {
 	limit := p.e.cfg.MaxMessageBytes
-	for !c.broken {
+	for ; !c.broken; finished = finished || c.msgOp == 0 {
 		h, ok, bad := parseFrameHeader(data[used:], limit, !p.e.cfg.Client)
 		if bad != nil {
 			p.fail(c, bad.code, bad.reason)
-			return len(data), 0
+			return len(data), 0, finished
 		}
 		if !ok {
-			return used, 0
+			return used, 0, finished
 		}
 		if len(data)-used < h.size+h.length {
-			return used, h.size + h.length
+			return used, h.size + h.length, finished
 		}
 		payload := data[used+h.size : used+h.size+h.length]
 		used += h.size + h.length
@@ -216,7 +271,7 @@ func (p *poller) parse(c *Conn, data []byte) (used, pending int) {
 		case h.op == OpClose:
 			if code, reason := checkClose(payload); code != 0 {
 				p.fail(c, code, reason)
-				return len(data), 0
+				return len(data), 0, finished
 			}
 			p.e.h.OnMessage(c, h.op, payload)
 		case h.op > OpClose:
@@ -224,11 +279,11 @@ func (p *poller) parse(c *Conn, data []byte) (used, pending int) {
 		case h.op == OpContinuation:
 			if c.msgOp == 0 {
 				p.fail(c, CloseProtocolError, "continuation without a message")
-				return len(data), 0
+				return len(data), 0, finished
 			}
 			if len(c.msg)+len(payload) > limit {
 				p.fail(c, CloseTooBig, "message too big")
-				return len(data), 0
+				return len(data), 0, finished
 			}
 			if need := len(c.msg) + len(payload); need > cap(c.msg) {
 				// Grow by doubling, but never past the message limit.
@@ -244,7 +299,7 @@ func (p *poller) parse(c *Conn, data []byte) (used, pending int) {
 		default:
 			if c.msgOp != 0 {
 				p.fail(c, CloseProtocolError, "new message inside a fragmented one")
-				return len(data), 0
+				return len(data), 0, finished
 			}
 			if h.fin {
 				p.deliver(c, h.op, payload)
@@ -254,7 +309,7 @@ func (p *poller) parse(c *Conn, data []byte) (used, pending int) {
 			}
 		}
 	}
-	return len(data), 0
+	return len(data), 0, finished
 }
 
 // checkClose validates a close frame's payload (RFC 6455 §5.5.1, §7.4): empty, or a status

@@ -1,0 +1,166 @@
+package ws
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/base64"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/herald-rt/herald/internal/wstest"
+)
+
+// stallTimeout is the frame timeout these tests run with: short, so a test takes a moment.
+const stallTimeout = 300 * time.Millisecond
+
+// declared returns a masked client frame header that announces n payload bytes, followed by
+// the first k of them.
+func declared(op Opcode, fin bool, n uint64, k int) []byte {
+	return longFrame(op, fin, n, pattern(k))[:14+k]
+}
+
+// TestStalledFrameClosed sends frames that start and never finish, over real sockets: each
+// connection must get a 1008 within about the frame timeout, not hold on until the activity
+// and pong timeouts (150 s at herald's defaults).
+func TestStalledFrameClosed(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		bytes []byte
+	}{
+		{"header announces 65,536 bytes, 100 arrive", declared(OpText, true, 65536, 100)},
+		{"1 byte of a header", []byte{0x81}},
+		{"a complete frame, then a header alone", append(clientFrame(true, OpText, []byte("hi"), testMask), declared(OpBinary, true, 1000, 0)...)},
+		{"first fragment of a message, then nothing", clientFrame(false, OpText, pattern(100), testMask)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hs := newHarness(t, Config{FrameTimeout: stallTimeout})
+			cl, o := hs.dial()
+			start := time.Now()
+			if _, err := cl.Conn.Write(tc.bytes); err != nil {
+				t.Fatal(err)
+			}
+			e := hs.next(o, evProtocolError)
+			took := time.Since(start)
+			if e.code != ClosePolicy {
+				t.Fatalf("protocol error %d %q; want %d", e.code, e.reason, ClosePolicy)
+			}
+			if took < stallTimeout-10*time.Millisecond || took > stallTimeout+2*time.Second {
+				t.Fatalf("closed after %v; want about the frame timeout %v", took, stallTimeout)
+			}
+			if code, err := expectCloseFrame(cl); err != nil || code != ClosePolicy {
+				t.Fatalf("client read close %d, err %v; want %d", code, err, ClosePolicy)
+			}
+			hs.next(o, evHangup)
+			t.Logf("closed %v after the first byte", took.Round(time.Millisecond))
+		})
+	}
+}
+
+// expectCloseFrame reads frames until a close frame and returns its code.
+func expectCloseFrame(cl *wstest.Client) (int, error) {
+	for {
+		f, err := cl.ReadFrame(waitFor)
+		if err != nil {
+			return 0, err
+		}
+		if f.Op == byte(OpClose) {
+			return f.CloseCode(), nil
+		}
+	}
+}
+
+// TestStalledFrameInHandshakePacket sends the start of a frame in the same write as the
+// handshake request: the bytes arrive with the handshake and are parsed by Attach, before the
+// poller ever reads the socket, and the timeout must hold for them too.
+func TestStalledFrameInHandshakePacket(t *testing.T) {
+	hs := newHarness(t, Config{FrameTimeout: stallTimeout})
+	nc, err := net.Dial("tcp", hs.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var k [16]byte
+	_, _ = rand.Read(k[:])
+	req := "GET / HTTP/1.1\r\nHost: " + hs.addr + "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+		"Sec-WebSocket-Key: " + base64.StdEncoding.EncodeToString(k[:]) + "\r\nSec-WebSocket-Version: 13\r\n\r\n"
+	start := time.Now()
+	if _, err := nc.Write(append([]byte(req), declared(OpText, true, 65536, 50)...)); err != nil {
+		t.Fatal(err)
+	}
+	r := bufio.NewReader(nc)
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil || resp.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("handshake: %v %v", resp, err)
+	}
+	o := hs.owner()
+	if n := <-hs.preLen; n == 0 {
+		t.Fatalf("the frame's bytes did not arrive with the handshake: the test did not test Attach's parse")
+	}
+	e := hs.next(o, evProtocolError)
+	took := time.Since(start)
+	if e.code != ClosePolicy || took > stallTimeout+2*time.Second {
+		t.Fatalf("protocol error %d %q after %v; want %d within about %v", e.code, e.reason, took, ClosePolicy, stallTimeout)
+	}
+	hs.next(o, evHangup)
+}
+
+// TestSteadySenderNotCut sends, for several frame timeouts, frames that each complete well
+// within the timeout but are split across writes so that every read ends inside a frame:
+// the connection always has a frame in progress, never the same one for long, and must not
+// be cut.
+func TestSteadySenderNotCut(t *testing.T) {
+	hs := newHarness(t, Config{FrameTimeout: stallTimeout})
+	cl, o := hs.dial()
+	go func() { // the echoes: keep reading so nothing backs up
+		for {
+			if _, err := cl.ReadFrame(waitFor); err != nil {
+				return
+			}
+		}
+	}()
+	const frames = 40 // 40 x 30 ms = 1.2 s = 4 frame timeouts
+	var msgs [][]byte
+	for i := 0; i < frames; i++ {
+		msgs = append(msgs, clientFrame(true, OpBinary, pattern(1000+i), testMask))
+	}
+	half := func(i int) int { return len(msgs[i]) / 2 }
+	if _, err := cl.Conn.Write(msgs[0][:half(0)]); err != nil {
+		t.Fatal(err)
+	}
+	tick := time.NewTicker(30 * time.Millisecond)
+	defer tick.Stop()
+	for i := 0; i < frames; i++ {
+		<-tick.C // pacing the sender, not waiting for a result
+		out := msgs[i][half(i):]
+		if i+1 < frames {
+			out = append(out[:len(out):len(out)], msgs[i+1][:half(i+1)]...)
+		}
+		if _, err := cl.Conn.Write(out); err != nil {
+			t.Fatalf("write %d: %v (engine: %v)", i, err, hs.next(o, evProtocolError))
+		}
+	}
+	for i := 0; i < frames; i++ {
+		e := hs.next(o, evMessage)
+		if len(e.payload) != 1000+i {
+			t.Fatalf("message %d: %d bytes; want %d", i, len(e.payload), 1000+i)
+		}
+	}
+	select {
+	case e := <-hs.h.events:
+		if e.kind == evProtocolError {
+			t.Fatalf("a steady sender was cut: %d %q", e.code, e.reason)
+		}
+	default:
+	}
+}
+
+// TestConnSizeUnchanged pins the connection struct at 96 bytes (an allocator size class):
+// the frame timeout's state lives in what was padding (DESIGN.md rule 9).
+func TestConnSizeUnchanged(t *testing.T) {
+	if n := unsafe.Sizeof(Conn{}); n > 96 {
+		t.Fatalf("ws.Conn is %d bytes; want at most 96", n)
+	}
+}
