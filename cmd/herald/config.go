@@ -33,6 +33,12 @@ type Config struct {
 	// OutboundBufferBytes bounds the bytes queued for one connection; over it the connection
 	// is closed as a slow consumer (4100).
 	OutboundBufferBytes int
+	// SocketSendBufferBytes is each connection's kernel send buffer (SO_SNDBUF); 0 = the
+	// kernel's autotuning.
+	SocketSendBufferBytes int
+	// FrameTimeout bounds the time from a client frame's (or fragmented message's) first
+	// byte to its last (close 1008 over it).
+	FrameTimeout Duration
 	// Workers is the number of fan-out workers; 0 means GOMAXPROCS.
 	Workers int
 	// RESTTimestampWindow is how far a REST request's auth_timestamp may be from now.
@@ -150,6 +156,9 @@ func defaultConfig() Config {
 		Pprof:               PprofConfig{MutexFraction: 10, BlockRate: 100_000},
 		Log:                 LogConfig{Level: "info", Format: "text"},
 		Apps:                []AppConfig{devApp},
+
+		SocketSendBufferBytes: 64 << 10,
+		FrameTimeout:          Duration{20 * time.Second},
 	}
 }
 
@@ -201,6 +210,8 @@ var settings = []setting{
 	{"pong_timeout", "wait for a reply to the server's ping before closing 4201", func(c *Config) any { return &c.PongTimeout }},
 	{"max_message_bytes", "largest WebSocket message a client may send (close 1009 over it)", func(c *Config) any { return &c.MaxMessageBytes }},
 	{"outbound_buffer_bytes", "bytes queued per connection before closing it as a slow consumer (4100)", func(c *Config) any { return &c.OutboundBufferBytes }},
+	{"socket_send_buffer_bytes", "kernel send buffer per connection (SO_SNDBUF); 0 = the kernel's autotuning", func(c *Config) any { return &c.SocketSendBufferBytes }},
+	{"frame_timeout", "longest a client may take from a frame's first byte to its last (close 1008 over it)", func(c *Config) any { return &c.FrameTimeout }},
 	{"workers", "fan-out workers; 0 = GOMAXPROCS", func(c *Config) any { return &c.Workers }},
 	{"rest_timestamp_window", "how far a REST request's auth_timestamp may be from now", func(c *Config) any { return &c.RESTTimestampWindow }},
 	{"handshake_timeout", "longest a client may take to send its upgrade request (slow-loris guard)", func(c *Config) any { return &c.HandshakeTimeout }},

@@ -57,6 +57,8 @@ func TestLoadConfigDefaults(t *testing.T) {
 		Log:                 LogConfig{Level: "info", Format: "text"},
 		Apps: []AppConfig{{ID: "app-id", Key: "app-key", Secret: "app-secret",
 			EnableClientMessages: true, EnableUserAuthentication: true}},
+
+		SocketSendBufferBytes: 65536, FrameTimeout: secs(20),
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", c, want)
@@ -75,6 +77,8 @@ activity_timeout: 60
 pong_timeout: 15s
 max_message_bytes: 32768
 outbound_buffer_bytes: 65536
+socket_send_buffer_bytes: 32768
+frame_timeout: 5s
 workers: 4
 rest_timestamp_window: 300
 handshake_timeout: 3s
@@ -115,6 +119,8 @@ activity_timeout = 60
 pong_timeout = "15s"
 max_message_bytes = 32768
 outbound_buffer_bytes = 65536
+socket_send_buffer_bytes = 32768
+frame_timeout = "5s"
 workers = 4
 rest_timestamp_window = 300
 handshake_timeout = "3s"
@@ -195,6 +201,8 @@ var fullWant = Config{
 			Limits:         herald.Limits{MaxPresenceMembers: 200, MaxChannelsPerConn: 50, MaxClientEventsPerSecond: 20, MaxAPIRequestsPerSecond: 500}},
 		{ID: "1002", Key: "key-two", Secret: "secret-two", EnableUserAuthentication: true},
 	},
+
+	SocketSendBufferBytes: 32768, FrameTimeout: secs(5),
 }
 
 func TestLoadConfigFileFormats(t *testing.T) {
@@ -265,7 +273,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 			"HERALD_PPROF_ADDR": "127.0.0.1:16", "HERALD_PPROF_MUTEX_FRACTION": "17", "HERALD_PPROF_BLOCK_RATE": "18",
 			"HERALD_LOG_LEVEL": "warn", "HERALD_LOG_FORMAT": "json",
 			"HERALD_REST_REQUEST_TIMEOUT": "19", "HERALD_REST_IDLE_TIMEOUT": "20", "HERALD_MAX_HTTP_CONNECTIONS": "21",
-			"HERALD_REST_REPLAY_PROTECTION": "true",
+			"HERALD_REST_REPLAY_PROTECTION": "true", "HERALD_SOCKET_SEND_BUFFER_BYTES": "0", "HERALD_FRAME_TIMEOUT": "22",
 		}, func(c *Config) {
 			*c = Config{Host: "h", Port: 1, MaxConnections: 2, ShutdownTimeout: secs(3), ActivityTimeout: secs(4),
 				PongTimeout: secs(5), MaxMessageBytes: 6000, OutboundBufferBytes: 7000, Workers: 8,
@@ -275,7 +283,8 @@ func TestLoadConfigPrecedence(t *testing.T) {
 				Cache:   CacheConfig{MaxBytes: 1000000, MaxBytesPerApp: 500000, TTL: secs(19)},
 				Metrics: MetricsConfig{Enabled: false, Host: "m", Port: 15, Prefix: "p_"},
 				Pprof:   PprofConfig{Addr: "127.0.0.1:16", MutexFraction: 17, BlockRate: 18},
-				Log:     LogConfig{"warn", "json"}, Apps: c.Apps}
+				Log:     LogConfig{"warn", "json"}, Apps: c.Apps,
+				FrameTimeout: secs(22)}
 		}},
 		{"every flag", []string{"--host", "h", "--port", "1", "--max-connections", "2", "--shutdown-timeout", "3",
 			"--activity-timeout", "4s", "--pong-timeout", "5s", "--max-message-bytes", "6000",
@@ -286,7 +295,8 @@ func TestLoadConfigPrecedence(t *testing.T) {
 			"--metrics-enabled=false", "--metrics-host", "m", "--metrics-port", "15", "--metrics-prefix", "p_",
 			"--pprof-addr", "127.0.0.1:16", "--pprof-mutex-fraction", "17", "--pprof-block-rate", "18",
 			"--log-level", "warn", "--log-format", "json",
-			"--rest-request-timeout", "19", "--rest-idle-timeout", "20", "--max-http-connections", "21", "--rest-replay-protection"}, nil,
+			"--rest-request-timeout", "19", "--rest-idle-timeout", "20", "--max-http-connections", "21", "--rest-replay-protection",
+			"--socket-send-buffer-bytes", "8192", "--frame-timeout", "23s"}, nil,
 			func(c *Config) {
 				*c = Config{Host: "h", Port: 1, MaxConnections: 2, ShutdownTimeout: secs(3), ActivityTimeout: secs(4),
 					PongTimeout: secs(5), MaxMessageBytes: 6000, OutboundBufferBytes: 7000, Workers: 8,
@@ -296,7 +306,8 @@ func TestLoadConfigPrecedence(t *testing.T) {
 					Cache:   CacheConfig{MaxBytes: 1000000, MaxBytesPerApp: 500000, TTL: secs(19)},
 					Metrics: MetricsConfig{Enabled: false, Host: "m", Port: 15, Prefix: "p_"},
 					Pprof:   PprofConfig{Addr: "127.0.0.1:16", MutexFraction: 17, BlockRate: 18},
-					Log:     LogConfig{"warn", "json"}, Apps: c.Apps}
+					Log:     LogConfig{"warn", "json"}, Apps: c.Apps,
+					SocketSendBufferBytes: 8192, FrameTimeout: secs(23)}
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -460,6 +471,8 @@ func TestLoadConfigProblems(t *testing.T) {
 		{"zero rest_timestamp_window", "", []string{"--rest-timestamp-window", "0"}, nil, "rest_timestamp_window: 0s must be positive (from flag --rest-timestamp-window)"},
 		{"small max_message_bytes", "", []string{"--max-message-bytes", "1023"}, nil, "max_message_bytes: 1023 must be at least 1024 (from flag --max-message-bytes)"},
 		{"small outbound_buffer_bytes", "", []string{"--outbound-buffer-bytes", "4095"}, nil, "outbound_buffer_bytes: 4095 must be at least 4096 (from flag --outbound-buffer-bytes)"},
+		{"small socket_send_buffer_bytes", "", []string{"--socket-send-buffer-bytes", "100"}, nil, "socket_send_buffer_bytes: 100 must be at least 4096 (from flag --socket-send-buffer-bytes)"},
+		{"short frame_timeout", "", nil, map[string]string{"HERALD_FRAME_TIMEOUT": "500ms"}, "frame_timeout: 500ms must be at least 1s (from env HERALD_FRAME_TIMEOUT)"},
 		{"bad log level", "c.yaml:log: {level: verbose}", nil, nil, `log.level: "verbose" is not one of debug, info, warn, error (from file `},
 		{"bad log format", "", []string{"--log-format", "xml"}, nil, `log.format: "xml" is not one of text, json (from flag --log-format)`},
 		{"no apps", "c.yaml:apps: []", nil, nil, "apps: at least one app is required (from file "},

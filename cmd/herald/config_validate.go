@@ -24,6 +24,10 @@ func (l *loader) validate() {
 	l.notNegative("workers", c.Workers)
 	l.atLeast("max_message_bytes", c.MaxMessageBytes, 1024)
 	l.atLeast("outbound_buffer_bytes", c.OutboundBufferBytes, 4096)
+	if c.SocketSendBufferBytes != 0 {
+		l.atLeast("socket_send_buffer_bytes", c.SocketSendBufferBytes, 4096)
+	}
+	l.longerThan("frame_timeout", c.FrameTimeout, time.Second)
 	l.longerThan("shutdown_timeout", c.ShutdownTimeout, 0)
 	l.longerThan("activity_timeout", c.ActivityTimeout, time.Second)
 	l.longerThan("pong_timeout", c.PongTimeout, time.Second)

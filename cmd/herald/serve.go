@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -77,6 +78,8 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 		ActivityTimeout:     cfg.ActivityTimeout.Duration,
 		PongTimeout:         cfg.PongTimeout.Duration,
 		OutboundBufferBytes: cfg.OutboundBufferBytes,
+		SendBufferBytes:     cmp.Or(cfg.SocketSendBufferBytes, -1), // 0: the kernel's autotuning
+		FrameTimeout:        cfg.FrameTimeout.Duration,
 		MaxConnections:      capacity,
 		MaxMessageBytes:     cfg.MaxMessageBytes,
 		HandshakeTimeout:    cfg.HandshakeTimeout.Duration,
