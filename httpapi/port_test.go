@@ -29,7 +29,7 @@ import (
 
 // portEnv is one node on loopback.
 type portEnv struct {
-	t       *testing.T
+	t       testing.TB
 	app     *herald.App
 	hub     *hub.Hub
 	port    *httpapi.Port
@@ -37,7 +37,7 @@ type portEnv struct {
 	metrics string // the metrics port
 }
 
-func newPortEnv(t *testing.T, pc httpapi.PortConfig, ac httpapi.Config, maxConns int) *portEnv {
+func newPortEnv(t testing.TB, pc httpapi.PortConfig, ac httpapi.Config, maxConns int) *portEnv {
 	t.Helper()
 	apps := herald.NewStaticApps([]herald.App{{ID: "1", Key: "key-one", Secret: "secret-one"}})
 	h, err := hub.New(hub.Config{Workers: 2, MaxConnections: maxConns}, apps.Apps(), nil)
@@ -68,7 +68,7 @@ func newPortEnv(t *testing.T, pc httpapi.PortConfig, ac httpapi.Config, maxConns
 }
 
 // serveOn serves h on a Port over a fresh loopback listener until the test ends.
-func serveOn(t *testing.T, pc httpapi.PortConfig, h http.Handler) (*httpapi.Port, string) {
+func serveOn(t testing.TB, pc httpapi.PortConfig, h http.Handler) (*httpapi.Port, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
