@@ -9,6 +9,9 @@
 //	-role probe:  every -every checks what must keep working: GET /health, GET the metrics
 //	              URL, a new WebSocket client up to connection_established, and a signed
 //	              publish received by a subscriber; prints one line per round, and a summary.
+//	-role dupes:  connects -conns subscribers to one channel, publishes one event naming that
+//	              channel 100 times, and counts the copies the subscribers receive (issue 14:
+//	              one per subscriber now, 100 before).
 //
 // It exits non-zero on a usage error only: what it measures is what it prints.
 package main
@@ -31,7 +34,7 @@ import (
 )
 
 func main() {
-	role := flag.String("role", "attack", "attack or probe")
+	role := flag.String("role", "attack", "attack, probe or dupes")
 	addr := flag.String("addr", "127.0.0.1:6001", "herald's host:port")
 	metricsURL := flag.String("metrics", "http://127.0.0.1:9601/metrics", "metrics URL (probe)")
 	id := flag.String("app-id", "app-id", "app id")
@@ -48,8 +51,10 @@ func main() {
 		attack(*addr, *id, *key, *conns, *conc, *every, *hold)
 	case "probe":
 		probe(*addr, *metricsURL, app, *every, *hold)
+	case "dupes":
+		dupes(*addr, app, *conns, *conc)
 	default:
-		fmt.Fprintln(os.Stderr, "slowbody: -role attack or probe")
+		fmt.Fprintln(os.Stderr, "slowbody: -role attack, probe or dupes")
 		os.Exit(2)
 	}
 }
@@ -220,4 +225,71 @@ func probe(addr, metricsURL string, app *herald.App, every, hold time.Duration) 
 	for _, c := range checks {
 		fmt.Printf("%-8s ok %d  failed %d  slowest %v\n", c.name, c.ok, c.fail, c.worst.Round(time.Millisecond))
 	}
+}
+
+func dupes(addr string, app *herald.App, n, conc int) {
+	var got atomic.Int64
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, conc)
+	ready := make(chan *wstest.Client, n)
+	for range n {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			cl, err := wstest.Dial(addr, "/app/"+app.Key+"?protocol=7")
+			if err == nil {
+				_, err = cl.SocketID(10 * time.Second)
+			}
+			if err == nil {
+				err = cl.Subscribe("dupes", "", "")
+			}
+			if err == nil {
+				_, err = cl.Expect("pusher_internal:subscription_succeeded", 10*time.Second)
+			}
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "slowbody: subscriber:", err)
+				return
+			}
+			ready <- cl
+		}()
+	}
+	wg.Wait()
+	close(ready)
+	var cls []*wstest.Client
+	for cl := range ready {
+		cls = append(cls, cl)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				m, err := cl.Read(3 * time.Second)
+				if err != nil {
+					return
+				}
+				if m.Event == "dup" {
+					got.Add(1)
+				}
+			}
+		}()
+	}
+	chans := make([]string, 100)
+	for i := range chans {
+		chans[i] = `"dupes"`
+	}
+	body := `{"name":"dup","data":"x","channels":[` + strings.Join(chans, ",") + `]}`
+	path := "/apps/" + app.ID + "/events"
+	q := pusher.SignRequest(app, "POST", path, nil, []byte(body), time.Now())
+	resp, err := http.Post("http://"+addr+path+"?"+q.Encode(), "application/json", strings.NewReader(body))
+	status := 0
+	if err == nil {
+		status = resp.StatusCode
+		resp.Body.Close()
+	}
+	wg.Wait()
+	for _, cl := range cls {
+		cl.Close()
+	}
+	fmt.Printf("subscribers %d, publish status %d (%v), copies received %d (%.1f per subscriber)\n",
+		len(cls), status, err, got.Load(), float64(got.Load())/float64(max(len(cls), 1)))
 }
