@@ -226,21 +226,21 @@ func TestSlowBodyFlood(t *testing.T) {
 	if st := e.port.Stats(); st.Open > st.Max {
 		t.Fatalf("port holds %d connections, over its cap of %d", st.Open, st.Max)
 	}
-	eventually(t, "/health to answer 200 during the flood", wait, func() error {
+	eventually(t, "/health to answer 200 during the flood", 20*time.Second, func() error {
 		code, body, err := get("http://" + e.addr + "/health")
 		if err == nil && code != http.StatusOK {
 			err = fmt.Errorf("status %d: %s", code, body)
 		}
 		return err
 	})
-	eventually(t, "the metrics port to answer during the flood", wait, func() error {
+	eventually(t, "the metrics port to answer during the flood", 20*time.Second, func() error {
 		code, body, err := get("http://" + e.metrics + "/metrics")
 		if err == nil && (code != http.StatusOK || !strings.Contains(body, "herald_connected")) {
 			err = fmt.Errorf("status %d, %d bytes", code, len(body))
 		}
 		return err
 	})
-	eventually(t, "a new WebSocket client to connect during the flood", wait, func() error {
+	eventually(t, "a new WebSocket client to connect during the flood", 20*time.Second, func() error {
 		cl, err := wstest.Dial(e.addr, "/app/key-one?protocol=7")
 		if err != nil {
 			return err
@@ -250,7 +250,7 @@ func TestSlowBodyFlood(t *testing.T) {
 		return err
 	})
 	body := `{"name":"tick","channel":"flood","data":"during"}`
-	eventually(t, "a signed publish to be accepted during the flood", wait, func() error {
+	eventually(t, "a signed publish to be accepted during the flood", 20*time.Second, func() error {
 		resp, err := fresh.Post("http://"+e.addr+signedPath(e.app, "POST", "/apps/1/events", body), "application/json", strings.NewReader(body))
 		if err != nil {
 			return err
@@ -430,6 +430,7 @@ func TestPortEvictsIdleThenSlowest(t *testing.T) {
 	expectOpen(t, b2, "the second slow request")
 
 	c.Close()
+	waitStats(2, 0) // the server has seen c go
 	b3 := slow()
 	waitStats(3, 0)
 	d := dial()
