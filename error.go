@@ -29,6 +29,7 @@ const (
 	CodeReconnect                     // server going away: reconnect now
 	CodeBusy                          // a shared queue is full: push back
 	CodeConnectionRate                // too many new connections from one address
+	CodeUnavailable                   // a service herald depends on (the cluster bus) is unreachable
 )
 
 var pusherCodes = [...]int{
@@ -49,6 +50,7 @@ var pusherCodes = [...]int{
 	CodeReconnect:         4200,
 	CodeBusy:              4100,
 	CodeConnectionRate:    4100,
+	CodeUnavailable:       4100,
 }
 
 var httpStatuses = [...]int{
@@ -69,6 +71,7 @@ var httpStatuses = [...]int{
 	CodeReconnect:         http.StatusServiceUnavailable,
 	CodeBusy:              http.StatusServiceUnavailable,
 	CodeConnectionRate:    http.StatusTooManyRequests,
+	CodeUnavailable:       http.StatusServiceUnavailable,
 }
 
 // PusherCode is the Pusher protocol error/close code for c (PROTOCOL.md §1.3).

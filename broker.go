@@ -1,0 +1,111 @@
+package herald
+
+import (
+	"context"
+	"time"
+)
+
+// Broker is one node's connection to the cluster bus: it carries messages that a node
+// publishes for a channel to the other nodes that have local subscribers to that channel.
+// The in-memory engine (broker/memory) is the single-node default; broker/nats and
+// broker/redis connect real clusters. Every engine passes broker/brokertest.
+//
+// Received messages are handed to the BusHandler the engine was built with. The handler is
+// called from the broker's own goroutine (one per broker in every engine here), never from
+// Publish; messages one node published for one (app, channel) reach it in publish order. The
+// handler must not block for long: the engines queue a bounded number of received messages
+// and drop (and count, see BrokerStats.Dropped) what arrives while that queue is full.
+//
+// All methods are safe for concurrent use.
+type Broker interface {
+	// Publish sends msg to every other node that has interest in (msg.App, msg.Channel). It
+	// is never delivered back to this node: the publishing node delivers to its own
+	// subscribers itself. Publish fills msg.Node with this broker's node id. msg.Payload
+	// must not be modified afterwards: the in-memory engine hands the same bytes to the
+	// receiving nodes.
+	//
+	// Publish never waits for a round trip: it hands msg to the connection's outbound
+	// pipeline, where concurrent publishes share writes and round trips, and returns. nil
+	// means "accepted for sending", not "delivered": the bus is at most once. When the bus
+	// is known to be unreachable it returns at once an error with code CodeUnavailable, and
+	// when the outbound pipeline stays full until ctx is done, an error with code CodeBusy;
+	// in both cases msg was not sent.
+	Publish(ctx context.Context, msg BusMessage) error
+
+	// Subscribe adds one reference to this node's interest in (app, channel). Interest is
+	// counted: the node stays subscribed on the bus from the first Subscribe until as many
+	// Unsubscribes. Subscribe returns once the interest is in place on the bus, so a
+	// message another node publishes after Subscribe returns nil is received. Every call
+	// must be matched by one Unsubscribe, even when it returned an error: the reference
+	// is kept, and the engine restores the interest when the bus comes back. An error
+	// (CodeUnavailable when the bus is down, or ctx's) says only that the interest is not
+	// confirmed yet.
+	Subscribe(ctx context.Context, app, channel string) error
+
+	// Unsubscribe drops one reference taken by Subscribe. On the last one it removes the
+	// interest from the bus and returns once the bus has it, so nothing published after
+	// it returns is delivered here; messages already in flight may still reach the
+	// handler, which must ignore channels it no longer serves.
+	Unsubscribe(ctx context.Context, app, channel string) error
+
+	// Connected reports whether the bus is reachable now.
+	Connected() bool
+
+	// Stats returns the broker's counters since it was built.
+	Stats() BrokerStats
+
+	// Close disconnects from the bus and stops every goroutine the broker started, waiting
+	// at most until ctx is done. It is idempotent; after it, Publish and Subscribe fail.
+	Close(ctx context.Context) error
+}
+
+// BusHandler receives the messages other nodes published for channels this node has interest
+// in. It owns msg: neither msg's strings nor its Payload are reused by the broker.
+type BusHandler func(msg BusMessage)
+
+// BusKind says what a bus message asks the receiving node to do. Brokers carry it without
+// interpreting it; a receiver ignores kinds it does not know, so nodes of different versions
+// can share a bus.
+type BusKind uint8
+
+// Bus message kinds. Kinds for presence and user termination will be added here.
+const (
+	// BusEvent: deliver Payload to the subscribers of Channel, except ExcludeSocket.
+	BusEvent BusKind = iota + 1
+	// BusUser: deliver Payload to the connections signed in as the user whose channel is
+	// Channel (UserChannelPrefix + user id). A node has interest in that channel while a
+	// connection signed in as the user is on it.
+	BusUser
+)
+
+// BusMessage is what one node sends the others through the bus. Payload is opaque to the
+// broker: for BusEvent and BusUser it is the complete, encoded WebSocket frame, so a
+// receiving node hands it to its fan-out as it is.
+type BusMessage struct {
+	Kind    BusKind
+	App     string // app id
+	Channel string // routing key: nodes with interest in (App, Channel) receive the message
+	Node    string // id of the node that published it; filled by Publish
+	// ExcludeSocket, when set, is the socket id (on whatever node) that must not receive
+	// the message: the publisher's own connection.
+	ExcludeSocket string
+	Payload       []byte
+}
+
+// BrokerStats are a broker's counters, for metrics and health.
+type BrokerStats struct {
+	Connected        bool
+	MessagesSent     uint64 // messages handed to the bus by Publish
+	BytesSent        uint64 // their encoded size
+	MessagesReceived uint64 // messages received from other nodes and handed to the handler
+	BytesReceived    uint64
+	PublishErrors    uint64 // Publish calls that failed, and accepted messages the bus refused
+	Dropped          uint64 // received messages dropped: handler queue full or undecodable
+	Reconnects       uint64 // times the bus connection came back after a loss
+	Interests        int    // (app, channel) pairs this node has interest in now
+}
+
+// BusObserver observes the duration of each round trip a broker makes to its bus (subscribe
+// and unsubscribe confirmations, publish pipelines where the bus replies, periodic probes).
+// It is called from the broker's goroutines and must be safe for concurrent use.
+type BusObserver func(time.Duration)

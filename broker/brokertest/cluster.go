@@ -1,0 +1,167 @@
+package brokertest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/herald-rt/herald"
+)
+
+// Node is one broker the suite asks a factory to build.
+type Node struct {
+	ID      string // the broker's node id
+	Handler herald.BusHandler
+}
+
+// Cluster is what a factory returns: one connected broker per Node, in the same order, all
+// on one bus. The factory closes them on test cleanup (Close is idempotent).
+type Cluster struct {
+	Brokers []herald.Broker
+	// Stop and Start, when set, stop the bus server process and start it again on the same
+	// address; Start returns once the server answers. They enable the outage cases.
+	Stop, Start func(t *testing.T)
+}
+
+// NewCluster builds a cluster of len(nodes) brokers on one bus.
+type NewCluster func(t *testing.T, nodes []Node) Cluster
+
+// Wait bounds every wait of the suite. It is generous: the machines that run it are shared.
+const Wait = 20 * time.Second
+
+// recorder keeps what one node's handler received.
+type recorder struct {
+	id   string
+	mu   sync.Mutex
+	msgs []herald.BusMessage
+}
+
+func (r *recorder) handle(m herald.BusMessage) {
+	r.mu.Lock()
+	r.msgs = append(r.msgs, m)
+	r.mu.Unlock()
+}
+
+func (r *recorder) snapshot() []herald.BusMessage {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]herald.BusMessage(nil), r.msgs...)
+}
+
+// on returns the messages received for channel.
+func (r *recorder) on(channel string) []herald.BusMessage {
+	var out []herald.BusMessage
+	for _, m := range r.snapshot() {
+		if m.Channel == channel {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// waitCount polls until r has received at least n messages on channel.
+func (r *recorder) waitCount(t *testing.T, channel string, n int) []herald.BusMessage {
+	t.Helper()
+	var got []herald.BusMessage
+	poll(t, fmt.Sprintf("node %s to receive %d messages on %q", r.id, n, channel), func() (bool, string) {
+		got = r.on(channel)
+		return len(got) >= n, fmt.Sprintf("%d received (%s)", len(got), summary(got))
+	})
+	return got
+}
+
+func summary(ms []herald.BusMessage) string {
+	if len(ms) == 0 {
+		return "none"
+	}
+	var b strings.Builder
+	for i, m := range ms {
+		if i == 3 {
+			fmt.Fprintf(&b, ", ... %d more", len(ms)-3)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		p := m.Payload
+		if len(p) > 24 {
+			p = p[:24]
+		}
+		fmt.Fprintf(&b, "%s/%s from %s: %q", m.App, m.Channel, m.Node, p)
+	}
+	return b.String()
+}
+
+// poll calls cond until it reports true or Wait passes; the failure says what was awaited
+// and what cond saw last.
+func poll(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(Wait)
+	for {
+		ok, seen := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s; last saw: %s", Wait, what, seen)
+		}
+		time.Sleep(2 * time.Millisecond) // polling interval, not a wait for an event
+	}
+}
+
+// cluster is a started cluster with its recorders.
+type cluster struct {
+	Cluster
+	rec []*recorder
+}
+
+func start(t *testing.T, newCluster NewCluster, n int) *cluster {
+	t.Helper()
+	c := &cluster{}
+	nodes := make([]Node, n)
+	for i := range nodes {
+		r := &recorder{id: fmt.Sprintf("node%d", i)}
+		c.rec = append(c.rec, r)
+		nodes[i] = Node{ID: r.id, Handler: r.handle}
+	}
+	c.Cluster = newCluster(t, nodes)
+	if len(c.Brokers) != n {
+		t.Fatalf("factory built %d brokers, want %d", len(c.Brokers), n)
+	}
+	return c
+}
+
+func ctxWait() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), Wait)
+}
+
+func subscribe(t *testing.T, b herald.Broker, app, channel string) {
+	t.Helper()
+	ctx, cancel := ctxWait()
+	defer cancel()
+	if err := b.Subscribe(ctx, app, channel); err != nil {
+		t.Fatalf("Subscribe(%q, %q): %v", app, channel, err)
+	}
+}
+
+func unsubscribe(t *testing.T, b herald.Broker, app, channel string) {
+	t.Helper()
+	ctx, cancel := ctxWait()
+	defer cancel()
+	if err := b.Unsubscribe(ctx, app, channel); err != nil {
+		t.Fatalf("Unsubscribe(%q, %q): %v", app, channel, err)
+	}
+}
+
+func publish(t *testing.T, b herald.Broker, app, channel, payload string) {
+	t.Helper()
+	m := herald.BusMessage{Kind: herald.BusEvent, App: app, Channel: channel, Payload: []byte(payload)}
+	ctx, cancel := ctxWait()
+	defer cancel()
+	if err := b.Publish(ctx, m); err != nil {
+		t.Fatalf("Publish(%q, %q, %q): %v", app, channel, payload, err)
+	}
+}

@@ -1,0 +1,111 @@
+package brokertest
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/herald-rt/herald"
+)
+
+// Restore bounds the time from the bus server answering again to cross-node delivery
+// working again, with every interest restored (issue 9).
+const Restore = 5 * time.Second
+
+// prompt bounds one Publish or Subscribe while the bus is down.
+const prompt = 2 * time.Second
+
+// testOutage stops the bus server: publishes fail promptly with CodeUnavailable, goroutines
+// and memory stay bounded; the server starts again on the same port: within Restore every
+// interest, including one taken during the outage, is in place and delivery works.
+func testOutage(t *testing.T, nc NewCluster) {
+	c := start(t, nc, 2)
+	if c.Stop == nil || c.Start == nil {
+		t.Skip("this engine has no bus server to stop")
+	}
+	a, b := c.Brokers[0], c.Brokers[1]
+	subscribe(t, b, "app", "before")
+	publish(t, a, "app", "before", "0")
+	c.rec[1].waitCount(t, "before", 1)
+	reconnects := a.Stats().Reconnects + b.Stats().Reconnects
+
+	c.Stop(t)
+	poll(t, "both brokers to report the bus down", func() (bool, string) {
+		return !a.Connected() && !b.Connected(), fmt.Sprintf("connected: node0 %v, node1 %v", a.Connected(), b.Connected())
+	})
+	base := runtime.NumGoroutine()
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	heap := ms.HeapAlloc
+
+	payload := make([]byte, 10<<10)
+	for i := 0; i < 2000; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), Wait)
+		t0 := time.Now()
+		err := a.Publish(ctx, herald.BusMessage{Kind: herald.BusEvent, App: "app", Channel: "before", Payload: payload})
+		cancel()
+		if d := time.Since(t0); d > prompt {
+			t.Fatalf("Publish %d during the outage took %v", i, d)
+		}
+		if herald.CodeOf(err) != herald.CodeUnavailable {
+			t.Fatalf("Publish %d during the outage returned %v; want a CodeUnavailable error", i, err)
+		}
+	}
+	if s := a.Stats(); s.PublishErrors < 2000 || s.Connected {
+		t.Errorf("stats during the outage %+v; want at least 2000 publish errors, not connected", s)
+	}
+	// A subscription taken during the outage is not confirmed, but restored later.
+	ctx, cancel := context.WithTimeout(context.Background(), Wait)
+	t0 := time.Now()
+	err := b.Subscribe(ctx, "app", "during")
+	cancel()
+	if d := time.Since(t0); err == nil || d > prompt {
+		t.Errorf("Subscribe during the outage returned %v after %v; want an error within %v", err, d, prompt)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	if n := runtime.NumGoroutine(); n > base+10 {
+		t.Errorf("goroutines grew from %d to %d during the outage", base, n)
+	}
+	if ms.HeapAlloc > heap+16<<20 {
+		t.Errorf("heap grew from %d to %d bytes during the outage (20 MB of refused publishes)", heap, ms.HeapAlloc)
+	}
+
+	c.Start(t)
+	restarted := time.Now()
+	// Interests restored: messages published now on both channels reach node1. Each
+	// publish attempt is a probe; the first ones may find node1 not yet back.
+	deadline := restarted.Add(Wait)
+	for len(c.rec[1].on("during")) == 0 || len(c.rec[1].on("before")) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%v after the restart node1 has %d messages on \"before\" (want 2) and %d on \"during\" (want 1); connected: node0 %v, node1 %v",
+				Wait, len(c.rec[1].on("before")), len(c.rec[1].on("during")), a.Connected(), b.Connected())
+		}
+		for _, ch := range []string{"before", "during"} {
+			_ = a.Publish(context.Background(), herald.BusMessage{Kind: herald.BusEvent, App: "app", Channel: ch, Payload: []byte("after")})
+		}
+		time.Sleep(10 * time.Millisecond) // probe interval, not a wait for an event
+	}
+	if d := time.Since(restarted); d > Restore {
+		t.Errorf("delivery came back %v after the server answered again; want within %v", d, Restore)
+	} else {
+		t.Logf("delivery restored %v after the server answered again", d)
+	}
+	if s := a.Stats().Reconnects + b.Stats().Reconnects; s < reconnects+2 {
+		t.Errorf("Reconnects went from %d to %d; want both nodes counted", reconnects, s)
+	}
+	// The interest taken during the outage is now confirmed; it is counted once.
+	subscribe(t, b, "app", "during")
+	if s := b.Stats(); s.Interests != 2 || !s.Connected {
+		t.Errorf("node1 stats %+v; want 2 interests, connected", s)
+	}
+	// And ordered delivery works again.
+	before := len(c.rec[1].on("before"))
+	for i := 0; i < 100; i++ {
+		publish(t, a, "app", "before", "again")
+	}
+	c.rec[1].waitCount(t, "before", before+100)
+}

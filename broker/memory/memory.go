@@ -1,0 +1,174 @@
+package memory
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/broker"
+)
+
+var _ herald.Broker = (*Broker)(nil)
+
+// Bus connects the Brokers attached to it. The zero value is not usable; call NewBus.
+type Bus struct {
+	mu   sync.RWMutex
+	subs map[broker.Key][]*Broker // copied on write: Publish reads it under the read lock only
+}
+
+// NewBus returns an empty bus.
+func NewBus() *Bus { return &Bus{subs: map[broker.Key][]*Broker{}} }
+
+// Config configures one node's Broker. Zero values mean the defaults noted.
+type Config struct {
+	NodeID    string // default "memory"
+	QueueSize int    // received messages queued for the handler; default 65536
+}
+
+// Broker is one node's attachment to a Bus.
+type Broker struct {
+	bus       *Bus
+	node      string
+	handler   herald.BusHandler
+	interests *broker.Interests
+	inbox     chan herald.BusMessage
+	stop      chan struct{}
+	done      chan struct{}
+	closing   sync.Once
+	closed    atomic.Bool
+
+	sent, sentBytes, recv, recvBytes, pubErrs, dropped atomic.Uint64
+}
+
+// New returns the Broker of a single node: a Bus of its own.
+func New(cfg Config, h herald.BusHandler) *Broker { return NewBus().Attach(cfg, h) }
+
+// Attach connects a new node to the bus; h receives what other nodes publish for the
+// channels it subscribes to.
+func (bus *Bus) Attach(cfg Config, h herald.BusHandler) *Broker {
+	if cfg.NodeID == "" {
+		cfg.NodeID = "memory"
+	}
+	if cfg.QueueSize <= 0 {
+		cfg.QueueSize = 1 << 16
+	}
+	b := &Broker{bus: bus, node: cfg.NodeID, handler: h, inbox: make(chan herald.BusMessage, cfg.QueueSize),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	b.interests = broker.NewInterests(b.attach, b.detach)
+	go b.run()
+	return b
+}
+
+func (b *Broker) run() {
+	defer close(b.done)
+	for {
+		select {
+		case m := <-b.inbox:
+			b.recv.Add(1)
+			b.recvBytes.Add(uint64(broker.EncodedSize(m)))
+			b.handler(m)
+		case <-b.stop:
+			return
+		}
+	}
+}
+
+func (b *Broker) attach(_ context.Context, k broker.Key) error {
+	if b.closed.Load() {
+		return herald.Errorf(herald.CodeUnavailable, "cluster bus: broker closed")
+	}
+	bus := b.bus
+	bus.mu.Lock()
+	defer bus.mu.Unlock()
+	old := bus.subs[k]
+	for _, x := range old {
+		if x == b {
+			return nil
+		}
+	}
+	bus.subs[k] = append(old[:len(old):len(old)], b)
+	return nil
+}
+
+func (b *Broker) detach(_ context.Context, k broker.Key) error {
+	bus := b.bus
+	bus.mu.Lock()
+	defer bus.mu.Unlock()
+	old := bus.subs[k]
+	list := make([]*Broker, 0, len(old))
+	for _, x := range old {
+		if x != b {
+			list = append(list, x)
+		}
+	}
+	if len(list) == 0 {
+		delete(bus.subs, k)
+	} else {
+		bus.subs[k] = list
+	}
+	return nil
+}
+
+// Publish implements herald.Broker. A receiver whose queue is full drops msg and counts it.
+func (b *Broker) Publish(_ context.Context, msg herald.BusMessage) error {
+	if b.closed.Load() {
+		b.pubErrs.Add(1)
+		return herald.Errorf(herald.CodeUnavailable, "cluster bus: broker closed")
+	}
+	msg.Node = b.node
+	b.sent.Add(1)
+	b.sentBytes.Add(uint64(broker.EncodedSize(msg)))
+	bus := b.bus
+	bus.mu.RLock()
+	list := bus.subs[broker.Key{App: msg.App, Channel: msg.Channel}]
+	bus.mu.RUnlock()
+	for _, r := range list {
+		if r == b {
+			continue
+		}
+		select {
+		case r.inbox <- msg:
+		default:
+			r.dropped.Add(1)
+		}
+	}
+	return nil
+}
+
+// Subscribe implements herald.Broker.
+func (b *Broker) Subscribe(ctx context.Context, app, channel string) error {
+	return b.interests.Acquire(ctx, broker.Key{App: app, Channel: channel})
+}
+
+// Unsubscribe implements herald.Broker.
+func (b *Broker) Unsubscribe(ctx context.Context, app, channel string) error {
+	return b.interests.Release(ctx, broker.Key{App: app, Channel: channel})
+}
+
+// Connected implements herald.Broker: true until Close.
+func (b *Broker) Connected() bool { return !b.closed.Load() }
+
+// Stats implements herald.Broker.
+func (b *Broker) Stats() herald.BrokerStats {
+	return herald.BrokerStats{Connected: b.Connected(), MessagesSent: b.sent.Load(), BytesSent: b.sentBytes.Load(),
+		MessagesReceived: b.recv.Load(), BytesReceived: b.recvBytes.Load(), PublishErrors: b.pubErrs.Load(),
+		Dropped: b.dropped.Load(), Interests: b.interests.Len()}
+}
+
+// Close implements herald.Broker: it detaches the node from the bus and stops its goroutine.
+func (b *Broker) Close(ctx context.Context) error {
+	b.closing.Do(func() {
+		b.closed.Store(true)
+		for _, k := range b.interests.Keys() {
+			_ = b.detach(ctx, k)
+		}
+		close(b.stop)
+	})
+	select {
+	case <-b.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
