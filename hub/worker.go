@@ -187,15 +187,12 @@ func (w *worker) drop(c *Conn) {
 	}
 }
 
-// makeRoom lets what a blocked slow consumer still has queued (the rest of a frame cut
-// mid-write, then its close frames) into the kernel now, behind the bytes the client has not
-// read, so that a client that still reads, however slowly, gets 4100 rather than a
-// connection cut at the close grace with its close frame unsent. Without room the close
-// grace applies as before.
+// makeRoom lets what a slow consumer still has queued (the rest of a frame cut mid-write,
+// then its close frames) into the kernel now, behind the bytes the client has not read, so
+// that a client that still reads, however slowly, gets 4100 rather than a connection cut at
+// the close grace with its close frame unsent. Without room the close grace applies as
+// before.
 func (w *worker) makeRoom(c *Conn) {
-	if !c.blocked {
-		return
-	}
 	if r, ok := c.t.(roomMaker); ok && r.MakeRoom(c.outBytes) == nil {
 		c.blocked = false // flushDirty writes it in this batch
 	}

@@ -8,8 +8,9 @@ type Handler interface {
 	// and for each ping, pong and close frame. payload is only valid during the call.
 	OnMessage(c *Conn, op Opcode, payload []byte)
 	// OnProtocolError is called once when the peer breaks the WebSocket protocol (bad frame,
-	// oversized message, invalid UTF-8). The engine discards further input; the handler should
-	// send a close frame with code and Shutdown the connection.
+	// oversized message, invalid UTF-8) or takes longer than Config.FrameTimeout to send a
+	// frame (ClosePolicy). The engine discards further input; the handler should send a close
+	// frame with code and Shutdown the connection.
 	OnProtocolError(c *Conn, code int, reason string)
 	// OnWritable is called after a Writev that would have blocked, once the socket can take
 	// more bytes.

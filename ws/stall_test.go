@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"net"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 	"unsafe"
@@ -163,4 +164,37 @@ func TestConnSizeUnchanged(t *testing.T) {
 	if n := unsafe.Sizeof(Conn{}); n > 96 {
 		t.Fatalf("ws.Conn is %d bytes; want at most 96", n)
 	}
+}
+
+// FuzzFrameTimeoutTracking feeds arbitrary bytes in reads of a fuzzed size and checks, after
+// every read, that the frame timeout's bookkeeping matches what the connection holds: a
+// start time exactly while a frame or a fragmented message is incomplete, and the poller's
+// count of such connections in step.
+func FuzzFrameTimeoutTracking(f *testing.F) {
+	for _, s := range append(fuzzSeeds(), abuseSeeds()...) {
+		f.Add(s, uint8(7))
+	}
+	f.Add(declared(OpText, true, 65536, 100), uint8(30))
+	f.Add(clientFrame(false, OpText, []byte("a"), testMask), uint8(3))
+	f.Fuzz(func(t *testing.T, data []byte, read uint8) {
+		size := int(read) + 1
+		p := &poller{e: &Engine{cfg: Config{MaxMessageBytes: fuzzMax, FrameTimeout: time.Minute}, h: &nopHandler{}, start: time.Now()}}
+		c := &Conn{p: p}
+		for len(data) > 0 {
+			k := min(size, len(data))
+			p.feed(c, slices.Clone(data[:k]))
+			data = data[k:]
+			busy := !c.broken && (len(c.rbuf) > 0 || c.msgOp != 0)
+			if busy != (c.since != 0) {
+				t.Fatalf("busy %v (rbuf %d, message op %d, broken %v) but since %d", busy, len(c.rbuf), c.msgOp, c.broken, c.since)
+			}
+			want := int32(0)
+			if busy {
+				want = 1
+			}
+			if got := p.timed.Load(); got != want {
+				t.Fatalf("busy %v but the poller counts %d connections with a frame in progress", busy, got)
+			}
+		}
+	})
 }
