@@ -23,7 +23,7 @@ type Cluster struct {
 	Brokers []herald.Broker
 	// Stop and Start, when set, stop the bus server process and start it again on the same
 	// address; Start returns once the server answers. They enable the outage cases.
-	Stop, Start func(t *testing.T)
+	Stop, Start func(testing.TB)
 }
 
 // NewCluster builds a cluster of len(nodes) brokers on one bus.

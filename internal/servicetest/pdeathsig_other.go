@@ -1,0 +1,7 @@
+//go:build !linux
+
+package servicetest
+
+import "os/exec"
+
+func orphanProof(*exec.Cmd) {}

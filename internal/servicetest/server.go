@@ -1,0 +1,229 @@
+package servicetest
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Ready bounds the wait for a started server to answer. It is generous: the test machines
+// are shared.
+const Ready = 30 * time.Second
+
+// Server is one service process on 127.0.0.1:Port.
+type Server struct {
+	Name string // "redis-server", "nats-server"
+	Port int
+
+	bin   string
+	args  func(port int, dir string) []string
+	ready func(c net.Conn) error // reads the server's first answer on a new connection
+	dir   string
+	log   string
+	cmd   *exec.Cmd
+	done  chan struct{} // closed when cmd has exited
+}
+
+// Addr is the server's host:port.
+func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.Port) }
+
+func find(t testing.TB, name string) string {
+	t.Helper()
+	if p, err := exec.LookPath(name); err == nil {
+		return p
+	}
+	for _, d := range []string{"/usr/sbin", "/usr/bin", "/usr/local/bin"} {
+		if p := filepath.Join(d, name); fileExists(p) {
+			return p
+		}
+	}
+	if testing.Short() {
+		t.Skipf("%s is not installed (-short: skipping; the full suite fails here)", name)
+	}
+	t.Fatalf("%s is not installed: apt-get update && apt-get install -y redis-server nats-server "+
+		"(scripts/test.sh installs it when absent)", name)
+	return ""
+}
+
+func fileExists(p string) bool { st, err := os.Stat(p); return err == nil && !st.IsDir() }
+
+// start runs a new server on a free port, trying other ports when the one picked was taken
+// in the meantime, and registers its stop on cleanup.
+func start(t testing.TB, s *Server) *Server {
+	t.Helper()
+	s.bin = find(t, s.Name)
+	s.dir = t.TempDir()
+	t.Cleanup(func() { s.kill() })
+	var errs []string
+	for attempt := 0; attempt < 5; attempt++ {
+		s.Port = freePort(t)
+		err := s.run()
+		if err == nil {
+			return s
+		}
+		errs = append(errs, err.Error())
+	}
+	t.Fatalf("%s did not start: %s", s.Name, strings.Join(errs, "; "))
+	return nil
+}
+
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("picking a free port: %v", err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	return port
+}
+
+// run starts the process on s.Port and waits until it answers or exits.
+func (s *Server) run() error {
+	s.log = filepath.Join(s.dir, fmt.Sprintf("%s-%d.log", s.Name, time.Now().UnixNano()))
+	out, err := os.Create(s.log)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	cmd := exec.Command(s.bin, s.args(s.Port, s.dir)...)
+	cmd.Stdout, cmd.Stderr = out, out
+	orphanProof(cmd)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", s.bin, err)
+	}
+	s.cmd, s.done = cmd, make(chan struct{})
+	done := s.done
+	go func() { _ = cmd.Wait(); close(done) }()
+
+	deadline := time.Now().Add(Ready)
+	var last error
+	for time.Now().Before(deadline) {
+		select {
+		case <-done:
+			return fmt.Errorf("%s exited on port %d before answering (%v); log: %s", s.Name, s.Port, cmd.ProcessState, s.logTail())
+		default:
+		}
+		if last = s.probe(); last == nil {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond) // polling interval while the server starts
+	}
+	s.kill()
+	return fmt.Errorf("%s on port %d did not answer within %v (last: %v); log: %s", s.Name, s.Port, Ready, last, s.logTail())
+}
+
+func (s *Server) probe() error {
+	c, err := net.DialTimeout("tcp", s.Addr(), time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	return s.ready(c)
+}
+
+func (s *Server) logTail() string {
+	b, _ := os.ReadFile(s.log)
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// kill stops the process (exactly the pid this Server started) and waits for it to exit.
+func (s *Server) kill() {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	<-s.done
+	s.cmd = nil
+}
+
+// Stop kills the server, as a crash would, and returns once the process has exited.
+func (s *Server) Stop(t testing.TB) {
+	t.Helper()
+	if s.cmd == nil {
+		t.Fatalf("%s on port %d: Stop while stopped", s.Name, s.Port)
+	}
+	s.kill()
+}
+
+// Start starts the server again on the same port and returns once it answers. The port
+// may be held for a moment by the old process's sockets; Start retries until Ready.
+func (s *Server) Start(t testing.TB) {
+	t.Helper()
+	if s.cmd != nil {
+		t.Fatalf("%s on port %d: Start while running", s.Name, s.Port)
+	}
+	deadline := time.Now().Add(Ready)
+	for {
+		err := s.run()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("restarting %s on port %d: %v", s.Name, s.Port, err)
+		}
+		time.Sleep(100 * time.Millisecond) // before trying the port again
+	}
+}
+
+// Redis starts a redis-server with no persistence on a free loopback port.
+func Redis(t testing.TB) *Server {
+	t.Helper()
+	return start(t, &Server{Name: "redis-server",
+		args: func(port int, dir string) []string {
+			return []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+				"--dir", dir, "--daemonize", "no", "--protected-mode", "no", "--loglevel", "warning"}
+		},
+		ready: func(c net.Conn) error {
+			if _, err := c.Write([]byte("PING\r\n")); err != nil {
+				return err
+			}
+			line, err := bufio.NewReader(c).ReadString('\n')
+			if err != nil {
+				return err
+			}
+			if !strings.HasPrefix(line, "+PONG") {
+				return fmt.Errorf("PING answered %q", line)
+			}
+			return nil
+		}})
+}
+
+// URL is the address in the form herald's cluster.url takes.
+func (s *Server) URL() string {
+	if s.Name == "redis-server" {
+		return "redis://" + s.Addr() + "/0"
+	}
+	return "nats://" + s.Addr()
+}
+
+// NATS starts a nats-server on a free loopback port.
+func NATS(t testing.TB) *Server {
+	t.Helper()
+	return start(t, &Server{Name: "nats-server",
+		args: func(port int, _ string) []string {
+			return []string{"-a", "127.0.0.1", "-p", strconv.Itoa(port)}
+		},
+		ready: func(c net.Conn) error {
+			line, err := bufio.NewReader(c).ReadBytes('\n')
+			if err != nil {
+				return err
+			}
+			if !bytes.HasPrefix(line, []byte("INFO ")) {
+				return fmt.Errorf("server said %q", line)
+			}
+			return nil
+		}})
+}
