@@ -198,3 +198,32 @@ func FuzzFrameTimeoutTracking(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkFeed parses what one read brings: 64 small complete client frames, or frames that
+// straddle reads (the case the frame timeout's bookkeeping runs for).
+func BenchmarkFeed(b *testing.B) {
+	frame := clientFrame(true, OpBinary, pattern(100), testMask)
+	whole := slices.Repeat(frame, 64)
+	for _, tc := range []struct {
+		name  string
+		split int // bytes of the second read; 0: one read
+	}{{"complete", 0}, {"straddling", 50}} {
+		b.Run(tc.name, func(b *testing.B) {
+			p := &poller{e: &Engine{cfg: Config{MaxMessageBytes: 64 << 10}, h: &nopHandler{}, start: time.Now()}}
+			c := &Conn{p: p}
+			in := make([]byte, len(whole))
+			b.ReportAllocs()
+			b.SetBytes(int64(len(whole)))
+			for b.Loop() {
+				copy(in, whole)
+				if tc.split == 0 {
+					p.feed(c, in)
+					continue
+				}
+				cut := len(in) - tc.split
+				p.feed(c, in[:cut])
+				p.feed(c, in[cut:])
+			}
+		})
+	}
+}
