@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -65,9 +67,10 @@ func (c PortConfig) withDefaults() PortConfig {
 // Port is a listener that admits at most MaxConns connections in their HTTP phase, and the
 // http.Server (Server) whose deadlines bound each request. When the port is full, a new
 // connection takes the place of the connection idle longest in keep-alive, else of the one
-// that has been in its request longest (a slow-loris: a request that trickles in holds its
-// place only until someone needs it); only when neither exists (every connection is being
-// handed to the WebSocket engine) is the new connection closed unserved. So during a flood
+// that has been reading its request longest (a slow-loris: a request that trickles in holds
+// its place only until someone needs it); a request that has arrived whole and is being
+// served (a publish, a WebSocket upgrade) is never evicted, and only when every connection is
+// such is the new connection closed unserved. So during a flood
 // of slow requests, /health, signed publishes and WebSocket upgrades are still served, and
 // the flood costs at most MaxConns descriptors. A descriptor shortage at accept (EMFILE)
 // evicts the same way instead of spinning.
@@ -82,7 +85,9 @@ type Port struct {
 	mu   sync.Mutex
 	open int      // admitted and not yet closed, hijacked ones included
 	idle connList // keep-alive connections between requests, oldest first
-	busy connList // connections reading, or serving, a request, longest first
+	busy connList // connections reading a request (headers or body), longest first
+	// Connections whose request has arrived whole and is being served are on no list: they
+	// are not evicted.
 
 	evictedIdle, evictedBusy, refused, fdShort atomic.Int64
 	lastWarn                                   atomic.Int64 // unix ns of the last warning
@@ -112,7 +117,8 @@ func NewPort(ln net.Listener, cfg PortConfig, log *slog.Logger) *Port {
 // tracking; serve it on p.
 func (p *Port) Server(h http.Handler) *http.Server {
 	return &http.Server{
-		Handler:           h,
+		Handler:           p.track(h),
+		ConnContext:       func(ctx context.Context, c net.Conn) context.Context { return context.WithValue(ctx, connKey{}, c) },
 		ReadHeaderTimeout: p.cfg.HeaderTimeout,
 		ReadTimeout:       p.cfg.RequestTimeout,
 		WriteTimeout:      p.cfg.WriteTimeout,
@@ -121,6 +127,55 @@ func (p *Port) Server(h http.Handler) *http.Server {
 		ConnState:         p.connState,
 		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
 	}
+}
+
+// connKey keys a request's *portConn in its context.
+type connKey struct{}
+
+// track marks a connection as serving once its request has arrived whole: at once without a
+// body, else when the handler has read the body to its end. A body never read (a request
+// refused before it) leaves the connection evictable.
+func (p *Port) track(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, _ := r.Context().Value(connKey{}).(*portConn)
+		if c == nil || r.Body == nil || r.Body == http.NoBody || (r.ContentLength == 0 && len(r.TransferEncoding) == 0) {
+			if c != nil {
+				p.serving(c)
+			}
+			h.ServeHTTP(w, r)
+			return
+		}
+		// A shallow copy: net/http keeps the original's Body to decide keep-alive.
+		r2 := r.WithContext(r.Context())
+		r2.Body = &trackedBody{ReadCloser: r.Body, p: p, c: c}
+		h.ServeHTTP(w, r2)
+	})
+}
+
+// trackedBody marks its connection as serving when the body has been read to its end.
+type trackedBody struct {
+	io.ReadCloser
+	p    *Port
+	c    *portConn
+	done bool
+}
+
+func (b *trackedBody) Read(buf []byte) (int, error) {
+	n, err := b.ReadCloser.Read(buf)
+	if err == io.EOF && !b.done {
+		b.done = true
+		b.p.serving(b.c)
+	}
+	return n, err
+}
+
+// serving takes c off the lists: its request is whole and is being served.
+func (p *Port) serving(c *portConn) {
+	p.mu.Lock()
+	if !c.released && c.list != nil {
+		c.list.remove(c)
+	}
+	p.mu.Unlock()
 }
 
 // Stats returns the port's counts.
@@ -210,9 +265,10 @@ func (p *Port) releaseLocked(c *portConn) {
 	p.open--
 }
 
-// connState follows net/http's view of each connection: a request being read or served is
-// busy, a keep-alive connection between requests is idle, a hijacked one can no longer be
-// evicted and stays counted until its descriptor is closed.
+// connState follows net/http's view of each connection: a request being read is busy (net/http
+// reports it active once its headers are in; track takes it off once its body is), a
+// keep-alive connection between requests is idle, a hijacked one can no longer be evicted and
+// stays counted until its descriptor is closed.
 func (p *Port) connState(nc net.Conn, st http.ConnState) {
 	c, ok := nc.(*portConn)
 	if !ok {

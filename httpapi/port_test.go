@@ -547,3 +547,37 @@ func TestReplayProtection(t *testing.T) {
 		}
 	}
 }
+
+// TestPortNeverEvictsServing: a request that has arrived whole and is being served is never
+// evicted for room; when every connection is such, the new connection is closed unserved and
+// counted as refused.
+func TestPortNeverEvictsServing(t *testing.T) {
+	release := make(chan struct{})
+	var started sync.WaitGroup
+	started.Add(2)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/block" {
+			_, _ = io.ReadAll(r.Body)
+			started.Done()
+			<-release
+		}
+		_, _ = io.WriteString(w, "done")
+	})
+	port, addr := serveOn(t, httpapi.PortConfig{MaxConns: 2, RequestTimeout: time.Minute}, h)
+	busy := []net.Conn{
+		rawRequest(t, addr, "GET /block HTTP/1.1", ""),
+		rawRequest(t, addr, "POST /block HTTP/1.1\r\nContent-Length: 4", "body"),
+	}
+	started.Wait()
+	late := rawRequest(t, addr, "GET /late HTTP/1.1", "")
+	expectClosed(t, late, "a connection beyond the cap while both are being served", wait)
+	if st := port.Stats(); st.Refused != 1 || st.EvictedBusy != 0 || st.EvictedIdle != 0 {
+		t.Fatalf("stats %+v, want one refusal and no eviction", st)
+	}
+	close(release)
+	for i, c := range busy {
+		if resp, b := readAnswer(t, c, wait); resp.StatusCode != 200 || b != "done" {
+			t.Fatalf("served request %d: %d %q", i, resp.StatusCode, b)
+		}
+	}
+}

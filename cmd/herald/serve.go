@@ -200,12 +200,12 @@ func exportPort(reg *metrics.Registry, prefix string, port *httpapi.Port) {
 		stat(func(s httpapi.PortStats) int64 { return int64(s.Open) }))
 	reg.GaugeFunc(prefix+"max_http_connections", "Most connections the API port holds in their HTTP phase (max_http_connections).", nil,
 		stat(func(s httpapi.PortStats) int64 { return int64(s.Max) }))
-	evicted := "HTTP connections closed to make room for a new one: the longest idle keep-alive one, else the one longest in its request (slow-loris)."
+	evicted := "HTTP connections closed to make room for a new one: the longest idle keep-alive one, else the one reading its request longest (slow-loris)."
 	reg.CounterFunc(prefix+"http_connections_evicted_total", evicted, map[string]string{"reason": "idle"},
 		stat(func(s httpapi.PortStats) int64 { return s.EvictedIdle }))
 	reg.CounterFunc(prefix+"http_connections_evicted_total", evicted, map[string]string{"reason": "slow"},
 		stat(func(s httpapi.PortStats) int64 { return s.EvictedBusy }))
-	reg.CounterFunc(prefix+"http_connections_refused_total", "New HTTP connections closed unserved because no connection could make room.", nil,
+	reg.CounterFunc(prefix+"http_connections_refused_total", "New HTTP connections closed unserved because every connection was being served.", nil,
 		stat(func(s httpapi.PortStats) int64 { return s.Refused }))
 	reg.CounterFunc(prefix+"http_accept_fd_shortages_total", "Accepts on the API port that failed for want of a file descriptor.", nil,
 		stat(func(s httpapi.PortStats) int64 { return s.FDShortages }))
