@@ -98,8 +98,8 @@ type PortStats struct {
 	Open, Max int // connections in their HTTP phase now, and the limit
 	Idle      int // of Open, keep-alive connections waiting for their next request
 	// EvictedIdle and EvictedBusy count connections closed to make room for a new one: idle
-	// keep-alive ones, and ones in a request (slow-loris). Refused counts new connections
-	// closed because nothing could make room; FDShortages counts accepts that failed for
+	// keep-alive ones, and ones reading a request (slow-loris). Refused counts new connections
+	// closed because every connection was being served; FDShortages counts accepts that failed for
 	// want of a descriptor.
 	EvictedIdle, EvictedBusy, Refused, FDShortages int64
 }
