@@ -9,9 +9,11 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -579,5 +581,66 @@ func TestPortNeverEvictsServing(t *testing.T) {
 		if resp, b := readAnswer(t, c, wait); resp.StatusCode != 200 || b != "done" {
 			t.Fatalf("served request %d: %d %q", i, resp.StatusCode, b)
 		}
+	}
+}
+
+// emfileListener fails its next accepts with EMFILE, as a process out of descriptors does.
+type emfileListener struct {
+	net.Listener
+	fail atomic.Int64
+}
+
+func (l *emfileListener) Accept() (net.Conn, error) {
+	if l.fail.Add(-1) >= 0 {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// TestPortOutOfDescriptors: an accept that fails for want of a descriptor (issue 14 filled the
+// log with them) frees one by evicting an idle connection, is counted, and the port goes on
+// serving instead of returning the error to net/http.
+func TestPortOutOfDescriptors(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	el := &emfileListener{Listener: ln}
+	port := httpapi.NewPort(el, httpapi.PortConfig{MaxConns: 8}, nil)
+	srv := port.Server(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }))
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(port) }()
+	defer func() {
+		srv.Close()
+		<-done
+	}()
+	idle := rawRequest(t, ln.Addr().String(), "GET / HTTP/1.1", "")
+	if resp, _ := readAnswer(t, idle, wait); resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	eventually(t, "the first connection to be idle", wait, func() error {
+		if st := port.Stats(); st.Idle != 1 {
+			return fmt.Errorf("%+v", st)
+		}
+		return nil
+	})
+	// Serve is blocked in an accept already: the shortage hits the accept after the next one.
+	el.fail.Store(1)
+	c := rawRequest(t, ln.Addr().String(), "GET / HTTP/1.1", "")
+	if resp, _ := readAnswer(t, c, wait); resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	expectClosed(t, idle, "the idle connection evicted for a descriptor", wait)
+	d := rawRequest(t, ln.Addr().String(), "GET / HTTP/1.1", "")
+	if resp, _ := readAnswer(t, d, wait); resp.StatusCode != 200 {
+		t.Fatalf("status %d after the descriptor shortage", resp.StatusCode)
+	}
+	if st := port.Stats(); st.FDShortages != 1 || st.EvictedIdle != 1 {
+		t.Fatalf("stats %+v, want one shortage and the idle connection evicted", st)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Serve returned during the shortage: %v", err)
+	default:
 	}
 }
