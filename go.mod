@@ -10,6 +10,7 @@ require (
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.1.2
 	github.com/nats-io/nats.go v1.55.0
+	github.com/redis/rueidis v1.0.79
 )
 
 require (

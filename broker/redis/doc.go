@@ -1,0 +1,15 @@
+// Package redis is the cluster bus on Redis pub/sub (github.com/redis/rueidis, chosen over
+// go-redis by measurement: see BENCHMARKS.md). Each (app, channel) a node has interest in is
+// one SUBSCRIBE to broker.Subject(prefix, app, channel) on a dedicated connection; Subscribe
+// returns after Redis's reply. Publish queues the encoded message for one writer goroutine
+// that sends whatever has queued as one pipeline of PUBLISH commands (one round trip for
+// many events) on the client's own connection, so one node's publishes reach Redis, and
+// every subscriber, in order. Redis has no "no echo": a node drops its own messages by the
+// node id they carry.
+//
+// A supervisor goroutine owns the connections: when the subscriber connection is lost the
+// broker reports not connected, and the supervisor reconnects forever with capped backoff,
+// SUBSCRIBEs every interest again before it reports connected, and carries on.
+//
+// A Broker is safe for concurrent use.
+package redis

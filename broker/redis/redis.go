@@ -1,0 +1,459 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/broker"
+	"github.com/redis/rueidis"
+)
+
+var _ herald.Broker = (*Broker)(nil)
+
+// Config configures a Redis broker. Zero values mean the defaults noted.
+type Config struct {
+	URL    string // redis://[user:password@]host:port[/db]; required
+	NodeID string // this node's id, unique in the cluster; required
+	Prefix string // first part of every Redis channel name; default "herald"
+
+	QueueSize    int           // received messages queued for the handler; default 65536
+	OutboundSize int           // publishes queued for the writer; default 16384
+	MaxBatch     int           // PUBLISH commands in one pipeline; default 256
+	Timeout      time.Duration // bounds each round trip (pipeline, SUBSCRIBE, connect); default 5s
+	// ReconnectWait is the first pause between reconnection attempts; it doubles up to
+	// ReconnectMaxWait (defaults 100ms and 1s), with 20% jitter. Attempts never stop.
+	ReconnectWait, ReconnectMaxWait time.Duration
+	// ProbeInterval is how often an idle connection is PINGed (RoundTrip observes it);
+	// default 5s.
+	ProbeInterval time.Duration
+	RoundTrip     herald.BusObserver // nil: round trips are not observed
+	Logger        *slog.Logger       // state changes only, never per message; nil: discard
+}
+
+func (c Config) withDefaults() Config {
+	if c.Prefix == "" {
+		c.Prefix = "herald"
+	}
+	if c.QueueSize <= 0 {
+		c.QueueSize = 1 << 16
+	}
+	if c.OutboundSize <= 0 {
+		c.OutboundSize = 1 << 14
+	}
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = 256
+	}
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.Timeout, 5*time.Second)
+	def(&c.ReconnectWait, 100*time.Millisecond)
+	def(&c.ReconnectMaxWait, time.Second)
+	def(&c.ProbeInterval, 5*time.Second)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// session is one connected period: a client for PUBLISH and a dedicated subscriber
+// connection.
+type session struct {
+	client rueidis.Client
+	sub    rueidis.DedicatedClient
+	cancel func()       // gives sub back; called once the session ends
+	lost   <-chan error // receives when the subscriber connection is lost
+}
+
+func (s *session) close() {
+	s.sub.Close()
+	s.cancel()
+	s.client.Close()
+}
+
+type outMsg struct {
+	channel string
+	data    []byte
+}
+
+// Broker is one node's connection to a Redis bus.
+type Broker struct {
+	cfg       Config
+	opt       rueidis.ClientOption
+	handler   herald.BusHandler
+	log       *slog.Logger
+	interests *broker.Interests
+	in        chan []byte
+	out       chan outMsg
+
+	// sessMu is held for reading by each SUBSCRIBE/UNSUBSCRIBE for its round trip, and for
+	// writing by the supervisor while it swaps sessions and subscribes every interest again.
+	sessMu sync.RWMutex
+	sess   atomic.Pointer[session]
+
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	closing sync.Once
+	closed  atomic.Bool
+
+	sent, sentBytes, recv, recvBytes, pubErrs, dropped, reconnects atomic.Uint64
+}
+
+// New returns a broker connected to Redis or, when Redis does not answer within Timeout,
+// one that reports not connected and keeps trying in the background.
+func New(cfg Config, h herald.BusHandler) (*Broker, error) {
+	cfg = cfg.withDefaults()
+	if cfg.URL == "" || cfg.NodeID == "" {
+		return nil, errors.New("redis broker: URL and NodeID are required")
+	}
+	if !broker.ValidPrefix(cfg.Prefix) {
+		return nil, fmt.Errorf("redis broker: prefix %q: want printable ASCII without spaces or wildcards", cfg.Prefix)
+	}
+	opt, err := rueidis.ParseURL(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("redis broker: url: %w", err)
+	}
+	opt.DisableCache = true
+	opt.ForceSingleClient = true
+	opt.ClientName = "herald-" + clientName(cfg.NodeID)
+	opt.ConnWriteTimeout = cfg.Timeout
+	opt.Dialer.Timeout = cfg.Timeout
+	b := &Broker{cfg: cfg, opt: opt, handler: h, log: cfg.Logger.With("bus", "redis", "url", opt.InitAddress),
+		in: make(chan []byte, cfg.QueueSize), out: make(chan outMsg, cfg.OutboundSize), stop: make(chan struct{})}
+	b.interests = broker.NewInterests(b.sub, b.unsub)
+	first, err := b.connect() // one attempt now, as nats.go does; the supervisor retries
+	b.wg.Add(3)
+	go b.supervise(first, err)
+	go b.write()
+	go b.deliver()
+	return b, nil
+}
+
+func unavailable(what string, err error) error {
+	e := herald.Errorf(herald.CodeUnavailable, "cluster bus unavailable")
+	if err != nil {
+		return fmt.Errorf("%s: %w: %w", what, e, err)
+	}
+	return fmt.Errorf("%s: %w", what, e)
+}
+
+func backoff(first, most time.Duration, n int) time.Duration {
+	d := first
+	for i := 1; i < n && d < most; i++ {
+		d *= 2
+	}
+	d = min(d, most)
+	return d - d/10 + time.Duration(rand.Int64N(int64(d/5)+1))
+}
+
+// supervise holds the session New made (or, when New's attempt failed with err, none),
+// waits until its connection is lost, and connects again, forever.
+func (b *Broker) supervise(s *session, err error) {
+	defer b.wg.Done()
+	wasUp, attempt := false, 0
+	for {
+		if s != nil {
+			if wasUp {
+				b.reconnects.Add(1)
+				b.log.Info("cluster bus reconnected", "interests", b.interests.Len())
+			}
+			wasUp, attempt = true, 0
+			err = b.hold(s)
+			b.sessMu.Lock()
+			b.sess.Store(nil)
+			b.sessMu.Unlock()
+			b.interests.Unconfirm()
+			s.close()
+			if b.closed.Load() {
+				return
+			}
+			b.log.Warn("cluster bus disconnected; reconnecting", "err", err)
+		} else if attempt++; attempt == 1 {
+			b.log.Warn("cluster bus unreachable; retrying", "err", err)
+		}
+		select {
+		case <-b.stop:
+			return
+		case <-time.After(backoff(b.cfg.ReconnectWait, b.cfg.ReconnectMaxWait, max(attempt, 1))):
+		}
+		s, err = b.connect()
+	}
+}
+
+// connect opens a session and SUBSCRIBEs every interest on it before publishing it.
+func (b *Broker) connect() (*session, error) {
+	if b.closed.Load() {
+		return nil, errors.New("closed")
+	}
+	client, err := rueidis.NewClient(b.opt)
+	if err != nil {
+		return nil, err
+	}
+	sub, cancel := client.Dedicate()
+	s := &session{client: client, sub: sub, cancel: cancel}
+	s.lost = sub.SetPubSubHooks(rueidis.PubSubHooks{OnMessage: b.onMessage})
+	b.sessMu.Lock()
+	defer b.sessMu.Unlock()
+	keys := b.interests.Keys()
+	for len(keys) > 0 {
+		n := min(len(keys), 1000)
+		names := make([]string, n)
+		for i, k := range keys[:n] {
+			names[i] = broker.Subject(b.cfg.Prefix, k.App, k.Channel)
+		}
+		keys = keys[n:]
+		if err := b.roundTrip(sub, sub.B().Subscribe().Channel(names...).Build()); err != nil {
+			s.close()
+			return nil, fmt.Errorf("subscribing again: %w", err)
+		}
+	}
+	if err := b.roundTrip(sub, sub.B().Ping().Build()); err != nil { // the connection is up even with no interest
+		s.close()
+		return nil, err
+	}
+	b.sess.Store(s)
+	return s, nil
+}
+
+type doer interface {
+	Do(context.Context, rueidis.Completed) rueidis.RedisResult
+}
+
+func (b *Broker) roundTrip(c doer, cmd rueidis.Completed) error {
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Timeout)
+	defer cancel()
+	t0 := time.Now()
+	err := c.Do(ctx, cmd).Error()
+	if err == nil && b.cfg.RoundTrip != nil {
+		b.cfg.RoundTrip(time.Since(t0))
+	}
+	return err
+}
+
+// hold waits until the session's subscriber connection is lost or the broker closes,
+// PINGing it while idle.
+func (b *Broker) hold(s *session) error {
+	t := time.NewTicker(b.cfg.ProbeInterval)
+	defer t.Stop()
+	for {
+		select {
+		case err := <-s.lost:
+			if err == nil {
+				err = errors.New("subscriber connection closed")
+			}
+			return err
+		case <-b.stop:
+			return nil
+		case <-t.C:
+			if err := b.roundTrip(s.client, s.client.B().Ping().Build()); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// onMessage runs on rueidis's reader goroutine: it queues the message for deliver.
+func (b *Broker) onMessage(m rueidis.PubSubMessage) {
+	select {
+	case b.in <- []byte(m.Message):
+	default:
+		b.dropped.Add(1)
+	}
+}
+
+// deliver hands received messages to the handler, in arrival order.
+func (b *Broker) deliver() {
+	defer b.wg.Done()
+	for {
+		select {
+		case data := <-b.in:
+			msg, err := broker.DecodeMessage(data)
+			if err != nil {
+				b.dropped.Add(1)
+				continue
+			}
+			if msg.Node == b.cfg.NodeID {
+				continue // our own publish, echoed because this node has interest too
+			}
+			b.recv.Add(1)
+			b.recvBytes.Add(uint64(len(data)))
+			b.handler(msg)
+		case <-b.stop:
+			return
+		}
+	}
+}
+
+// write sends queued publishes, as many as have queued (up to MaxBatch), in one pipeline.
+func (b *Broker) write() {
+	defer b.wg.Done()
+	batch := make([]outMsg, 0, b.cfg.MaxBatch)
+	cmds := make(rueidis.Commands, 0, b.cfg.MaxBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case m := <-b.out:
+			batch = append(batch, m)
+		case <-b.stop:
+			return
+		}
+	fill:
+		for len(batch) < b.cfg.MaxBatch {
+			select {
+			case m := <-b.out:
+				batch = append(batch, m)
+			default:
+				break fill
+			}
+		}
+		s := b.sess.Load()
+		if s == nil {
+			b.pubErrs.Add(uint64(len(batch)))
+			continue
+		}
+		cmds = cmds[:0]
+		for _, m := range batch {
+			cmds = append(cmds, s.client.B().Publish().Channel(m.channel).Message(rueidis.BinaryString(m.data)).Build())
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Timeout)
+		t0 := time.Now()
+		res := s.client.DoMulti(ctx, cmds...)
+		cancel()
+		failed := 0
+		for _, r := range res {
+			if r.Error() != nil {
+				failed++
+			}
+		}
+		if failed > 0 {
+			b.pubErrs.Add(uint64(failed))
+		} else if b.cfg.RoundTrip != nil {
+			b.cfg.RoundTrip(time.Since(t0))
+		}
+	}
+}
+
+func (b *Broker) sub(ctx context.Context, k broker.Key) error {
+	return b.subCmd(ctx, k, true)
+}
+
+func (b *Broker) unsub(ctx context.Context, k broker.Key) error {
+	return b.subCmd(ctx, k, false)
+}
+
+// subCmd SUBSCRIBEs or UNSUBSCRIBEs k on the current session and waits for Redis's reply.
+// With no session it fails at once (an unsubscribe then has nothing to undo: the next
+// session subscribes only the keys with references).
+func (b *Broker) subCmd(ctx context.Context, k broker.Key, on bool) error {
+	what := "redis subscribe"
+	if !on {
+		what = "redis unsubscribe"
+	}
+	b.sessMu.RLock()
+	defer b.sessMu.RUnlock()
+	s := b.sess.Load()
+	if s == nil || b.closed.Load() {
+		if !on {
+			return nil
+		}
+		return unavailable(what, nil)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, b.cfg.Timeout)
+		defer cancel()
+	}
+	name := broker.Subject(b.cfg.Prefix, k.App, k.Channel)
+	cmd := s.sub.B().Subscribe().Channel(name).Build()
+	if !on {
+		cmd = s.sub.B().Unsubscribe().Channel(name).Build()
+	}
+	t0 := time.Now()
+	if err := s.sub.Do(ctx, cmd).Error(); err != nil {
+		return unavailable(what, err)
+	}
+	if b.cfg.RoundTrip != nil {
+		b.cfg.RoundTrip(time.Since(t0))
+	}
+	return nil
+}
+
+// Publish implements herald.Broker: it queues msg for the writer's next pipeline.
+func (b *Broker) Publish(ctx context.Context, msg herald.BusMessage) error {
+	if b.closed.Load() || b.sess.Load() == nil {
+		b.pubErrs.Add(1)
+		return unavailable("redis publish", nil)
+	}
+	msg.Node = b.cfg.NodeID
+	m := outMsg{channel: broker.Subject(b.cfg.Prefix, msg.App, msg.Channel),
+		data: broker.AppendMessage(make([]byte, 0, broker.EncodedSize(msg)), msg)}
+	select {
+	case b.out <- m:
+	default:
+		select {
+		case b.out <- m:
+		case <-ctx.Done():
+			b.pubErrs.Add(1)
+			return fmt.Errorf("redis publish: %w", herald.Errorf(herald.CodeBusy, "cluster bus queue is full, retry later"))
+		}
+	}
+	b.sent.Add(1)
+	b.sentBytes.Add(uint64(len(m.data)))
+	return nil
+}
+
+// Subscribe implements herald.Broker.
+func (b *Broker) Subscribe(ctx context.Context, app, channel string) error {
+	return b.interests.Acquire(ctx, broker.Key{App: app, Channel: channel})
+}
+
+// Unsubscribe implements herald.Broker.
+func (b *Broker) Unsubscribe(ctx context.Context, app, channel string) error {
+	return b.interests.Release(ctx, broker.Key{App: app, Channel: channel})
+}
+
+// Connected implements herald.Broker.
+func (b *Broker) Connected() bool { return !b.closed.Load() && b.sess.Load() != nil }
+
+// Stats implements herald.Broker.
+func (b *Broker) Stats() herald.BrokerStats {
+	return herald.BrokerStats{Connected: b.Connected(), MessagesSent: b.sent.Load(), BytesSent: b.sentBytes.Load(),
+		MessagesReceived: b.recv.Load(), BytesReceived: b.recvBytes.Load(), PublishErrors: b.pubErrs.Load(),
+		Dropped: b.dropped.Load(), Reconnects: b.reconnects.Load(), Interests: b.interests.Len()}
+}
+
+// Close implements herald.Broker.
+func (b *Broker) Close(ctx context.Context) error {
+	b.closing.Do(func() {
+		b.closed.Store(true)
+		close(b.stop)
+	})
+	done := make(chan struct{})
+	go func() { b.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("redis broker: close: %w", ctx.Err())
+	}
+}
+
+// clientName keeps the characters of a node id that Redis allows in CLIENT SETNAME.
+func clientName(id string) string {
+	b := []byte(id)
+	for i, c := range b {
+		if c <= ' ' || c >= 0x7f {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
