@@ -60,6 +60,15 @@ tools() {
     echo "the real-client suite needs Node 20 or later (test/js/package.json engines); found $(node -v)"
     return 1
   fi
+  # The cluster bus tests (broker/nats, broker/redis) start their own servers on free
+  # loopback ports (internal/servicetest); they never use a service on the default ports.
+  local svc missing=0
+  for svc in redis-server nats-server; do
+    command -v "$svc" >/dev/null || [ -x "/usr/sbin/$svc" ] || [ -x "/usr/bin/$svc" ] || missing=1
+  done
+  if [ "$missing" -eq 1 ]; then
+    apt-get update -qq && apt-get install -y -qq redis-server nats-server
+  fi
   STATICCHECK_VERSION=v0.6.1
   if ! staticcheck -version 2>/dev/null | grep -q "${STATICCHECK_VERSION#v}"; then
     GOFLAGS= go install "honnef.co/go/tools/cmd/staticcheck@${STATICCHECK_VERSION}"
