@@ -37,6 +37,11 @@ type PortConfig struct {
 	MaxHeaderBytes int
 	// Name is the port's name in logs ("api", "metrics", "pprof").
 	Name string
+	// EvictAfter is how long a connection must have been reading its request before a new
+	// connection may take its place; default 100ms. Until then the port stops accepting
+	// (the kernel's queue holds newcomers) rather than cut a request that is merely waiting
+	// for its goroutine on a busy machine, as a burst of WebSocket upgrades does.
+	EvictAfter time.Duration
 }
 
 func (c PortConfig) withDefaults() PortConfig {
@@ -61,19 +66,24 @@ func (c PortConfig) withDefaults() PortConfig {
 	if c.MaxHeaderBytes <= 0 {
 		c.MaxHeaderBytes = 32 << 10
 	}
+	if c.EvictAfter <= 0 {
+		c.EvictAfter = 100 * time.Millisecond
+	}
 	return c
 }
 
 // Port is a listener that admits at most MaxConns connections in their HTTP phase, and the
 // http.Server (Server) whose deadlines bound each request. When the port is full, a new
 // connection takes the place of the connection idle longest in keep-alive, else of the one
-// that has been reading its request longest (a slow-loris: a request that trickles in holds
-// its place only until someone needs it); a request that has arrived whole and is being
-// served (a publish, a WebSocket upgrade) is never evicted, and only when every connection is
-// such is the new connection closed unserved. So during a flood
-// of slow requests, /health, signed publishes and WebSocket upgrades are still served, and
-// the flood costs at most MaxConns descriptors. A descriptor shortage at accept (EMFILE)
-// evicts the same way instead of spinning.
+// that has been reading its request longest, once that has taken EvictAfter (a slow-loris:
+// a request that trickles in holds its place only until someone needs it). Until one of
+// those exists the port stops accepting, so a burst of quick requests waits in the kernel's
+// queue instead of cutting each other off. A request that has arrived whole and is being
+// served (a publish, a WebSocket upgrade) is never evicted; only when nothing has given way
+// for RequestTimeout is the new connection closed unserved. So during a flood of slow
+// requests, /health, signed publishes and WebSocket upgrades are still served, and the flood
+// costs at most MaxConns descriptors. A descriptor shortage at accept (EMFILE) evicts the
+// oldest whatever its age, instead of spinning.
 //
 // Port is safe for concurrent use; its mutex guards the lists and is held for a few pointer
 // updates per connection state change.
@@ -83,9 +93,10 @@ type Port struct {
 	log *slog.Logger
 
 	mu   sync.Mutex
-	open int      // admitted and not yet closed, hijacked ones included
-	idle connList // keep-alive connections between requests, oldest first
-	busy connList // connections reading a request (headers or body), longest first
+	open int           // admitted and not yet closed, hijacked ones included
+	idle connList      // keep-alive connections between requests, oldest first
+	busy connList      // connections reading a request (headers or body), longest first
+	room chan struct{} // signalled when a connection is uncounted; Accept waits on it when full
 	// Connections whose request has arrived whole and is being served are on no list: they
 	// are not evicted.
 
@@ -110,7 +121,7 @@ func NewPort(ln net.Listener, cfg PortConfig, log *slog.Logger) *Port {
 		log = slog.New(slog.DiscardHandler)
 	}
 	cfg = cfg.withDefaults()
-	return &Port{Listener: ln, cfg: cfg, log: log.With("port", cfg.Name)}
+	return &Port{Listener: ln, cfg: cfg, log: log.With("port", cfg.Name), room: make(chan struct{}, 1)}
 }
 
 // Server returns an http.Server serving h with the port's deadlines and connection
@@ -199,7 +210,7 @@ func (p *Port) Accept() (net.Conn, error) {
 			// moment rather than spin on the error.
 			p.fdShort.Add(1)
 			p.mu.Lock()
-			victim := p.evictLocked()
+			victim := p.evictLocked(time.Time{})
 			p.mu.Unlock()
 			if victim != nil {
 				victim.Conn.Close()
@@ -217,34 +228,67 @@ func (p *Port) Accept() (net.Conn, error) {
 }
 
 // admit counts c in, evicting a connection when the port is full; false means c is refused.
+// When nothing can be evicted yet (no idle connection, and no request reading for
+// EvictAfter), it waits for a place or for the slowest request to age, while the kernel's
+// queue holds later connections; it refuses c only when nothing gave way within
+// RequestTimeout (every connection being served or upgraded all that time).
 func (p *Port) admit(c *portConn) bool {
-	p.mu.Lock()
-	var victim *portConn
-	if p.open >= p.cfg.MaxConns {
-		if victim = p.evictLocked(); victim == nil {
+	deadline := time.Now().Add(p.cfg.RequestTimeout)
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		now := time.Now()
+		p.mu.Lock()
+		var victim *portConn
+		if p.open >= p.cfg.MaxConns {
+			victim = p.evictLocked(now)
+		}
+		if p.open < p.cfg.MaxConns {
+			p.open++
+			c.since = now
+			p.busy.pushBack(c)
 			p.mu.Unlock()
+			if victim != nil {
+				victim.Conn.Close()
+				p.warn("HTTP connections at their limit: closed the oldest idle or slowest to make room")
+			}
+			return true
+		}
+		wait := deadline.Sub(now)
+		if h := p.busy.head; h != nil {
+			wait = min(wait, h.since.Add(p.cfg.EvictAfter).Sub(now))
+		}
+		p.mu.Unlock()
+		if !now.Before(deadline) {
 			p.refused.Add(1)
-			p.warn("HTTP connections at their limit, none can make room: refusing")
+			p.warn("HTTP connections at their limit, none could make room: refusing")
 			return false
 		}
+		if timer == nil {
+			timer = time.NewTimer(max(wait, time.Millisecond))
+		} else {
+			timer.Reset(max(wait, time.Millisecond))
+		}
+		select {
+		case <-p.room:
+		case <-timer.C:
+		}
 	}
-	p.open++
-	p.busy.pushBack(c)
-	p.mu.Unlock()
-	if victim != nil {
-		victim.Conn.Close()
-		p.warn("HTTP connections at their limit: closed the oldest idle or slowest to make room")
-	}
-	return true
 }
 
 // evictLocked picks the connection to close for room, uncounts it and returns it for the
-// caller to close outside the lock; nil when there is none. p.mu must be held.
-func (p *Port) evictLocked() *portConn {
+// caller to close outside the lock; nil when there is none. An idle keep-alive connection
+// goes first, else the one reading its request longest, if it has been reading for
+// EvictAfter by now (a zero now: whatever its age). p.mu must be held.
+func (p *Port) evictLocked(now time.Time) *portConn {
 	victim := p.idle.head
 	if victim != nil {
 		p.evictedIdle.Add(1)
-	} else if victim = p.busy.head; victim != nil {
+	} else if victim = p.busy.head; victim != nil && (now.IsZero() || now.Sub(victim.since) >= p.cfg.EvictAfter) {
 		p.evictedBusy.Add(1)
 	} else {
 		return nil
@@ -263,6 +307,10 @@ func (p *Port) releaseLocked(c *portConn) {
 		c.list.remove(c)
 	}
 	p.open--
+	select {
+	case p.room <- struct{}{}:
+	default:
+	}
 }
 
 // connState follows net/http's view of each connection: a request being read is busy (net/http
@@ -281,6 +329,7 @@ func (p *Port) connState(nc net.Conn, st http.ConnState) {
 	}
 	switch st {
 	case http.StateActive:
+		c.since = time.Now()
 		c.move(&p.busy)
 	case http.StateIdle:
 		c.move(&p.idle)
@@ -315,6 +364,7 @@ type portConn struct {
 	list       *connList // the list holding c; nil once hijacked or released
 	prev, next *portConn
 	released   bool
+	since      time.Time // when it joined busy
 }
 
 // Close closes the connection and uncounts it.
