@@ -27,7 +27,7 @@ type Cluster struct {
 }
 
 // NewCluster builds a cluster of len(nodes) brokers on one bus.
-type NewCluster func(t *testing.T, nodes []Node) Cluster
+type NewCluster func(t testing.TB, nodes []Node) Cluster
 
 // Wait bounds every wait of the suite. It is generous: the machines that run it are shared.
 const Wait = 20 * time.Second
@@ -118,7 +118,7 @@ type cluster struct {
 	rec []*recorder
 }
 
-func start(t *testing.T, newCluster NewCluster, n int) *cluster {
+func start(t testing.TB, newCluster NewCluster, n int) *cluster {
 	t.Helper()
 	c := &cluster{}
 	nodes := make([]Node, n)

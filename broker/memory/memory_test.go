@@ -9,18 +9,20 @@ import (
 	"github.com/herald-rt/herald/broker/memory"
 )
 
-func TestConformance(t *testing.T) {
-	brokertest.Run(t, func(t *testing.T, nodes []brokertest.Node) brokertest.Cluster {
-		bus := memory.NewBus()
-		var c brokertest.Cluster
-		for _, n := range nodes {
-			b := bus.Attach(memory.Config{NodeID: n.ID}, n.Handler)
-			t.Cleanup(func() { _ = b.Close(context.Background()) })
-			c.Brokers = append(c.Brokers, b)
-		}
-		return c
-	})
+func TestConformance(t *testing.T) { brokertest.Run(t, newCluster) }
+
+func newCluster(t testing.TB, nodes []brokertest.Node) brokertest.Cluster {
+	bus := memory.NewBus()
+	var c brokertest.Cluster
+	for _, n := range nodes {
+		b := bus.Attach(memory.Config{NodeID: n.ID}, n.Handler)
+		t.Cleanup(func() { _ = b.Close(context.Background()) })
+		c.Brokers = append(c.Brokers, b)
+	}
+	return c
 }
+
+func BenchmarkPublish(b *testing.B) { brokertest.BenchmarkPublish(b, newCluster) }
 
 // BenchmarkPublishSingleNode is the cost a single node pays for the bus on every publish.
 func BenchmarkPublishSingleNode(b *testing.B) {

@@ -2,6 +2,8 @@ package nats_test
 
 import (
 	"context"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,10 +15,15 @@ import (
 
 func TestConformance(t *testing.T) {
 	srv := servicetest.NATS(t)
-	brokertest.Run(t, func(t *testing.T, nodes []brokertest.Node) brokertest.Cluster {
+	brokertest.Run(t, newCluster(srv))
+}
+
+func newCluster(srv *servicetest.Server) brokertest.NewCluster {
+	return func(t testing.TB, nodes []brokertest.Node) brokertest.Cluster {
 		c := brokertest.Cluster{Stop: srv.Stop, Start: srv.Start}
+		prefix := clusters.Add(1)
 		for _, n := range nodes {
-			b, err := nats.New(nats.Config{URL: srv.URL(), NodeID: n.ID, Prefix: "test." + t.Name()[len("TestConformance/"):]}, n.Handler)
+			b, err := nats.New(nats.Config{URL: srv.URL(), NodeID: n.ID, Prefix: "test." + strconv.FormatInt(prefix, 10)}, n.Handler)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -24,7 +31,14 @@ func TestConformance(t *testing.T) {
 			c.Brokers = append(c.Brokers, b)
 		}
 		return c
-	})
+	}
+}
+
+// clusters numbers the clusters of one test binary, so each has its own subjects.
+var clusters atomic.Int64
+
+func BenchmarkPublish(b *testing.B) {
+	brokertest.BenchmarkPublish(b, newCluster(servicetest.NATS(b)))
 }
 
 // TestStartWithoutServer: a node whose bus is down when it starts reports it, fails

@@ -2,7 +2,8 @@ package redis_test
 
 import (
 	"context"
-	"strings"
+	"strconv"
+	"sync/atomic"
 	"testing"
 
 	"github.com/herald-rt/herald/broker/brokertest"
@@ -12,11 +13,16 @@ import (
 
 func TestConformance(t *testing.T) {
 	srv := servicetest.Redis(t)
-	brokertest.Run(t, func(t *testing.T, nodes []brokertest.Node) brokertest.Cluster {
+	brokertest.Run(t, newCluster(srv))
+}
+
+func newCluster(srv *servicetest.Server) brokertest.NewCluster {
+	return func(t testing.TB, nodes []brokertest.Node) brokertest.Cluster {
 		c := brokertest.Cluster{Stop: srv.Stop, Start: srv.Start}
+		prefix := clusters.Add(1)
 		for _, n := range nodes {
 			b, err := redis.New(redis.Config{URL: srv.URL(), NodeID: n.ID,
-				Prefix: "test." + strings.TrimPrefix(t.Name(), "TestConformance/")}, n.Handler)
+				Prefix: "test." + strconv.FormatInt(prefix, 10)}, n.Handler)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -24,5 +30,12 @@ func TestConformance(t *testing.T) {
 			c.Brokers = append(c.Brokers, b)
 		}
 		return c
-	})
+	}
+}
+
+// clusters numbers the clusters of one test binary, so each has its own subjects.
+var clusters atomic.Int64
+
+func BenchmarkPublish(b *testing.B) {
+	brokertest.BenchmarkPublish(b, newCluster(servicetest.Redis(b)))
 }
