@@ -129,3 +129,55 @@ func openFiles() int {
 	ents, _ := os.ReadDir("/proc/self/fd")
 	return len(ents)
 }
+
+// testStartWithoutBus: brokers built while the bus server is down report it, fail
+// publishes and subscribes promptly, and connect by themselves once the server is up, with
+// the interests taken meanwhile in place.
+func testStartWithoutBus(t *testing.T, nc NewCluster) {
+	probe := start(t, nc, 1) // only to learn whether this engine has a server to stop
+	if probe.Stop == nil || probe.Start == nil {
+		t.Skip("this engine has no bus server to stop")
+	}
+	probe.Stop(t)
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted { // leave the server running for the tests after this one
+			probe.Start(t)
+		}
+	})
+	t0 := time.Now()
+	c := start(t, nc, 2)
+	if d := time.Since(t0); d > Wait/2 {
+		t.Errorf("building brokers with the bus down took %v", d)
+	}
+	a, b := c.Brokers[0], c.Brokers[1]
+	if a.Connected() || b.Connected() || a.Stats().Connected {
+		t.Fatal("a broker reports connected with its bus server down")
+	}
+	err := a.Publish(context.Background(), herald.BusMessage{Kind: herald.BusEvent, App: "app", Channel: "late", Payload: []byte("x")})
+	if herald.CodeOf(err) != herald.CodeUnavailable {
+		t.Fatalf("Publish with the bus down = %v, want a CodeUnavailable error", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), Wait)
+	t1 := time.Now()
+	err = b.Subscribe(ctx, "app", "late")
+	cancel()
+	if d := time.Since(t1); err == nil || d > prompt {
+		t.Fatalf("Subscribe with the bus down returned %v after %v; want an error within %v", err, d, prompt)
+	}
+	probe.Start(t)
+	restarted = true
+	up := time.Now()
+	deadline := up.Add(Wait)
+	for len(c.rec[1].on("late")) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%v after the server started node1 has received nothing; connected: node0 %v, node1 %v; node1 %+v",
+				Wait, a.Connected(), b.Connected(), b.Stats())
+		}
+		_ = a.Publish(context.Background(), herald.BusMessage{Kind: herald.BusEvent, App: "app", Channel: "late", Payload: []byte("x")})
+		time.Sleep(10 * time.Millisecond) // probe interval, not a wait for an event
+	}
+	if d := time.Since(up); d > Restore {
+		t.Errorf("delivery began %v after the server answered; want within %v", d, Restore)
+	}
+}

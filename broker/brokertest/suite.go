@@ -15,7 +15,7 @@ import (
 )
 
 // Run runs every case of the contract against clusters built by newCluster. The outage
-// case runs last, and only when the factory's clusters can stop and start their server.
+// cases run last, and only when the factory's clusters can stop and start their server.
 func Run(t *testing.T, newCluster NewCluster) {
 	cases := []struct {
 		name string
@@ -31,6 +31,7 @@ func Run(t *testing.T, newCluster NewCluster) {
 		{"LargePayload", testLargePayload},
 		{"Close", testClose},
 		{"Outage", testOutage},
+		{"StartWithoutBus", testStartWithoutBus},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newCluster) })

@@ -256,6 +256,9 @@ func (b *Broker) Publish(_ context.Context, msg herald.BusMessage) error {
 	putBuf(buf)
 	if err != nil {
 		b.pubErrs.Add(1)
+		if errors.Is(err, nats.ErrMaxPayload) {
+			return fmt.Errorf("nats publish: %w: %w", herald.Errorf(herald.CodeTooLarge, "message too large for the cluster bus"), err)
+		}
 		return unavailable("nats publish", err)
 	}
 	b.sent.Add(1)
