@@ -11,5 +11,10 @@
 // broker reports not connected, and the supervisor reconnects forever with capped backoff,
 // SUBSCRIBEs every interest again before it reports connected, and carries on.
 //
+// Redis pub/sub is at most once: messages published while a node's subscriber connection is
+// down are not replayed, and Redis itself disconnects a subscriber that falls behind its
+// client-output-buffer-limit for pubsub (then the supervisor reconnects as after any loss).
+// One Redis server (or a replica set's primary) is expected, not Redis Cluster.
+//
 // A Broker is safe for concurrent use.
 package redis
