@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,12 +118,31 @@ func testOutage(t *testing.T, nc NewCluster) {
 	if s := b.Stats(); s.Interests != 2 || !s.Connected {
 		t.Errorf("node1 stats %+v; want 2 interests, connected", s)
 	}
-	// And ordered delivery works again.
-	before := len(c.rec[1].on("before"))
-	for i := 0; i < 100; i++ {
-		publish(t, a, "app", "before", "again")
+	// Exactly once and in order again, on both channels (the restored subscriptions are not
+	// doubled by the ones made during the outage).
+	for _, ch := range []string{"before", "during"} {
+		for i := 0; i < 100; i++ {
+			publish(t, a, "app", ch, "again"+strconv.Itoa(i))
+		}
+		var again []string
+		poll(t, fmt.Sprintf("node1 to receive again0..again99 on %q", ch), func() (bool, string) {
+			again = again[:0]
+			for _, m := range c.rec[1].on(ch) {
+				if p := string(m.Payload); strings.HasPrefix(p, "again") {
+					again = append(again, p)
+				}
+			}
+			return len(again) > 0 && again[len(again)-1] == "again99", fmt.Sprintf("%d of them", len(again))
+		})
+		for i, p := range again {
+			if p != "again"+strconv.Itoa(i) {
+				t.Fatalf("on %q after the outage message %d is %s; want again%d (%d received)", ch, i, p, i, len(again))
+			}
+		}
+		if len(again) != 100 {
+			t.Errorf("on %q after the outage received %d messages, want 100", ch, len(again))
+		}
 	}
-	c.rec[1].waitCount(t, "before", before+100)
 }
 
 // openFiles counts the process's open file descriptors (0 where /proc is absent).
