@@ -74,7 +74,8 @@ var httpStatuses = [...]int{
 	CodeUnavailable:       http.StatusServiceUnavailable,
 }
 
-// PusherCode is the Pusher protocol error/close code for c (PROTOCOL.md §1.3).
+// PusherCode is the Pusher protocol error/close code for c (docs/protocol.md, "Error and
+// close codes").
 func (c Code) PusherCode() int {
 	if int(c) < len(pusherCodes) {
 		return pusherCodes[c]

@@ -1,6 +1,6 @@
-// Package bench is herald's load generator: the named scenarios of BENCHMARKS.md (Idle,
+// Package bench is herald's load generator: the named scenarios of docs/benchmarks.md (Idle,
 // Fanout, Multichannel, Ramp, Churn, Publish), run against any Pusher-protocol server
-// (herald, Sockudo, Soketi, tools/floor) over raw WebSockets and the signed REST API,
+// (herald, Sockudo, Soketi, bench/floor) over raw WebSockets and the signed REST API,
 // reporting the same figures for each.
 //
 // The client is event-driven, like the server: a bounded pool of goroutines (Target.Concurrency)

@@ -642,8 +642,8 @@ func (l *emfileListener) Accept() (net.Conn, error) {
 	return l.Listener.Accept()
 }
 
-// TestPortOutOfDescriptors: an accept that fails for want of a descriptor (issue 14 filled the
-// log with them) frees one by evicting an idle connection, is counted, and the port goes on
+// TestPortOutOfDescriptors: an accept that fails for want of a descriptor (the slow-body attack
+// filled the log with them) frees one by evicting an idle connection, is counted, and the port goes on
 // serving instead of returning the error to net/http.
 func TestPortOutOfDescriptors(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -63,7 +63,7 @@ func benchBroadcast(b *testing.B, n int, cfg Config) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/delivery")
 }
 
-// TestBroadcastAllocatesNothingPerRecipient pins DESIGN.md rule 2: a broadcast's allocations
+// TestBroadcastAllocatesNothingPerRecipient pins docs/architecture.md rule 2: a broadcast's allocations
 // do not grow with the number of recipients (one frame per event, nothing per recipient).
 func TestBroadcastAllocatesNothingPerRecipient(t *testing.T) {
 	allocs := func(n int) float64 {

@@ -17,7 +17,7 @@ import (
 	"github.com/herald-rt/herald/internal/wstest"
 )
 
-// These tests check issue 14's slow-consumer rule over real sockets: once a connection is cut
+// These tests check the slow-consumer rule (docs/architecture.md rule 7) over real sockets: once a connection is cut
 // off nothing more is queued for it, queued frames that have not reached the kernel are
 // dropped (a frame cut mid-write is completed first), and the close frame goes next, so a
 // client that reads, even slowly or only later, finds 4100 right after the frames already in

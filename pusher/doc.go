@@ -6,5 +6,5 @@
 // keep no state, so all of it is safe for concurrent use. Decoders return *herald.Error values
 // (herald.CodeInvalid, herald.CodeTooLarge, herald.CodeUnauthorized) whose messages are meant
 // for the client. Encoders are append-style and allocation-free apart from growing dst; they
-// produce compact JSON that pusher-js 8 parses (see PROTOCOL.md §1.2 for the shapes).
+// produce compact JSON that pusher-js 8 parses (see docs/protocol.md for the shapes).
 package pusher

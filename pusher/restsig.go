@@ -23,7 +23,7 @@ const DefaultRequestWindow = 600 * time.Second
 // restAuthVersion is the only auth_version Pusher defines.
 const restAuthVersion = "1.0"
 
-// VerifyRequest checks a signed REST request (PROTOCOL.md §2.1): VerifyQuery, then
+// VerifyRequest checks a signed REST request (docs/protocol.md, "Signing"): VerifyQuery, then
 // CheckBodyMD5 on the body. A server that reads the body from the network calls the two
 // apart, so that an unsigned request is refused before its body is read.
 func VerifyRequest(app *herald.App, method, path string, query url.Values, body []byte, now time.Time, window time.Duration) error {

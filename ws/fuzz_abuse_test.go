@@ -341,14 +341,14 @@ func TestCloseFramePayloadValidated(t *testing.T) {
 	}
 }
 
-// TestPreBufferedThenPolled sends frames with the handshake request, one of them cut short,
-// then ends the stream: Attach parses them on the caller's goroutine (the HTTP handler's),
-// and the poller reads the end of the stream and reports the hang-up. Under -race it checks
-// that the two are ordered: Attach must publish the connection in the descriptor table (the
-// atomic the poller loads) only after parsing the pre-buffered bytes. Until the working tree
-// of issue 4 it published it before, and the race detector reported the poller's hang-up
-// against Attach's parse (rbuf, msg, the handler's state); a poller holding a stale event
-// for the descriptor's previous connection could even read c while Attach parsed.
+// TestPreBufferedThenPolled sends frames with the handshake request, one of them cut short, then
+// ends the stream: Attach parses them on the caller's goroutine (the HTTP handler's), and the
+// poller reads the end of the stream and reports the hang-up. Under -race it checks that the two
+// are ordered: Attach must publish the connection in the descriptor table (the atomic the poller
+// loads) only after parsing the pre-buffered bytes. Until the admission-control work it published
+// it before, and the race detector reported the poller's hang-up against Attach's parse (rbuf, msg,
+// the handler's state); a poller holding a stale event for the descriptor's previous connection
+// could even read c while Attach parsed.
 func TestPreBufferedThenPolled(t *testing.T) {
 	ae := newAbuseEngine(t)
 	data := slices.Concat(clientFrame(true, OpText, []byte("with the handshake"), testMask),

@@ -159,7 +159,7 @@ func TestSteadySenderNotCut(t *testing.T) {
 }
 
 // TestConnSizeUnchanged pins the connection struct at 96 bytes (an allocator size class):
-// the frame timeout's state lives in what was padding (DESIGN.md rule 9).
+// the frame timeout's state lives in what was padding (docs/architecture.md rule 9).
 func TestConnSizeUnchanged(t *testing.T) {
 	if n := unsafe.Sizeof(Conn{}); n > 96 {
 		t.Fatalf("ws.Conn is %d bytes; want at most 96", n)

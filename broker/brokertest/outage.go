@@ -14,7 +14,7 @@ import (
 )
 
 // Restore bounds the time from the bus server answering again to cross-node delivery
-// working again, with every interest restored (issue 9).
+// working again, with every interest restored.
 const Restore = 5 * time.Second
 
 // Hold is how long the bus server stays down: long enough for the engines' reconnection

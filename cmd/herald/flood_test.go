@@ -89,14 +89,14 @@ func poll(t *testing.T, what string, d time.Duration, f func() error) {
 	}
 }
 
-// TestServeSlowBodyFlood is issue 14's reproduction against `herald serve` itself, scaled to
-// a node with 1,024 descriptors: 1,500 sockets (more than the node's descriptors) each send
-// the issue's unsigned POST with Content-Length 1000 and 10 bytes of body, and a further
-// 1,500 a captured signed one, then trickle a byte each every 500 ms, while 40 more trickle
-// headers into the metrics port. Before the fix the node ran out of descriptors: /health, the
-// metrics port, new WebSocket clients and publishes hung. Now they must keep working, every
-// slow socket must be closed, and /health must report the WebSocket capacity the descriptor
-// budget leaves (limit − 100 − 256 HTTP − 16 metrics).
+// TestServeSlowBodyFlood reproduces the slow-body attack against `herald serve` itself, scaled to a
+// node with 1,024 descriptors: 1,500 sockets (more than the node's descriptors) each send an
+// unsigned POST with Content-Length 1000 and 10 bytes of body, and a further 1,500 a captured
+// signed one, then trickle a byte each every 500 ms, while 40 more trickle headers into the metrics
+// port. Before the descriptor budget the node ran out of them: /health, the metrics port, new
+// WebSocket clients and publishes hung. Now they must keep working, every slow socket must be
+// closed, and /health must report the WebSocket capacity the descriptor budget leaves
+// (limit − 100 − 256 HTTP − 16 metrics).
 func TestServeSlowBodyFlood(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a flood of 3,000 sockets")

@@ -1,4 +1,4 @@
-// Command cacheattack reproduces issue 14's attacks on cache channels against a running
+// Command cacheattack reproduces the memory attacks on cache channels against a running
 // herald, for the measurements in BENCHMARKS.md:
 //
 //	-mode rest:   signed REST calls, each publishing one event to -channels distinct cache

@@ -1,8 +1,8 @@
-// Command slowbody reproduces issue 14's denial of service against a running herald, for the
+// Command slowbody reproduces the slow-body denial of service against a running herald, for the
 // measurements in BENCHMARKS.md, in one of two roles (run them as two processes: one process
 // holds at most 20,000 descriptors here, and the attack wants almost all of them):
 //
-//	-role attack: opens -conns sockets (-c at a time), each sending the issue's request
+//	-role attack: opens -conns sockets (-c at a time), each sending the attack's request
 //	              (POST /apps/{id}/events, unsigned, Content-Length: 1000, 10 body bytes),
 //	              then one more byte every -every on each socket still open; prints every
 //	              second how many are open and how many the server has closed, for -hold.
@@ -10,8 +10,8 @@
 //	              URL, a new WebSocket client up to connection_established, and a signed
 //	              publish received by a subscriber; prints one line per round, and a summary.
 //	-role dupes:  connects -conns subscribers to one channel, publishes one event naming that
-//	              channel 100 times, and counts the copies the subscribers receive (issue 14:
-//	              one per subscriber now, 100 before).
+//	              channel 100 times, and counts the copies the subscribers receive (one per
+//	              subscriber now, 100 before duplicate channels were merged).
 //
 // It exits non-zero on a usage error only: what it measures is what it prints.
 package main

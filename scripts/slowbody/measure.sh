@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # measure.sh BINARY PORT [herald flags...]: starts herald BINARY on 127.0.0.1:PORT (metrics on
-# PORT+1), runs issue 14's slow-body attack against it from one process (19,990 sockets by
+# PORT+1), runs the slow-body attack against it from one process (19,990 sockets by
 # default, CONNS to change) while a second process probes /health, /metrics, a new WebSocket
 # client and a signed publish every second, and prints the server's RSS, open descriptors and
 # goroutines before, at their peak (sampled every 0.2 s), right after and SETTLE s after.

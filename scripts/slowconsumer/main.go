@@ -1,4 +1,4 @@
-// Command slowconsumer reproduces issue 14's slow-consumer and stalled-frame cases against a
+// Command slowconsumer reproduces the slow-consumer and stalled-frame cases against a
 // running herald, for the measurements in BENCHMARKS.md:
 //
 //	-mode nonreading: -n clients join one channel and stop reading; signed REST publishes

@@ -864,7 +864,7 @@ export function cleanupAll() {
 // Raw REST
 
 /**
- * Signs a REST request per PROTOCOL.md §2.1 and sends it. Options let a test break one part
+ * Signs a REST request as docs/protocol.md describes ("Signing") and sends it. Options let a test break one part
  * (timestamp, bodyMd5, secret) to check the server refuses it.
  */
 export async function restRequest(
