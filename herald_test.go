@@ -3,6 +3,7 @@ package herald
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 )
 
@@ -62,9 +63,38 @@ func TestCodeOfWrapped(t *testing.T) {
 	}
 }
 
+// TestLimitsWithDefaults walks every field of Limits, so a field added to Limits but left out
+// of WithDefaults or DefaultLimits fails here.
 func TestLimitsWithDefaults(t *testing.T) {
-	l := Limits{MaxPresenceMembers: 5}.WithDefaults()
-	if l.MaxPresenceMembers != 5 || l.MaxEventPayloadBytes != DefaultLimits.MaxEventPayloadBytes {
-		t.Fatalf("WithDefaults = %+v", l)
+	// Fields whose documented default is 0, meaning unlimited.
+	unlimited := map[string]bool{"MaxConnections": true, "MaxAPIRequestsPerSecond": true}
+	if got := (Limits{}).WithDefaults(); got != DefaultLimits {
+		t.Fatalf("Limits{}.WithDefaults() = %+v, want DefaultLimits %+v", got, DefaultLimits)
+	}
+	typ := reflect.TypeFor[Limits]()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		if f.Type.Kind() != reflect.Int {
+			t.Fatalf("Limits.%s is a %s; this test (and WithDefaults) handle ints only", f.Name, f.Type)
+		}
+		def := reflect.ValueOf(DefaultLimits).Field(i).Int()
+		if def == 0 && !unlimited[f.Name] {
+			t.Errorf("DefaultLimits.%s is 0: give it a default (or document 0 as unlimited and list it here)", f.Name)
+		}
+		if def != 0 && unlimited[f.Name] {
+			t.Errorf("DefaultLimits.%s is %d, but this test lists it as unlimited by default", f.Name, def)
+		}
+		// A field set alone survives WithDefaults; the others take their defaults.
+		var l Limits
+		reflect.ValueOf(&l).Elem().Field(i).SetInt(def + 7)
+		got := reflect.ValueOf(l.WithDefaults())
+		if v := got.Field(i).Int(); v != def+7 {
+			t.Errorf("WithDefaults dropped Limits.%s: set to %d, got %d", f.Name, def+7, v)
+		}
+		for j := range typ.NumField() {
+			if want := reflect.ValueOf(DefaultLimits).Field(j).Int(); j != i && got.Field(j).Int() != want {
+				t.Errorf("with only %s set, WithDefaults gave %s = %d, want its default %d", f.Name, typ.Field(j).Name, got.Field(j).Int(), want)
+			}
+		}
 	}
 }

@@ -147,7 +147,8 @@ type Hub struct {
 	stopped sync.Once
 }
 
-// New builds a hub for apps and starts its workers, pollers and clock.
+// New builds a hub for apps and starts its workers, pollers and clock. A zero field of an
+// app's Limits means its default (herald.DefaultLimits).
 func New(cfg Config, apps []*herald.App, log *slog.Logger) (*Hub, error) {
 	cfg = cfg.withDefaults()
 	if log == nil {
@@ -170,7 +171,10 @@ func New(cfg Config, apps []*herald.App, log *slog.Logger) (*Hub, error) {
 		if err != nil {
 			return nil, fmt.Errorf("app %s: allowed origins: %w", a.ID, err)
 		}
-		lim := a.Limits.WithDefaults()
+		// A zero limit means its default (herald.Limits): the hub reads limits from its own
+		// copy, so an app built without them (or from a store that left them raw) works.
+		a := withDefaultLimits(a)
+		lim := a.Limits
 		st := &appState{app: a, channels: newRegistry(cfg.Workers, &h.channels), cache: newCache(h.cache), users: map[string][]*Conn{},
 			counters: make([]counters, cfg.Workers), origins: origins,
 			events: guard.Rate{PerSecond: float64(lim.MaxClientEventsPerSecond), Burst: float64(lim.MaxClientEventsPerSecond)}}
@@ -202,6 +206,17 @@ func New(cfg Config, apps []*herald.App, log *slog.Logger) (*Hub, error) {
 	h.wg.Add(1)
 	go h.tick()
 	return h, nil
+}
+
+// withDefaultLimits returns a with every zero limit replaced by its default: a itself when
+// nothing changes, else a copy (apps are never mutated).
+func withDefaultLimits(a *herald.App) *herald.App {
+	if l := a.Limits.WithDefaults(); l != a.Limits {
+		c := *a
+		c.Limits = l
+		return &c
+	}
+	return a
 }
 
 // closeFrames is a pusher:error followed by a close frame with the same code: what pusher-js

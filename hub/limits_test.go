@@ -287,3 +287,75 @@ func TestAppMetricsAreExact(t *testing.T) {
 		t.Fatalf("QueueDepths = %v, want one per worker", d)
 	}
 }
+
+// TestZeroLimitsMeanDefaults runs an app whose Limits are left at zero ("use the defaults")
+// and checks it works as one with herald.DefaultLimits: connections, public, private and
+// presence subscriptions, client events within the default rate and REST-style publishes,
+// up to the default channels per connection and no further.
+func TestZeroLimitsMeanDefaults(t *testing.T) {
+	zero := &herald.App{ID: "z", Key: "z-key", Secret: "z-secret", EnableClientMessages: true}
+	h, addr := startHubApps(t, hub.Config{}, zero)
+	const private, presence = "private-zero", "presence-zero"
+	sign := func(s string) string { return zero.Key + ":" + pusher.Sign(zero.Secret, s) }
+	join := func(user string) *wstest.Client {
+		c := dialWith(t, addr, "/app/z-key", "", nil)
+		sid := expectConnected(t, c)
+		data := `{"user_id":"` + user + `","user_info":{"name":"` + user + `"}}`
+		for _, s := range []struct{ ch, auth, data string }{
+			{"public-zero", "", ""},
+			{private, sign(sid + ":" + private), ""},
+			{presence, sign(sid + ":" + presence + ":" + data), data},
+		} {
+			if err := c.Subscribe(s.ch, s.auth, s.data); err != nil {
+				t.Fatal(err)
+			}
+			m, err := c.Read(patience)
+			if err != nil || m.Event != "pusher_internal:subscription_succeeded" || m.Channel != s.ch {
+				t.Fatalf("subscribing %s to %s: got %s %s %s, %v; want its subscription_succeeded", user, s.ch, m.Event, m.Channel, m.Data, err)
+			}
+		}
+		return c
+	}
+	sender, receiver := join("u1"), join("u2")
+	if _, err := sender.Expect("pusher_internal:member_added", patience); err != nil {
+		t.Fatalf("sender waiting for u2's member_added: %v", err)
+	}
+
+	// Within the default rate (10 a second, burst 10): every client event arrives.
+	const events = 5
+	for i := 0; i < events; i++ {
+		if err := sender.WriteJSON(map[string]any{"event": "client-zero", "channel": private, "data": map[string]int{"i": i}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < events; i++ {
+		m, err := receiver.Read(patience)
+		if err != nil || m.Event != "client-zero" || m.DataString() != fmt.Sprintf(`{"i":%d}`, i) {
+			t.Fatalf("receiver waiting for client event %d: got %s %s, %v", i, m.Event, m.Data, err)
+		}
+	}
+	if err := h.Publish("z", herald.Event{Name: "rest", Channel: "public-zero", Data: "{}"}); err != nil {
+		t.Fatalf("publish to an app with zero limits: %v", err)
+	}
+	if m, err := receiver.Read(patience); err != nil || m.Event != "rest" {
+		t.Fatalf("receiver waiting for the published event: got %s %s, %v", m.Event, m.Data, err)
+	}
+
+	// The default channels per connection (3 joined so far) are accepted; one more is not.
+	for i := 3; i < herald.DefaultLimits.MaxChannelsPerConn; i++ {
+		if err := sender.Subscribe(fmt.Sprintf("c%d", i), "", ""); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sender.Expect("pusher_internal:subscription_succeeded", patience); err != nil {
+			t.Fatalf("subscription %d of %d: %v", i+1, herald.DefaultLimits.MaxChannelsPerConn, err)
+		}
+	}
+	if err := sender.Subscribe("one-too-many", "", ""); err != nil {
+		t.Fatal(err)
+	}
+	m, err := sender.Expect("pusher:subscription_error", patience)
+	if err != nil || !strings.Contains(string(m.Data), "LimitReached") {
+		t.Fatalf("subscription over the default limit of %d: got %s %s, %v; want LimitReached",
+			herald.DefaultLimits.MaxChannelsPerConn, m.Event, m.Data, err)
+	}
+}
