@@ -130,12 +130,12 @@ func eventually(t *testing.T, what string, d time.Duration, f func() error) {
 	}
 }
 
-// issuePath is the issue's attack request: unsigned, a valid signature was never needed to
+// issuePath is the slow-body attack's request: unsigned, a valid signature was never needed to
 // hold the socket.
 const issuePath = "/apps/1/events?auth_key=key-one&auth_timestamp=1&auth_version=1.0&body_md5=x&auth_signature=y"
 
-// slowBody opens the issue's attack: a POST to path that announces 1000 bytes of body and
-// sends 10.
+// slowBody opens one socket of the slow-body attack: a POST to path that announces 1000 bytes of
+// body and sends 10.
 func slowBody(addr, path string) (net.Conn, error) {
 	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
@@ -158,13 +158,13 @@ func watchClosed(c net.Conn, closed *atomic.Int64, wg *sync.WaitGroup) {
 	closed.Add(1)
 }
 
-// TestSlowBodyFlood is the issue's denial of service, at a scale that fits a test: many
-// sockets each announce a body and trickle it, half with the issue's unsigned query (refused
-// before the body now) and half with a captured signed query, replayed (held until the
-// request deadline, or evicted for room). The port's cap, the early refusal and the
-// whole-request deadline must keep /health, the metrics port, new WebSocket clients and
-// signed publishes working while it lasts, and close every slow socket. Before the fix the
-// trickling sockets were held open forever (only headers had a deadline).
+// TestSlowBodyFlood is the slow-body denial of service, at a scale that fits a test: many sockets
+// each announce a body and trickle it, half with the attack's unsigned query (refused before the
+// body now) and half with a captured signed query, replayed (held until the request deadline, or
+// evicted for room). The port's cap, the early refusal and the whole-request deadline must keep
+// /health, the metrics port, new WebSocket clients and signed publishes working while it lasts, and
+// close every slow socket. Before the fix the trickling sockets were held open forever (only
+// headers had a deadline).
 func TestSlowBodyFlood(t *testing.T) {
 	const attackers = 400
 	e := newPortEnv(t, httpapi.PortConfig{Name: "api", MaxConns: 32, HeaderTimeout: time.Second, RequestTimeout: 2 * time.Second}, httpapi.Config{}, 100)

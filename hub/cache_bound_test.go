@@ -171,9 +171,10 @@ func TestCacheBoundCountsRealMemory(t *testing.T) {
 	}
 }
 
-// TestCacheBoundClientEvents is the second attack: clients within their rate limit
-// each send a client event to their own private-cache-* channel, then leave. The app's cache
-// stays within its bound with no connection and no channel left, and keeps the newest.
+// TestCacheBoundClientEvents is the second attack on the cache bound (the first is REST): clients
+// within their rate limit each send a client event to their own private-cache-* channel, then
+// leave. The app's cache stays within its bound with no connection and no channel left, and keeps
+// the newest.
 func TestCacheBoundClientEvents(t *testing.T) {
 	const perApp = 256 << 10
 	h, addr := startHub(t, hub.Config{CacheMaxBytes: 4 * perApp, CacheMaxBytesPerApp: perApp})

@@ -24,8 +24,9 @@ import (
 	"github.com/herald-rt/herald/pusher"
 )
 
-// floodFDLimit is the open-file limit of the node TestServeSlowBodyFlood starts: small, so
-// that a few more attack sockets than that exhaust it, as 19,990 exhausted 20,000 in the issue.
+// floodFDLimit is the open-file limit of the node TestServeSlowBodyFlood starts: small, so that a
+// few more attack sockets than that exhaust it, as 19,990 exhausted 20,000 in the attack as first
+// measured.
 const floodFDLimit = 1024
 
 // TestHelperServe is not a test: TestServeSlowBodyFlood runs the test binary again with
@@ -163,7 +164,7 @@ func TestServeSlowBodyFlood(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The attack: the issue's unsigned request, and a captured signed one.
+	// The attack: the slow-body attack's unsigned request, and a captured signed one.
 	unsigned := "/apps/app-id/events?auth_key=app-key&auth_timestamp=1&auth_version=1.0&body_md5=x&auth_signature=y"
 	captured := "/apps/app-id/events?" + pusher.SignRequest(app, "POST", "/apps/app-id/events", nil, bytes.Repeat([]byte("x"), 1000), time.Now()).Encode()
 	var closed atomic.Int64
