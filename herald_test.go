@@ -44,7 +44,7 @@ func TestEveryCodeHasPusherCodeAndStatus(t *testing.T) {
 			t.Errorf("code %d: HTTP status %d is not an error status", c, s)
 		}
 	}
-	// PROTOCOL.md §1.3: the codes pusher-js acts on.
+	// The codes pusher-js acts on (docs/protocol.md, "Error and close codes").
 	for code, want := range map[Code]int{CodeAppNotFound: 4001, CodeAppOverQuota: 4004, CodeOverCapacity: 4100,
 		CodeSlowConsumer: 4100, CodePongTimeout: 4201, CodeReconnect: 4200, CodeUnauthorized: 4009, CodeRateLimited: 4301} {
 		if got := code.PusherCode(); got != want {
