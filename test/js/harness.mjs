@@ -864,8 +864,8 @@ export function cleanupAll() {
 // Raw REST
 
 /**
- * Signs a REST request as docs/protocol.md describes ("Signing") and sends it. Options let a test break one part
- * (timestamp, bodyMd5, secret) to check the server refuses it.
+ * Signs a REST request as docs/protocol.md describes ("Signing") and sends it. Options let a
+ * test break one part (timestamp, bodyMd5, secret) to check the server refuses it.
  */
 export async function restRequest(
   server,
