@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	"regexp"
-	"slices"
 	"strings"
 
 	"github.com/herald-rt/herald"
@@ -22,14 +20,10 @@ type eventBody struct {
 	Info     string          `json:"info"`
 }
 
-var socketIDPattern = regexp.MustCompile(`^\d+\.\d+$`)
-
-// validate checks one event against the app's limits and returns its channels and data.
+// validate checks one event of a REST call against the app's limits and returns its
+// channels (repeats removed) and data. The shape of the body is checked here; the event
+// itself by pusher.ValidateEvent, which every publisher shares.
 func validate(app *herald.App, e *eventBody, batch bool) ([]string, string, error) {
-	lim := app.Limits
-	if err := pusher.ValidateEventName(e.Name, lim.MaxEventNameLength); err != nil {
-		return nil, "", herald.Errorf(herald.CodeOf(err), "name: %s", herald.MessageOf(err))
-	}
 	chans := e.Channels
 	if e.Channel != "" {
 		if len(chans) > 0 {
@@ -43,49 +37,15 @@ func validate(app *herald.App, e *eventBody, batch bool) ([]string, string, erro
 	if len(chans) == 0 {
 		return nil, "", herald.Errorf(herald.CodeInvalid, "channel or channels is required")
 	}
-	if len(chans) > lim.MaxChannelsPerEvent {
-		return nil, "", herald.Errorf(herald.CodeInvalid, "at most %d channels per event", lim.MaxChannelsPerEvent)
-	}
-	for _, ch := range chans {
-		if err := pusher.ValidateChannelName(ch, lim.MaxChannelNameLength); err != nil {
-			return nil, "", herald.Errorf(herald.CodeInvalid, "channel %q: %s", ch, herald.MessageOf(err))
-		}
-	}
-	chans = dedupe(chans)
-	if e.SocketID != "" && !socketIDPattern.MatchString(e.SocketID) {
-		return nil, "", herald.Errorf(herald.CodeInvalid, "socket_id %q is not a socket id", e.SocketID)
-	}
 	data, err := dataOf(e.Data)
 	if err != nil {
 		return nil, "", err
 	}
-	if len(data) > lim.MaxEventPayloadBytes {
-		return nil, "", herald.Errorf(herald.CodeTooLarge, "data is %d bytes, over the limit of %d", len(data), lim.MaxEventPayloadBytes)
+	chans, err = pusher.ValidateEvent(e.Name, chans, data, e.SocketID, app.Limits)
+	if err != nil {
+		return nil, "", err
 	}
 	return chans, data, nil
-}
-
-// dedupe drops repeated channels, keeping the order of first occurrence: an event naming a
-// channel twice reaches its subscribers once. (Events of a batch are distinct events, even
-// on one channel, and are not merged.) At most MaxChannelsPerEvent names: a quadratic scan
-// allocates nothing and beats a map at that size.
-func dedupe(chans []string) []string {
-	var out []string
-	for i, ch := range chans {
-		if slices.Contains(chans[:i], ch) {
-			if out == nil {
-				out = slices.Clone(chans[:i])
-			}
-			continue
-		}
-		if out != nil {
-			out = append(out, ch)
-		}
-	}
-	if out == nil {
-		return chans
-	}
-	return out
 }
 
 // dataOf returns the event data as the string clients receive: Pusher's SDKs send a JSON
@@ -153,8 +113,8 @@ func (s *Server) batchEvents(w http.ResponseWriter, q *request) {
 		writeError(w, herald.Errorf(herald.CodeInvalid, "batch is required and must hold at least one event"))
 		return
 	}
-	if len(b.Batch) > q.app.Limits.MaxBatchSize {
-		writeError(w, herald.Errorf(herald.CodeInvalid, "batch of %d events is over the limit of %d", len(b.Batch), q.app.Limits.MaxBatchSize))
+	if most := q.app.Limits.WithDefaults().MaxBatchSize; len(b.Batch) > most {
+		writeError(w, herald.Errorf(herald.CodeInvalid, "batch of %d events is over the limit of %d", len(b.Batch), most))
 		return
 	}
 	datas := make([]string, len(b.Batch))

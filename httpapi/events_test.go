@@ -33,13 +33,14 @@ func TestPublishSeveralChannels(t *testing.T) {
 	b, _ := e.subscriber("room-b")
 	c, _ := e.subscriber("room-a", "room-c")
 	status, body := e.call("POST", "/apps/1/events", nil,
-		eventBody(t, map[string]any{"name": "multi", "channels": []string{"room-a", "room-b", "room-c", "nobody-here"}, "data": "hi"}))
+		eventBody(t, map[string]any{"name": "multi", "channels": []string{"room-a", "room-b", "room-a", "room-c", "nobody-here", "room-b"}, "data": "hi"}))
 	e.wantOK(status, body, `{}`)
 	expectEvent(t, a, "multi", "room-a", "hi")
 	expectEvent(t, b, "multi", "room-b", "hi")
 	expectEvent(t, c, "multi", "room-a", "hi")
 	expectEvent(t, c, "multi", "room-c", "hi")
-	// Each subscriber got exactly its share: the next event is the next publish.
+	// Each subscriber got exactly its share, a channel named twice once: the next event is
+	// the next publish.
 	status, body = e.call("POST", "/apps/1/events", nil, `{"name":"next","channels":["room-a","room-b"],"data":"2"}`)
 	e.wantOK(status, body, `{}`)
 	expectEvent(t, a, "next", "room-a", "2")
@@ -163,6 +164,10 @@ func TestPublishErrors(t *testing.T) {
 		{"no channel", `{"name":"n","data":"d"}`, http.StatusBadRequest},
 		{"channel and channels", `{"name":"n","channel":"a","channels":["b"],"data":"d"}`, http.StatusBadRequest},
 		{"no name", `{"channel":"a","data":"d"}`, http.StatusBadRequest},
+		// Pusher answers 400 for a name too long: 413 is for sizes only.
+		{"event name too long", eventBody(t, map[string]any{"name": strings.Repeat("n", 201), "channel": "a", "data": "d"}), http.StatusBadRequest},
+		{"event name with a control character", `{"name":"a\u0007b","channel":"a","data":"d"}`, http.StatusBadRequest},
+		{"socket_id not a socket id", `{"name":"n","channel":"a","data":"d","socket_id":"1.2.3"}`, http.StatusBadRequest},
 		{"not JSON", `{"name":`, http.StatusBadRequest},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -115,7 +115,7 @@ func (h *Hub) clientEvent(c *Conn, m pusher.Message) {
 		return
 	}
 	data := m.DataString()
-	if len(data) > lim.MaxEventPayloadBytes {
+	if pusher.ValidateEventData(data, lim.MaxEventPayloadBytes) != nil {
 		h.sendError(c, herald.CodeTooLarge, "client event data is too large")
 		return
 	}
