@@ -84,11 +84,14 @@ func (s *Server) events(w http.ResponseWriter, q *request) {
 		writeError(w, err)
 		return
 	}
-	for _, ch := range chans {
-		if err := s.hub.Publish(q.app.ID, herald.Event{Name: e.Name, Channel: ch, Data: data, SocketID: e.SocketID}); err != nil {
-			writeError(w, err)
-			return
-		}
+	// One call for every channel: a refused event (503) reached none of them.
+	evs := make([]herald.Event, len(chans))
+	for i, ch := range chans {
+		evs[i] = herald.Event{Name: e.Name, Channel: ch, Data: data, SocketID: e.SocketID}
+	}
+	if err := s.hub.Publish(q.app.ID, evs...); err != nil {
+		writeError(w, err)
+		return
 	}
 	if e.Info == "" {
 		writeJSON(w, http.StatusOK, struct{}{})
@@ -126,13 +129,16 @@ func (s *Server) batchEvents(w http.ResponseWriter, q *request) {
 		}
 		datas[i] = data
 	}
+	// One call for the whole batch: a refused batch (503) delivered none of its events.
 	withInfo := false
+	evs := make([]herald.Event, len(b.Batch))
 	for i, e := range b.Batch {
-		if err := s.hub.Publish(q.app.ID, herald.Event{Name: e.Name, Channel: e.Channel, Data: datas[i], SocketID: e.SocketID}); err != nil {
-			writeError(w, err)
-			return
-		}
+		evs[i] = herald.Event{Name: e.Name, Channel: e.Channel, Data: datas[i], SocketID: e.SocketID}
 		withInfo = withInfo || e.Info != ""
+	}
+	if err := s.hub.Publish(q.app.ID, evs...); err != nil {
+		writeError(w, err)
+		return
 	}
 	if !withInfo {
 		writeJSON(w, http.StatusOK, struct{}{})

@@ -18,7 +18,9 @@ import (
 // Hub is what the API needs from the fan-out core.
 type Hub interface {
 	ServeWS(w http.ResponseWriter, r *http.Request, key string)
-	Publish(appID string, ev herald.Event) error
+	// Publish delivers evs all or nothing: when it fails, none of them reached anyone, so
+	// a publisher may retry the whole call.
+	Publish(appID string, evs ...herald.Event) error
 	Channels(appID, prefix string) []herald.ChannelStat
 	Channel(appID, name string) (herald.ChannelStat, bool)
 	Users(appID, name string) []string

@@ -9,16 +9,41 @@ import (
 	"github.com/herald-rt/herald/ws"
 )
 
-// Publish delivers ev to every subscriber of ev.Channel on this node except the connection
-// named by ev.SocketID. The event is encoded once into one frame that every recipient
-// shares. It returns a CodeBusy error when the fan-out queues stay full for the publish
-// timeout: the caller answers 503 and the publisher backs off.
-func (h *Hub) Publish(appID string, ev herald.Event) error {
+// Publish delivers each of evs to every subscriber of its channel on this node except the
+// connection named by its SocketID. Each event is encoded once into one frame that all its
+// recipients share. It is all or nothing: it returns a CodeBusy error when the fan-out queues
+// it needs stay full for the publish timeout, and then has delivered none of evs to anyone
+// (nor kept any in a cache channel), so the caller answers 503 and the publisher retries
+// without duplicating a thing.
+func (h *Hub) Publish(appID string, evs ...herald.Event) error {
 	a := h.apps[appID]
 	if a == nil {
 		return herald.Errorf(herald.CodeAppNotFound, "app %q does not exist", appID)
 	}
-	return h.publish(a, ev.Channel, eventFrame(ev), parseSocketID(h.prefix, ev.SocketID), true)
+	var oneFrame [1][]byte
+	frames := oneFrame[:]
+	if len(evs) > 1 {
+		frames = make([][]byte, len(evs))
+	}
+	for i := range evs {
+		frames[i] = eventFrame(evs[i])
+	}
+	// Per-worker slot counts; on the stack for up to 16 workers.
+	var wantBuf, heldBuf [16]int32
+	want, held := wantBuf[:], heldBuf[:]
+	if n := len(h.workers); n <= len(wantBuf) {
+		want, held = want[:n], held[:n]
+	} else {
+		want, held = make([]int32, n), make([]int32, n)
+	}
+	if err := h.reserve(a, evs, want, held); err != nil {
+		return err
+	}
+	for i := range evs {
+		h.publish(a, evs[i].Channel, frames[i], parseSocketID(h.prefix, evs[i].SocketID), held)
+	}
+	h.release(held) // what subscribers who left meanwhile did not use
+	return nil
 }
 
 // eventFrame encodes ev as one complete WebSocket text frame with a single allocation.
@@ -28,30 +53,84 @@ func eventFrame(ev herald.Event) []byte {
 	return ws.FrameInPlace(buf, ws.OpText)
 }
 
-// publish sends frame to channel name's subscribers; cache channels also keep it.
-func (h *Hub) publish(a *appState, name string, frame []byte, excl uint64, pushBack bool) error {
+// reserve takes, in each worker, one slot of its publish queue (worker.slots) per event of
+// evs whose channel has subscribers there (at most the queue's size), waiting up to the
+// publish timeout in all for room; held[i] counts the slots taken in worker i. It takes all
+// of them or, returning a CodeBusy error, none. Every publisher takes workers in index order,
+// so publishers that wait for slots another holds never wait in a cycle.
+func (h *Hub) reserve(a *appState, evs []herald.Event, want, held []int32) error {
+	for j := range evs {
+		ch := a.channels.lookup(evs[j].Channel)
+		if ch == nil {
+			continue
+		}
+		for i := range want {
+			if ch.wcount[i].Load() > 0 {
+				want[i]++
+			}
+		}
+	}
+	var t *time.Timer
+	for i, w := range h.workers {
+		for n := min(want[i], int32(cap(w.slots))); held[i] < n; {
+			select {
+			case w.slots <- struct{}{}:
+				held[i]++
+				continue
+			default:
+			}
+			if t == nil {
+				t = time.NewTimer(h.cfg.PublishTimeout)
+			}
+			select {
+			case w.slots <- struct{}{}:
+				held[i]++
+			case <-t.C:
+				h.release(held)
+				return herald.Errorf(herald.CodeBusy, "fan-out queues are full, retry later")
+			}
+		}
+	}
+	if t != nil {
+		t.Stop()
+	}
+	return nil
+}
+
+// release gives back the publish queue slots counted in held and zeroes it.
+func (h *Hub) release(held []int32) {
+	for i, n := range held {
+		for ; n > 0; n-- {
+			<-h.workers[i].slots
+		}
+		held[i] = 0
+	}
+}
+
+// publish sends frame to channel name's subscribers; cache channels also keep it. held, when
+// not nil, are the slots reserved for it (see dispatch).
+func (h *Hub) publish(a *appState, name string, frame []byte, excl uint64, held []int32) {
 	if herald.Classify(name).Cache {
-		var err error
 		a.cache.with(name, h.now(), func([]byte) []byte {
 			if ch := a.channels.lookup(name); ch != nil {
-				err = h.dispatch(ch, frame, excl, pushBack, a.latency)
+				h.dispatch(ch, frame, excl, held, a.latency)
 			}
 			return frame
 		})
-		return err
+		return
 	}
-	ch := a.channels.lookup(name)
-	if ch == nil {
-		return nil
+	if ch := a.channels.lookup(name); ch != nil {
+		h.dispatch(ch, frame, excl, held, a.latency)
 	}
-	return h.dispatch(ch, frame, excl, pushBack, a.latency)
 }
 
-// dispatch sends one publish command to each worker that has subscribers of ch. With
-// pushBack, a worker queue that stays full for the publish timeout fails the publish
-// instead of blocking the publisher indefinitely. latency, when not nil, observes the time
-// until the last worker has queued the frame for its subscribers.
-func (h *Hub) dispatch(ch *Channel, frame []byte, excl uint64, pushBack bool, latency Observer) error {
+// dispatch sends one publish command to each worker that has subscribers of ch. A command
+// to worker i uses one of the slots held[i] reserved for it while there is one (held may be
+// nil); without (a subscriber arrived after the reservation, or a client event or presence
+// change, which never fail) the send waits for room, which a worker always makes. latency,
+// when not nil, observes the time until the last worker has queued the frame for its
+// subscribers.
+func (h *Hub) dispatch(ch *Channel, frame []byte, excl uint64, held []int32, latency Observer) {
 	var track *pubTrack
 	if latency != nil {
 		n := int32(0)
@@ -61,7 +140,7 @@ func (h *Hub) dispatch(ch *Channel, frame []byte, excl uint64, pushBack bool, la
 			}
 		}
 		if n == 0 {
-			return nil
+			return
 		}
 		track = &pubTrack{start: mono(), obs: latency}
 		track.left.Store(n)
@@ -71,24 +150,12 @@ func (h *Hub) dispatch(ch *Channel, frame []byte, excl uint64, pushBack bool, la
 			continue
 		}
 		m := cmd{op: opPublish, ch: ch, frame: frame, excl: excl, track: track}
-		select {
-		case w.inbox <- m:
-			continue
-		default:
+		if held != nil && held[i] > 0 {
+			held[i]--
+			m.slot = true
 		}
-		if !pushBack {
-			w.inbox <- m
-			continue
-		}
-		t := time.NewTimer(h.cfg.PublishTimeout)
-		select {
-		case w.inbox <- m:
-			t.Stop()
-		case <-t.C:
-			return herald.Errorf(herald.CodeBusy, "fan-out queues are full, retry later")
-		}
+		w.inbox <- m
 	}
-	return nil
 }
 
 // clientEvent forwards a client-* event to the other subscribers of a private or presence
@@ -126,5 +193,5 @@ func (h *Hub) clientEvent(c *Conn, m pusher.Message) {
 		return
 	}
 	ev := herald.Event{Name: m.Event, Channel: m.Channel, Data: data, UserID: s.userID}
-	_ = h.publish(a, m.Channel, eventFrame(ev), c.num, false)
+	h.publish(a, m.Channel, eventFrame(ev), c.num, nil)
 }

@@ -113,7 +113,7 @@ func (h *Hub) join(c *Conn, ch *Channel, mb herald.Member, extra []byte) bool {
 	m.conns++
 	h.sendSub(c, ch, ws.TextFrame(pusher.AppendSubscriptionSucceeded(nil, ch.name, p.snapshotLocked(), true)), extra)
 	if added {
-		_ = h.dispatch(ch, ws.TextFrame(pusher.AppendMemberAdded(nil, ch.name, herald.Member{UserID: mb.UserID, Info: m.info})), c.num, false, nil)
+		h.dispatch(ch, ws.TextFrame(pusher.AppendMemberAdded(nil, ch.name, herald.Member{UserID: mb.UserID, Info: m.info})), c.num, nil, nil)
 	}
 	return true
 }
@@ -136,7 +136,7 @@ func (h *Hub) leave(c *Conn, s sub) {
 		if m := p.members[s.userID]; m != nil {
 			if m.conns--; m.conns == 0 {
 				delete(p.members, s.userID)
-				_ = h.dispatch(ch, ws.TextFrame(pusher.AppendMemberRemoved(nil, ch.name, s.userID)), c.num, false, nil)
+				h.dispatch(ch, ws.TextFrame(pusher.AppendMemberRemoved(nil, ch.name, s.userID)), c.num, nil, nil)
 			}
 		}
 		p.mu.Unlock()

@@ -21,6 +21,7 @@ const (
 // cmd is one instruction to a worker. Frames are shared and never modified.
 type cmd struct {
 	op    op
+	slot  bool // opPublish: holds one of the worker's slots, given back when handled
 	c     *Conn
 	ch    *Channel
 	frame []byte
@@ -35,6 +36,10 @@ type worker struct {
 	h     *Hub
 	idx   int
 	inbox chan cmd
+	// slots is a counting semaphore of the inbox's size: a publisher that may be refused
+	// (Hub.Publish) takes one per command before sending any of its commands, so that a
+	// publish is queued whole or not at all; the worker gives it back on handling the command.
+	slots chan struct{}
 	subs  map[*Channel][]*Conn
 	conns []*Conn
 	dirty []*Conn
@@ -46,6 +51,7 @@ func newWorker(h *Hub, idx int) *worker {
 		h:     h,
 		idx:   idx,
 		inbox: make(chan cmd, h.cfg.InboxSize),
+		slots: make(chan struct{}, h.cfg.InboxSize),
 		subs:  map[*Channel][]*Conn{},
 		done:  make(chan struct{}),
 	}
@@ -85,6 +91,9 @@ func (w *worker) run(stop <-chan struct{}) {
 func (w *worker) handle(m cmd) {
 	switch m.op {
 	case opPublish:
+		if m.slot {
+			<-w.slots
+		}
 		subs := w.subs[m.ch]
 		n := 0
 		for _, c := range subs {
