@@ -3,6 +3,9 @@ package herald
 import (
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"reflect"
 	"testing"
 )
@@ -32,16 +35,30 @@ func TestClassify(t *testing.T) {
 	}
 }
 
+// TestEveryCodeHasPusherCodeAndStatus reads the Code constants from error.go itself, so a
+// code added to the list but left out of either table (a zero entry, or past its end) fails.
 func TestEveryCodeHasPusherCodeAndStatus(t *testing.T) {
-	if len(pusherCodes) != len(httpStatuses) {
-		t.Fatalf("tables differ in length: %d pusher codes, %d statuses", len(pusherCodes), len(httpStatuses))
+	codes := codeConstants(t)
+	if len(codes) < int(CodeUnavailable)+1 {
+		t.Fatalf("found %d Code constants in error.go, want at least %d: %v", len(codes), CodeUnavailable+1, codes)
 	}
-	for c := Code(0); int(c) < len(pusherCodes); c++ {
-		if p := c.PusherCode(); p < 4000 || p > 4399 {
-			t.Errorf("code %d: Pusher code %d outside 4000-4399", c, p)
+	if n := len(pusherCodes); n != len(codes) {
+		t.Errorf("%d codes, but %d Pusher codes", len(codes), n)
+	}
+	if n := len(httpStatuses); n != len(codes) {
+		t.Errorf("%d codes, but %d HTTP statuses", len(codes), n)
+	}
+	for i, name := range codes {
+		c := Code(i)
+		if i >= len(pusherCodes) || pusherCodes[c] == 0 {
+			t.Errorf("%s (%d) has no entry in pusherCodes", name, i)
+		} else if p := c.PusherCode(); p < 4000 || p > 4399 {
+			t.Errorf("%s: Pusher code %d outside 4000-4399", name, p)
 		}
-		if s := c.HTTPStatus(); s < 400 || s > 599 {
-			t.Errorf("code %d: HTTP status %d is not an error status", c, s)
+		if i >= len(httpStatuses) || httpStatuses[c] == 0 {
+			t.Errorf("%s (%d) has no entry in httpStatuses", name, i)
+		} else if s := c.HTTPStatus(); s < 400 || s > 599 {
+			t.Errorf("%s: HTTP status %d is not an error status", name, s)
 		}
 	}
 	// The codes pusher-js acts on (docs/protocol.md, "Error and close codes").
@@ -51,6 +68,40 @@ func TestEveryCodeHasPusherCodeAndStatus(t *testing.T) {
 			t.Errorf("code %d: Pusher code %d, want %d", code, got, want)
 		}
 	}
+}
+
+// codeConstants returns the names of the Code constants declared in error.go, in order: the
+// const block whose first constant is typed Code and valued iota, each one its index.
+func codeConstants(t *testing.T) []string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), "error.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range f.Decls {
+		gd, ok := d.(*ast.GenDecl)
+		if !ok || gd.Tok != token.CONST || len(gd.Specs) == 0 {
+			continue
+		}
+		first := gd.Specs[0].(*ast.ValueSpec)
+		if typ, ok := first.Type.(*ast.Ident); !ok || typ.Name != "Code" {
+			continue
+		}
+		for i, spec := range gd.Specs {
+			vs := spec.(*ast.ValueSpec)
+			if len(vs.Names) != 1 || (i == 0) != (len(vs.Values) == 1) {
+				t.Fatalf("error.go: the Code constants must be one iota list, one name a line; %s is not", vs.Names[0].Name)
+			}
+			if i == 0 {
+				if id, ok := vs.Values[0].(*ast.Ident); !ok || id.Name != "iota" {
+					t.Fatalf("error.go: %s must be iota", vs.Names[0].Name)
+				}
+			}
+			names = append(names, vs.Names[0].Name)
+		}
+	}
+	return names
 }
 
 func TestCodeOfWrapped(t *testing.T) {
