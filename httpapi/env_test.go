@@ -56,7 +56,7 @@ func newEnv(t testing.TB) *env {
 		if st.Draining {
 			status = "draining"
 		}
-		return httpapi.HealthReport{Status: status, Connections: httpapi.Capacity{Current: st.Connections, Max: st.MaxConnections}, Channels: st.Channels}
+		return httpapi.HealthReport{Status: status, Connections: httpapi.Capacity{Current: st.Connections, Max: st.MaxConnections}, Channels: st.Channels, Version: "v1.2.3"}
 	}
 	e := &env{t: t, hub: h}
 	e.app, _ = apps.AppByID("1")

@@ -48,7 +48,7 @@ func newPortEnv(t testing.TB, pc httpapi.PortConfig, ac httpapi.Config, maxConns
 	}
 	health := func() httpapi.HealthReport {
 		st := h.Stats()
-		return httpapi.HealthReport{Status: "ok", Connections: httpapi.Capacity{Current: st.Connections, Max: st.MaxConnections}, Channels: st.Channels}
+		return httpapi.HealthReport{Status: "ok", Connections: httpapi.Capacity{Current: st.Connections, Max: st.MaxConnections}, Channels: st.Channels, Version: "v1.2.3"}
 	}
 	reg := metrics.New("herald_", []string{"1"})
 	reg.Attach("herald_", h)
@@ -504,7 +504,7 @@ func TestReadyAtMaxConnections(t *testing.T) {
 	}
 	wantJSON(t, []byte(body), `{"ready":false,"status":"full"}`)
 	_, body, _ = get("http://" + e.addr + "/health")
-	wantJSON(t, []byte(body), `{"status":"full","connections":{"current":2,"max":2},"channels":0}`)
+	wantJSON(t, []byte(body), `{"status":"full","connections":{"current":2,"max":2},"channels":0,"version":"v1.2.3"}`)
 	cls[0].Close()
 	eventually(t, "/ready to answer 200 below max_connections", wait, func() error {
 		code, body, err := get("http://" + e.addr + "/ready")

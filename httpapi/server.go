@@ -38,6 +38,7 @@ type HealthReport struct {
 	Status      string   `json:"status"`
 	Connections Capacity `json:"connections"`
 	Channels    int64    `json:"channels"`
+	Version     string   `json:"version"` // herald's version
 }
 
 // Capacity is how many connections the node holds and can hold: max is the smaller of the
@@ -74,6 +75,7 @@ type Server struct {
 	now      func() time.Time
 	limiters sync.Map     // app id -> *rateLimiter
 	replays  *replayCache // nil unless Config.ReplayProtection
+	refusals refusalLog
 }
 
 // New builds the API's handler. meter may be nil.
@@ -123,7 +125,7 @@ type request struct {
 // unsigned request never holds the connection for its body; then the body (bounded, within
 // the request deadline of the Port) and its body_md5; then replay protection, if on; then
 // it takes one request from the app's rate. Every call for a known app is metered, refused
-// or not.
+// or not, and its refusals are logged (refusalLog).
 func (s *Server) signed(next func(w http.ResponseWriter, q *request)) http.HandlerFunc {
 	return func(rw http.ResponseWriter, r *http.Request) {
 		app, ok := s.apps.AppByID(r.PathValue("id"))
@@ -131,12 +133,16 @@ func (s *Server) signed(next func(w http.ResponseWriter, q *request)) http.Handl
 			refuseEarly(rw, r, herald.Errorf(herald.CodeAppNotFound, "app %q does not exist", r.PathValue("id")))
 			return
 		}
-		w := rw
-		if s.meter != nil {
-			cw := &countingWriter{ResponseWriter: rw}
-			w = cw
-			defer func() { s.meter.Call(app.ID, max(r.ContentLength, 0), cw.n) }()
-		}
+		cw := &countingWriter{ResponseWriter: rw}
+		w := http.ResponseWriter(cw)
+		defer func() {
+			if s.meter != nil {
+				s.meter.Call(app.ID, max(r.ContentLength, 0), cw.n)
+			}
+			if cw.err != nil {
+				s.refusals.log(s.log, s.now(), app.ID, r, cw.err)
+			}
+		}()
 		query := r.URL.Query()
 		// A body of unknown length (chunked) may turn out empty: CheckBodyMD5 decides then.
 		if err := pusher.VerifyQuery(app, r.Method, r.URL.Path, query, r.ContentLength > 0, s.now(), s.cfg.TimestampWindow); err != nil {
@@ -222,11 +228,15 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"ready": true})
 }
 
-// countingWriter counts the body bytes of a response.
+// countingWriter counts the body bytes of a response and keeps the error it answered with.
 type countingWriter struct {
 	http.ResponseWriter
-	n int64
+	n   int64
+	err error // set by writeError
 }
+
+// answered records the error a response carries.
+func (c *countingWriter) answered(err error) { c.err = err }
 
 // Unwrap lets http.ResponseController reach the connection.
 func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
@@ -245,6 +255,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // writeError answers with the error's HTTP status and a JSON body.
 func writeError(w http.ResponseWriter, err error) {
+	if c, ok := w.(*countingWriter); ok {
+		c.answered(err)
+	}
 	code := herald.CodeOf(err)
 	status := code.HTTPStatus()
 	if (code == herald.CodeRateLimited || code == herald.CodeBusy) && w.Header().Get("Retry-After") == "" {

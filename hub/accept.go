@@ -107,7 +107,7 @@ func (h *Hub) unclaim(a *appState) {
 // the refusal and logs it at most once every 10 s per reason.
 func (h *Hub) refuse(w http.ResponseWriter, accept string, why Refusal, code herald.Code, msg string) {
 	n := h.refusals[why].Add(1)
-	if h.due(&h.lastRefusal[why], 10_000) {
+	if h.refusalWarn[why].Due(h.now(), 10_000) {
 		h.log.Warn("refusing connections", "reason", why.String(), "code", code.PusherCode(), "refused_total", n)
 	}
 	nc, _, err := ws.Hijack(w, accept, closeFrames(code.PusherCode(), msg), h.cfg.HandshakeTimeout)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/guard"
+	"github.com/herald-rt/herald/internal/lograte"
 	"github.com/herald-rt/herald/pusher"
 	"github.com/herald-rt/herald/ws"
 )
@@ -132,8 +133,8 @@ type Hub struct {
 
 	pongTimeouts atomic.Int64
 	refusals     [refusalCount]atomic.Int64
-	lastSlowWarn atomic.Int64               // hub clock of the last slow-consumer warning
-	lastRefusal  [refusalCount]atomic.Int64 // hub clock of the last refusal warning, by reason
+	slowWarn     lograte.Limit               // slow-consumer warnings
+	refusalWarn  [refusalCount]lograte.Limit // refusal warnings, by reason
 
 	// Pre-encoded frames.
 	pingFrame, pongFrame []byte
@@ -296,17 +297,10 @@ func (h *Hub) uncount(c *Conn) {
 
 // warnSlow logs slow consumers, at most once a second.
 func (h *Hub) warnSlow(c *Conn) {
-	if h.due(&h.lastSlowWarn, 1000) {
+	if h.slowWarn.Due(h.now(), 1000) {
 		h.log.Warn("closing slow consumer", "app_id", c.app.app.ID, "socket_id", c.sid,
 			"slow_consumers_total", h.slowConsumerCount())
 	}
-}
-
-// due reports whether a warning last logged at *last (hub clock) may be logged again after
-// every ms milliseconds, and claims it; concurrent callers get it once.
-func (h *Hub) due(last *atomic.Int64, every int64) bool {
-	now, prev := h.now(), last.Load()
-	return now-prev >= every && last.CompareAndSwap(prev, now)
 }
 
 // slowConsumerCount sums every app's slow-consumer closes.

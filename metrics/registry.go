@@ -3,6 +3,7 @@ package metrics
 import (
 	"net/http"
 	"net/http/pprof"
+	"runtime"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -44,6 +45,13 @@ func (r *Registry) PublishLatency(appID string) hub.Observer {
 // Attach exports src's counters under prefix.
 func (r *Registry) Attach(prefix string, src Source) {
 	r.reg.MustRegister(newCollector(prefix, src, r.HTTP))
+}
+
+// BuildInfo exports <prefix>build_info, a gauge of 1 labelled with herald's version and the
+// Go version it was built with.
+func (r *Registry) BuildInfo(prefix, version string) {
+	r.GaugeFunc(prefix+"build_info", "Always 1; its labels are the version of herald and of Go that built it.",
+		map[string]string{"version": version, "goversion": runtime.Version()}, func() float64 { return 1 })
 }
 
 // GaugeFunc exports f, read at each scrape, as a gauge named name (prefix included) with

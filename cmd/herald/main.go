@@ -1,8 +1,10 @@
 // Command herald runs a Pusher-compatible real-time messaging server.
 //
-//	herald [serve] [flags]    run a node (the default)
-//	herald check-config       validate the configuration and exit
-//	herald version            print the version
+//	herald [serve] [flags]         run a node (the default)
+//	herald check-config [flags]    validate the configuration and exit
+//	herald bench <scenario>        load a Pusher-protocol server and report
+//	herald version                 print the version (also --version)
+//	herald help                    list the commands (also -h)
 //
 // main only wires the packages together and handles signals.
 package main
@@ -11,11 +13,58 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version is set at build time with -ldflags "-X main.version=v1.2.3"; left empty,
+// buildVersion reads one from the binary's build information.
+var version string
+
+// usage lists the commands, one line each.
+const usage = `usage: herald <command> [flags]
+
+Commands:
+  serve          run a node (the default command; "herald serve -h" lists its flags)
+  check-config   validate the configuration (file, environment, flags) and exit
+  bench          load a Pusher-protocol server and report latency ("herald bench -h")
+  version        print the version (also "herald --version")
+  help           print this list (also "herald -h")
+`
+
+// buildVersion is herald's version: the one set at build time, else the main module's
+// version or VCS revision recorded by the go command, else "dev".
+func buildVersion() string {
+	info, _ := debug.ReadBuildInfo()
+	return versionOf(version, info)
+}
+
+// versionOf picks the version from the ldflags value and the build information (nil when
+// the binary has none).
+func versionOf(ldflags string, info *debug.BuildInfo) string {
+	if ldflags != "" {
+		return ldflags
+	}
+	if info == nil {
+		return "dev"
+	}
+	if v := info.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev, dirty string
+	for _, s := range info.Settings {
+		switch {
+		case s.Key == "vcs.revision":
+			rev = s.Value[:min(len(s.Value), 12)]
+		case s.Key == "vcs.modified" && s.Value == "true":
+			dirty = "-dirty"
+		}
+	}
+	if rev == "" {
+		return "dev"
+	}
+	return rev + dirty
+}
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
@@ -23,7 +72,7 @@ func main() {
 
 func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 	cmd := "serve"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+	if len(args) > 0 && (!strings.HasPrefix(args[0], "-") || isTopFlag(args[0])) {
 		cmd, args = args[0], args[1:]
 	}
 	switch cmd {
@@ -33,11 +82,23 @@ func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 		return serve(args, env, stderr, true)
 	case "bench":
 		return benchCmd(args, stdout, stderr)
-	case "version":
-		fmt.Fprintln(stdout, "herald", version)
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, "herald", buildVersion())
+		return 0
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
 		return 0
 	default:
-		fmt.Fprintf(stderr, "herald: unknown command %q (commands: serve, check-config, bench, version)\n", cmd)
+		fmt.Fprintf(stderr, "herald: unknown command %q\n\n%s", cmd, usage)
 		return 2
 	}
+}
+
+// isTopFlag reports whether arg is a flag of herald itself rather than of serve.
+func isTopFlag(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--help", "-version", "--version":
+		return true
+	}
+	return false
 }

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/herald-rt/herald"
@@ -50,6 +51,8 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 		appIDs = append(appIDs, a.ID)
 	}
 	reg := metrics.New(cfg.Metrics.Prefix, appIDs)
+	version := buildVersion()
+	reg.BuildInfo(cfg.Metrics.Prefix, version)
 
 	var mem *guard.Memory
 	if cfg.Memory.RefuseAbovePercent > 0 {
@@ -104,7 +107,8 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 		case st.Refusing:
 			status = "refusing"
 		}
-		return httpapi.HealthReport{Status: status, Connections: httpapi.Capacity{Current: st.Connections, Max: st.MaxConnections}, Channels: st.Channels}
+		return httpapi.HealthReport{Status: status, Connections: httpapi.Capacity{Current: st.Connections, Max: st.MaxConnections},
+			Channels: st.Channels, Version: version}
 	}
 	api := httpapi.New(httpapi.Config{TimestampWindow: cfg.RESTTimestampWindow.Duration, ReplayProtection: cfg.RESTReplayProtection},
 		apps, h, health, reg.HTTP, log)
@@ -143,7 +147,8 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 		}
 	}
 	log.Info("herald listening", "addr", ln.Addr().String(), "websocket", "ws://"+ln.Addr().String()+"/app/{key}",
-		"max_connections", capacity, "max_http_connections", httpConns, "open_file_limit", fdLimit, "workers", h.Workers(), "version", version)
+		"max_connections", capacity, "max_http_connections", httpConns, "open_file_limit", fdLimit, "workers", h.Workers(), "version", version,
+		"apps", refsOf(apps.Apps()))
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -211,12 +216,47 @@ func exportPort(reg *metrics.Registry, prefix string, port *httpapi.Port) {
 		stat(func(s httpapi.PortStats) int64 { return s.FDShortages }))
 }
 
+// newLogger builds the logger c configures, writing to w. Durations are written as Go
+// durations ("10s") in both formats; JSON would otherwise write nanoseconds.
 func newLogger(c LogConfig, w io.Writer) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.Level))
-	opts := &slog.HandlerOptions{Level: level}
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: durationString}
 	if c.Format == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// durationString is a slog ReplaceAttr that writes a time.Duration as its String.
+func durationString(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
+}
+
+// appRef names an app in the start line: its id and key, never its secret.
+type appRef struct {
+	ID  string `json:"id"`
+	Key string `json:"key"`
+}
+
+// appRefs is the start line's list of apps; JSON logs get objects, text logs "id (key k)".
+type appRefs []appRef
+
+func (l appRefs) String() string {
+	parts := make([]string, len(l))
+	for i, a := range l {
+		parts[i] = a.ID + " (key " + a.Key + ")"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func refsOf(apps []*herald.App) appRefs {
+	refs := make(appRefs, len(apps))
+	for i, a := range apps {
+		refs[i] = appRef{ID: a.ID, Key: a.Key}
+	}
+	return refs
 }
