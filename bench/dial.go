@@ -1,10 +1,7 @@
 package bench
 
 import (
-	"context"
 	"net"
-	"runtime"
-	"syscall"
 	"time"
 )
 
@@ -28,20 +25,6 @@ func (ep endpoint) dialer(i int, deadline time.Time) *net.Dialer {
 		d.ControlContext = bindAddressNoPort
 	}
 	return d
-}
-
-func bindAddressNoPort(_ context.Context, _, _ string, c syscall.RawConn) error {
-	if runtime.GOOS != "linux" {
-		return nil
-	}
-	var serr error
-	err := c.Control(func(fd uintptr) {
-		serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IP, ipBindAddressNoPort, 1)
-	})
-	if err != nil {
-		return err
-	}
-	return serr
 }
 
 // isLoopbackV4 reports whether addr (host:port) names an IPv4 loopback address.

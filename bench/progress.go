@@ -3,13 +3,10 @@ package bench
 import (
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
-	"unsafe"
 )
 
 // ProgressConfig configures a Progress line. The zero value of each field means its default.
@@ -169,22 +166,4 @@ func fmtThousands(n int64) string {
 		b.WriteRune(c)
 	}
 	return b.String()
-}
-
-// TerminalWidth reports whether f is a terminal and, if so, its width in columns (0 when the
-// terminal does not say).
-func TerminalWidth(f *os.File) (cols int, ok bool) {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return 0, false
-	}
-	var ws struct{ row, col, xpixel, ypixel uint16 }
-	var errno syscall.Errno
-	err = rc.Control(func(fd uintptr) {
-		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCGWINSZ, uintptr(unsafe.Pointer(&ws)))
-	})
-	if err != nil || errno != 0 {
-		return 0, false
-	}
-	return int(ws.col), true
 }

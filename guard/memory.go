@@ -1,14 +1,8 @@
 package guard
 
 import (
-	"bufio"
-	"bytes"
-	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,7 +12,9 @@ import (
 // uses more than RefuseAbove of Limit and accepts them again only below AcceptBelow, so a
 // node near its limit does not flap between the two.
 type MemoryConfig struct {
-	Limit       uint64  // bytes; 0 = the cgroup's memory.max, else the machine's total memory
+	// Limit is in bytes; 0 = DetectMemoryLimit (on Linux the cgroup's memory.max, else the
+	// machine's total memory).
+	Limit       uint64
 	RefuseAbove float64 // fraction of Limit; default 0.90
 	AcceptBelow float64 // fraction of Limit, below RefuseAbove; default 0.80
 	Interval    time.Duration
@@ -134,47 +130,3 @@ func (m *Memory) Limit() uint64 { return m.cfg.Limit }
 
 // Trips counts how often the guard started refusing.
 func (m *Memory) Trips() int64 { return m.trips.Load() }
-
-// ResidentBytes is the process's resident set size, from /proc/self/statm.
-func ResidentBytes() (uint64, error) {
-	b, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
-		return 0, err
-	}
-	f := bytes.Fields(b)
-	if len(f) < 2 {
-		return 0, errors.New("guard: unexpected /proc/self/statm")
-	}
-	pages, err := strconv.ParseUint(string(f[1]), 10, 64)
-	if err != nil {
-		return 0, err
-	}
-	return pages * uint64(os.Getpagesize()), nil
-}
-
-// DetectMemoryLimit is the cgroup v2 memory.max of this process when it has one, else the
-// machine's total memory.
-func DetectMemoryLimit() (uint64, error) {
-	if b, err := os.ReadFile("/sys/fs/cgroup/memory.max"); err == nil {
-		if s := strings.TrimSpace(string(b)); s != "max" {
-			if v, err := strconv.ParseUint(s, 10, 64); err == nil && v > 0 {
-				return v, nil
-			}
-		}
-	}
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0, fmt.Errorf("memory guard: no limit configured and none detected: %w", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
-			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err == nil {
-				return kb << 10, nil
-			}
-		}
-	}
-	return 0, errors.New("memory guard: no limit configured and none detected in /proc/meminfo")
-}

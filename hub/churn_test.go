@@ -337,11 +337,6 @@ func churnKindOf(i int) churnKind {
 	}
 }
 
-// ipBindAddressNoPort is IP_BIND_ADDRESS_NO_PORT (linux/in.h): bind the source address but
-// choose the port at connect time, per destination, so that a fixed source address does not
-// limit the connections to one ephemeral port range in all.
-const ipBindAddressNoPort = 24
-
 // churnDialers dial from 127.0.0.2 to 127.0.0.9.
 var churnDialers = func() (ds [8]net.Dialer) {
 	for i := range ds {
@@ -351,7 +346,7 @@ var churnDialers = func() (ds [8]net.Dialer) {
 			Control: func(_, _ string, rc syscall.RawConn) error {
 				var serr error
 				err := rc.Control(func(fd uintptr) {
-					serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IP, ipBindAddressNoPort, 1)
+					serr = bindNoPort(fd)
 				})
 				return errors.Join(err, serr)
 			},

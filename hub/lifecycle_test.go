@@ -163,7 +163,7 @@ func TestLifecycleReturnsToBaseline(t *testing.T) {
 	var slowConns []net.Conn
 	for i := 0; i < slow; i++ {
 		d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
-			return rc.Control(func(fd uintptr) { _ = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
+			return rc.Control(func(fd uintptr) { _ = setsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096) })
 		}}
 		nc, err := d.Dial("tcp", addr)
 		if err != nil {

@@ -34,7 +34,7 @@ var internetDialer = net.Dialer{
 	Control: func(network, address string, rc syscall.RawConn) error {
 		var serr error
 		if err := rc.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_MAXSEG, 1460)
+			serr = setMSS(fd, 1460)
 		}); err != nil {
 			return err
 		}

@@ -84,6 +84,16 @@ check_gofmt() {
   fi
 }
 
+# cross_build builds and vets (tests included) for the development systems, where ws runs its
+# portable engine instead of epoll, so that a Linux-only call cannot slip in unnoticed.
+cross_build() {
+  local target
+  for target in darwin/arm64 darwin/amd64 windows/amd64; do
+    GOOS=${target%/*} GOARCH=${target#*/} go build ./... || return 1
+    GOOS=${target%/*} GOARCH=${target#*/} go vet ./... || return 1
+  done
+}
+
 # npm ci, tried three times: the registry is on the network, and a shared machine's network
 # (or npm's cache, used by concurrent runs) fails now and then.
 npm_ci() {
@@ -101,6 +111,7 @@ npm_ci() {
 run "tools" tools
 run "gofmt" check_gofmt
 run "go vet" go vet ./...
+run "cross-build and vet: darwin/arm64, darwin/amd64, windows/amd64" cross_build
 run "staticcheck" staticcheck ./...
 run "go test -race" go test -race -count=1 -timeout 15m ./...
 # The race run above churns at a reduced rate; this is the full rate (the churn target of

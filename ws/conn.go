@@ -1,3 +1,5 @@
+//go:build linux && !heraldportable
+
 package ws
 
 import (

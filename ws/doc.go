@@ -12,4 +12,9 @@
 // the connection afterwards; the owner then calls Close, exactly once, when it has stopped
 // writing. Shutdown may be called by the owner at any time before Close to end a connection;
 // the hang-up follows. This split makes file descriptor reuse safe.
+//
+// The epoll engine is Linux's. Elsewhere (macOS, Windows), and on Linux with the build tag
+// heraldportable, a portable engine with the same API and Handler contract runs instead: a
+// reader and a writer goroutine per connection on net.Conn, writes queued in user space. It
+// is the slower development path, not one to serve many connections with.
 package ws

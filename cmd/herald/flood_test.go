@@ -37,8 +37,7 @@ func TestHelperServe(t *testing.T) {
 	if args == "" {
 		t.Skip("runs herald serve for TestServeSlowBodyFlood")
 	}
-	lim := syscall.Rlimit{Cur: floodFDLimit, Max: floodFDLimit}
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+	if err := setOpenFileLimit(floodFDLimit); err != nil {
 		fmt.Fprintln(os.Stderr, "setrlimit:", err)
 		os.Exit(3)
 	}

@@ -182,11 +182,7 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 // port's HTTP connections, and the rest for WebSocket connections. It returns the WebSocket
 // capacity (the configured limit capped by that share), the HTTP cap and the limit.
 func capacityOf(configured, httpConns, sideConns int) (capacity, httpCap, fdLimit int) {
-	var rl syscall.Rlimit
-	fdLimit = 1 << 20
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err == nil && rl.Cur < 1<<31 {
-		fdLimit = int(rl.Cur)
-	}
+	fdLimit = openFileLimit()
 	left := max(fdLimit-fdReserve-sideConns, 2)
 	httpCap = max(min(httpConns, left/2), 1)
 	capacity = max(left-httpCap, 1)
