@@ -53,14 +53,9 @@ func (t *Interests) Acquire(ctx context.Context, k Key) error {
 	e.refs++
 	seen := e.subs
 	for e.busy != nil {
-		b := e.busy
-		t.mu.Unlock()
-		select {
-		case <-b:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := t.await(ctx, e); err != nil {
+			return err
 		}
-		t.mu.Lock()
 		if e.busy == nil && e.subs > seen && !e.confirmed && e.refs > 0 {
 			err := e.err // a subscribe that we waited for failed: share its error
 			t.mu.Unlock()
@@ -87,18 +82,27 @@ func (t *Interests) Release(ctx context.Context, k Key) error {
 	}
 	for e.busy != nil {
 		// The owner of the operation in flight settles k again when it ends.
-		b := e.busy
-		t.mu.Unlock()
-		select {
-		case <-b:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := t.await(ctx, e); err != nil {
+			return err
 		}
-		t.mu.Lock()
 	}
 	err := t.settle(ctx, k, e)
 	t.mu.Unlock()
 	return err
+}
+
+// await waits, with t.mu released, for the operation in flight on e to end. t.mu is held on
+// entry; it is held again on a nil return, and released when ctx's error is returned.
+func (t *Interests) await(ctx context.Context, e *interest) error {
+	b := e.busy
+	t.mu.Unlock()
+	select {
+	case <-b:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	t.mu.Lock()
+	return nil
 }
 
 // settle runs bus operations until k's subscription matches its references. t.mu is held

@@ -24,3 +24,20 @@ type Config struct {
 	// only while some connection has a frame in progress. Default 20s; negative: no bound.
 	FrameTimeout time.Duration
 }
+
+// withDefaults fills the portable defaults (MaxFD is the epoll engine's own).
+func (c Config) withDefaults() Config {
+	if c.Pollers <= 0 {
+		c.Pollers = 1
+	}
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = 64 << 10
+	}
+	if c.ReadBufferBytes <= 0 {
+		c.ReadBufferBytes = 64 << 10
+	}
+	if c.FrameTimeout == 0 {
+		c.FrameTimeout = 20 * time.Second
+	}
+	return c
+}

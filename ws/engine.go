@@ -29,18 +29,7 @@ type Engine struct {
 
 // NewEngine starts cfg.Pollers pollers delivering to h. Stop them with Close.
 func NewEngine(cfg Config, h Handler) (*Engine, error) {
-	if cfg.Pollers <= 0 {
-		cfg.Pollers = 1
-	}
-	if cfg.MaxMessageBytes <= 0 {
-		cfg.MaxMessageBytes = 64 << 10
-	}
-	if cfg.ReadBufferBytes <= 0 {
-		cfg.ReadBufferBytes = 64 << 10
-	}
-	if cfg.FrameTimeout == 0 {
-		cfg.FrameTimeout = 20 * time.Second
-	}
+	cfg = cfg.withDefaults()
 	if cfg.MaxFD <= 0 {
 		var rl syscall.Rlimit
 		if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {

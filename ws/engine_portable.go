@@ -47,18 +47,7 @@ const portableLinger = time.Minute
 
 // NewEngine returns an engine delivering to h. Stop it with Close.
 func NewEngine(cfg Config, h Handler) (*Engine, error) {
-	if cfg.Pollers <= 0 {
-		cfg.Pollers = 1
-	}
-	if cfg.MaxMessageBytes <= 0 {
-		cfg.MaxMessageBytes = 64 << 10
-	}
-	if cfg.ReadBufferBytes <= 0 {
-		cfg.ReadBufferBytes = 64 << 10
-	}
-	if cfg.FrameTimeout == 0 {
-		cfg.FrameTimeout = 20 * time.Second
-	}
+	cfg = cfg.withDefaults()
 	e := &Engine{cfg: cfg, h: h, start: time.Now()}
 	for i := 0; i < cfg.Pollers; i++ {
 		e.pollers = append(e.pollers, &poller{e: e})

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -76,16 +75,6 @@ type Broker struct {
 	sent, sentBytes, recv, recvBytes, pubErrs, dropped, reconnects atomic.Uint64
 }
 
-// backoff is the pause before reconnection attempt n (from 1).
-func backoff(first, most time.Duration, n int) time.Duration {
-	d := first
-	for i := 1; i < n && d < most; i++ {
-		d *= 2
-	}
-	d = min(d, most)
-	return d - d/10 + time.Duration(rand.Int64N(int64(d/5)+1))
-}
-
 // New connects to the NATS bus. It returns at once even when the server is unreachable:
 // the broker then reports not connected and keeps trying.
 func New(cfg Config, h herald.BusHandler) (*Broker, error) {
@@ -105,7 +94,7 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 		nats.NoEcho(),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
-		nats.CustomReconnectDelay(func(n int) time.Duration { return backoff(cfg.ReconnectWait, cfg.ReconnectMaxWait, n) }),
+		nats.CustomReconnectDelay(func(n int) time.Duration { return broker.Backoff(cfg.ReconnectWait, cfg.ReconnectMaxWait, n) }),
 		nats.Timeout(cfg.Timeout),
 		nats.PingInterval(5*time.Second),
 		nats.MaxPingsOutstanding(3),
@@ -139,13 +128,6 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 		go b.probe()
 	}
 	return b, nil
-}
-
-func unavailable(what string, err error) error {
-	if err != nil {
-		return fmt.Errorf("%s: %w: %w", what, herald.Errorf(herald.CodeUnavailable, "cluster bus unavailable"), err)
-	}
-	return fmt.Errorf("%s: %w", what, herald.Errorf(herald.CodeUnavailable, "cluster bus unavailable"))
 }
 
 // deliver hands received messages to the handler, in arrival order.
@@ -187,7 +169,7 @@ func (b *Broker) probe() {
 // flush returns once the server has processed everything written before it: a round trip.
 func (b *Broker) flush(ctx context.Context, what string) error {
 	if !b.nc.IsConnected() {
-		return unavailable(what, nil)
+		return broker.Unavailable(what, nil)
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -196,7 +178,7 @@ func (b *Broker) flush(ctx context.Context, what string) error {
 	}
 	t0 := time.Now()
 	if err := b.nc.FlushWithContext(ctx); err != nil {
-		return unavailable(what, err)
+		return broker.Unavailable(what, err)
 	}
 	if b.cfg.RoundTrip != nil {
 		b.cfg.RoundTrip(time.Since(t0))
@@ -208,14 +190,14 @@ func (b *Broker) flush(ctx context.Context, what string) error {
 // confirms it fails) and confirms it with a round trip.
 func (b *Broker) sub(ctx context.Context, k broker.Key) error {
 	if b.closed.Load() {
-		return unavailable("nats subscribe", errors.New("broker closed"))
+		return broker.Unavailable("nats subscribe", errors.New("broker closed"))
 	}
 	b.mu.Lock()
 	if b.subs[k] == nil {
 		s, err := b.nc.ChanSubscribe(broker.Subject(b.cfg.Prefix, k.App, k.Channel), b.in)
 		if err != nil {
 			b.mu.Unlock()
-			return unavailable("nats subscribe", err)
+			return broker.Unavailable("nats subscribe", err)
 		}
 		b.subs[k] = s
 	}
@@ -237,7 +219,7 @@ func (b *Broker) unsub(ctx context.Context, k broker.Key) error {
 		return nil
 	}
 	if err := s.Unsubscribe(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
-		return unavailable("nats unsubscribe", err)
+		return broker.Unavailable("nats unsubscribe", err)
 	}
 	return b.flush(ctx, "nats unsubscribe")
 }
@@ -246,7 +228,7 @@ func (b *Broker) unsub(ctx context.Context, k broker.Key) error {
 func (b *Broker) Publish(_ context.Context, msg herald.BusMessage) error {
 	if b.closed.Load() || !b.nc.IsConnected() {
 		b.pubErrs.Add(1)
-		return unavailable("nats publish", nil)
+		return broker.Unavailable("nats publish", nil)
 	}
 	msg.Node = b.cfg.NodeID
 	buf := getBuf(broker.EncodedSize(msg))
@@ -259,7 +241,7 @@ func (b *Broker) Publish(_ context.Context, msg herald.BusMessage) error {
 		if errors.Is(err, nats.ErrMaxPayload) {
 			return fmt.Errorf("nats publish: %w: %w", herald.Errorf(herald.CodeTooLarge, "message too large for the cluster bus"), err)
 		}
-		return unavailable("nats publish", err)
+		return broker.Unavailable("nats publish", err)
 	}
 	b.sent.Add(1)
 	b.sentBytes.Add(uint64(n))

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -138,23 +137,6 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 	return b, nil
 }
 
-func unavailable(what string, err error) error {
-	e := herald.Errorf(herald.CodeUnavailable, "cluster bus unavailable")
-	if err != nil {
-		return fmt.Errorf("%s: %w: %w", what, e, err)
-	}
-	return fmt.Errorf("%s: %w", what, e)
-}
-
-func backoff(first, most time.Duration, n int) time.Duration {
-	d := first
-	for i := 1; i < n && d < most; i++ {
-		d *= 2
-	}
-	d = min(d, most)
-	return d - d/10 + time.Duration(rand.Int64N(int64(d/5)+1))
-}
-
 // supervise holds the session New made (or, when New's attempt failed with err, none),
 // waits until its connection is lost, and connects again, forever.
 func (b *Broker) supervise(s *session, err error) {
@@ -183,7 +165,7 @@ func (b *Broker) supervise(s *session, err error) {
 		select {
 		case <-b.stop:
 			return
-		case <-time.After(backoff(b.cfg.ReconnectWait, b.cfg.ReconnectMaxWait, max(attempt, 1))):
+		case <-time.After(broker.Backoff(b.cfg.ReconnectWait, b.cfg.ReconnectMaxWait, max(attempt, 1))):
 		}
 		s, err = b.connect()
 	}
@@ -365,7 +347,7 @@ func (b *Broker) subCmd(ctx context.Context, k broker.Key, on bool) error {
 		if !on {
 			return nil
 		}
-		return unavailable(what, nil)
+		return broker.Unavailable(what, nil)
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -379,7 +361,7 @@ func (b *Broker) subCmd(ctx context.Context, k broker.Key, on bool) error {
 	}
 	t0 := time.Now()
 	if err := s.sub.Do(ctx, cmd).Error(); err != nil {
-		return unavailable(what, err)
+		return broker.Unavailable(what, err)
 	}
 	if b.cfg.RoundTrip != nil {
 		b.cfg.RoundTrip(time.Since(t0))
@@ -391,7 +373,7 @@ func (b *Broker) subCmd(ctx context.Context, k broker.Key, on bool) error {
 func (b *Broker) Publish(ctx context.Context, msg herald.BusMessage) error {
 	if b.closed.Load() || b.sess.Load() == nil {
 		b.pubErrs.Add(1)
-		return unavailable("redis publish", nil)
+		return broker.Unavailable("redis publish", nil)
 	}
 	msg.Node = b.cfg.NodeID
 	m := outMsg{channel: broker.Subject(b.cfg.Prefix, msg.App, msg.Channel),
