@@ -122,6 +122,7 @@ type Hub struct {
 	engine  *ws.Engine
 	prefix  string // socket id prefix, random per process
 	cache   *cacheNode
+	bus     herald.Broker // nil: a single node
 
 	clock    atomic.Int64 // ms, advanced by the clock goroutine
 	nextNum  atomic.Uint64
