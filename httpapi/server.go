@@ -32,13 +32,24 @@ type Health func() HealthReport
 
 // HealthReport is the /health body.
 type HealthReport struct {
-	// Status is "ok", "draining" (shutting down), "refusing" (the memory guard refuses new
-	// connections) or "full" (Connections.Current has reached Connections.Max; the Server
-	// sets it); /ready answers 503 unless it is "ok".
+	// Status is, first match wins, "draining" (shutting down), "refusing" (the memory guard
+	// refuses new connections), "bus_down" (the cluster bus is unreachable), "full"
+	// (Connections.Current has reached Connections.Max; the Server sets it) or "ok"; /ready
+	// answers 503 unless it is "ok".
 	Status      string   `json:"status"`
 	Connections Capacity `json:"connections"`
 	Channels    int64    `json:"channels"`
 	Version     string   `json:"version"` // herald's version
+	// Cluster is the node's cluster bus; nil on a single node.
+	Cluster *ClusterHealth `json:"cluster,omitempty"`
+}
+
+// ClusterHealth is the state of a clustered node's connection to the bus.
+type ClusterHealth struct {
+	Engine    string `json:"engine"` // "nats" or "redis"
+	NodeID    string `json:"node_id"`
+	Connected bool   `json:"connected"`
+	Interests int    `json:"interests"` // (app, channel) pairs this node is subscribed to on the bus
 }
 
 // Capacity is how many connections the node holds and can hold: max is the smaller of the
@@ -253,14 +264,16 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// writeError answers with the error's HTTP status and a JSON body.
+// writeError answers with the error's HTTP status and a JSON body; a refusal the client may
+// retry soon (rate limited, a full queue, the cluster bus unreachable) carries Retry-After.
 func writeError(w http.ResponseWriter, err error) {
 	if c, ok := w.(*countingWriter); ok {
 		c.answered(err)
 	}
 	code := herald.CodeOf(err)
 	status := code.HTTPStatus()
-	if (code == herald.CodeRateLimited || code == herald.CodeBusy) && w.Header().Get("Retry-After") == "" {
+	retry := code == herald.CodeRateLimited || code == herald.CodeBusy || code == herald.CodeUnavailable
+	if retry && w.Header().Get("Retry-After") == "" {
 		w.Header().Set("Retry-After", "1")
 	}
 	writeJSON(w, status, map[string]any{"error": herald.MessageOf(err), "code": status})

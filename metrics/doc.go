@@ -4,7 +4,7 @@
 // ws_messages_sent_total, socket_transmitted_bytes, http_calls_received_total, ...) with an
 // app_id label and a configurable prefix, so their Grafana dashboards work against herald;
 // herald's own metrics (publish latency, fan-out queue depth, refusals by reason, channels
-// and subscriptions per app) sit beside them. Counters live in the hub and the API, sharded
-// where they are written; this package only reads them when Prometheus scrapes, so no metric
-// update takes a lock.
+// and subscriptions per app, and on a clustered node the cluster bus's bus_*) sit beside
+// them. Counters live in the hub, the API and the broker, sharded where they are written;
+// this package only reads them when Prometheus scrapes, so no metric update takes a lock.
 package metrics

@@ -1,0 +1,86 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/herald-rt/herald"
+)
+
+// BusSource is what the bus collector reads at each scrape; every herald.Broker implements it.
+type BusSource interface {
+	Stats() herald.BrokerStats
+}
+
+// BusRoundTrip registers <prefix>bus_round_trip_seconds and returns its observer, for the
+// RoundTrip of a broker's config. Call it once, on clustered nodes only.
+func (r *Registry) BusRoundTrip(prefix string) herald.BusObserver {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: prefix + "bus_round_trip_seconds",
+		Help: "Round trips to the cluster bus: subscription confirmations, pipelines the bus replies to, periodic probes.",
+		// 50 µs (loopback) to 5 s (a bus about to be declared lost).
+		Buckets: prometheus.ExponentialBucketsRange(50e-6, 5, 18),
+	})
+	r.reg.MustRegister(h)
+	return func(d time.Duration) { h.Observe(d.Seconds()) }
+}
+
+// AttachBus exports the counters of a node's cluster bus under prefix, read from src.Stats at
+// each scrape. Call it once, on clustered nodes only.
+func (r *Registry) AttachBus(prefix string, src BusSource) {
+	r.reg.MustRegister(newBusCollector(prefix, src))
+}
+
+// busCollector turns one BrokerStats, read once per scrape, into metrics.
+type busCollector struct {
+	src                                   BusSource
+	connected, interests                  *prometheus.Desc
+	sent, sentBytes, received, recvBytes  *prometheus.Desc
+	publishErrors, dropped, reconnections *prometheus.Desc
+}
+
+func newBusCollector(prefix string, src BusSource) *busCollector {
+	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(prefix+name, help, nil, nil) }
+	return &busCollector{
+		src:           src,
+		connected:     d("bus_connected", "1 while the cluster bus is reachable."),
+		interests:     d("bus_interests", "(app, channel) pairs this node is subscribed to on the bus now."),
+		sent:          d("bus_messages_sent_total", "Messages handed to the cluster bus."),
+		sentBytes:     d("bus_bytes_sent_total", "Encoded bytes of the messages handed to the cluster bus."),
+		received:      d("bus_messages_received_total", "Messages received from other nodes through the bus."),
+		recvBytes:     d("bus_bytes_received_total", "Encoded bytes of the messages received from other nodes."),
+		publishErrors: d("bus_publish_errors_total", "Publishes to the bus that failed, and accepted messages the bus refused."),
+		dropped:       d("bus_dropped_total", "Received bus messages dropped: the receive queue was full, or the message undecodable."),
+		reconnections: d("bus_reconnects_total", "Times the connection to the bus came back after a loss."),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *busCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.connected, c.interests, c.sent, c.sentBytes, c.received, c.recvBytes,
+		c.publishErrors, c.dropped, c.reconnections} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *busCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.src.Stats()
+	counter := func(d *prometheus.Desc, v uint64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
+	}
+	up := 0.0
+	if st.Connected {
+		up = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.connected, prometheus.GaugeValue, up)
+	ch <- prometheus.MustNewConstMetric(c.interests, prometheus.GaugeValue, float64(st.Interests))
+	counter(c.sent, st.MessagesSent)
+	counter(c.sentBytes, st.BytesSent)
+	counter(c.received, st.MessagesReceived)
+	counter(c.recvBytes, st.BytesReceived)
+	counter(c.publishErrors, st.PublishErrors)
+	counter(c.dropped, st.Dropped)
+	counter(c.reconnections, st.Reconnects)
+}
