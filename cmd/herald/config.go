@@ -68,6 +68,7 @@ type Config struct {
 	Metrics              MetricsConfig
 	Pprof                PprofConfig
 	Log                  LogConfig
+	Cluster              ClusterConfig
 	// Apps are the tenants. Without any app in the file, environment or flags, Apps holds the
 	// built-in development app (see UsedDefaultApp).
 	Apps []AppConfig
@@ -108,6 +109,18 @@ type PprofConfig struct {
 type LogConfig struct {
 	Level  string // debug, info, warn or error
 	Format string // text or json
+}
+
+// ClusterConfig joins the node to a cluster bus; with URL empty the node is alone.
+type ClusterConfig struct {
+	// URL is the bus: nats://host:port (several servers comma-separated) for NATS,
+	// redis://[user:password@]host:port[/db] or rediss:// for Redis. Empty = single node.
+	URL string
+	// NodeID names this node on the bus, unique in the cluster; empty = generated at start.
+	NodeID string
+	// Prefix starts every bus subject (NATS) or channel (Redis), so that several clusters
+	// can share one bus.
+	Prefix string
 }
 
 // AppConfig is one app as configured; HeraldApps turns it into a herald.App.
@@ -155,6 +168,7 @@ func defaultConfig() Config {
 		Metrics:             MetricsConfig{Enabled: true, Host: "127.0.0.1", Port: 9601, Prefix: "herald_"},
 		Pprof:               PprofConfig{MutexFraction: 10, BlockRate: 100_000},
 		Log:                 LogConfig{Level: "info", Format: "text"},
+		Cluster:             ClusterConfig{Prefix: "herald"},
 		Apps:                []AppConfig{devApp},
 
 		SocketSendBufferBytes: 64 << 10,
@@ -236,6 +250,9 @@ var settings = []setting{
 	{"pprof.block_rate", "block profile sampling: one event per N ns blocked, while pprof is on", func(c *Config) any { return &c.Pprof.BlockRate }},
 	{"log.level", "debug, info, warn or error", func(c *Config) any { return &c.Log.Level }},
 	{"log.format", "text or json", func(c *Config) any { return &c.Log.Format }},
+	{"cluster.url", "cluster bus: nats://host:port[,nats://...] or redis[s]://[user:password@]host:port[/db]; empty = single node", func(c *Config) any { return &c.Cluster.URL }},
+	{"cluster.node_id", "this node's id on the bus, unique in the cluster; empty = generated at start and logged", func(c *Config) any { return &c.Cluster.NodeID }},
+	{"cluster.prefix", "first part of every bus subject or Redis channel, so clusters can share a bus", func(c *Config) any { return &c.Cluster.Prefix }},
 }
 
 // env is the setting's environment variable.

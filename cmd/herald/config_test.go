@@ -55,6 +55,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		Metrics:             MetricsConfig{Enabled: true, Host: "127.0.0.1", Port: 9601, Prefix: "herald_"},
 		Pprof:               PprofConfig{MutexFraction: 10, BlockRate: 100000},
 		Log:                 LogConfig{Level: "info", Format: "text"},
+		Cluster:             ClusterConfig{Prefix: "herald"},
 		Apps: []AppConfig{{ID: "app-id", Key: "app-key", Secret: "app-secret",
 			EnableClientMessages: true, EnableUserAuthentication: true}},
 
@@ -93,6 +94,7 @@ cache: { max_bytes: 33554432, max_bytes_per_app: 8388608, ttl: 10m }
 metrics: { enabled: false, host: 0.0.0.0, port: 9700, prefix: soketi_ }
 pprof: { addr: "127.0.0.1:6060", mutex_fraction: 5, block_rate: 1000 }
 log: { level: debug, format: json }
+cluster: { url: "nats://127.0.0.1:4222,nats://127.0.0.2:4222", node_id: node-1, prefix: prod.herald }
 apps:
   - id: "1001"
     key: key-one
@@ -156,6 +158,11 @@ block_rate = 1000
 level = "debug"
 format = "json"
 
+[cluster]
+url = "nats://127.0.0.1:4222,nats://127.0.0.2:4222"
+node_id = "node-1"
+prefix = "prod.herald"
+
 [[apps]]
 id = "1001"
 key = "key-one"
@@ -195,6 +202,7 @@ var fullWant = Config{
 	Metrics: MetricsConfig{Enabled: false, Host: "0.0.0.0", Port: 9700, Prefix: "soketi_"},
 	Pprof:   PprofConfig{Addr: "127.0.0.1:6060", MutexFraction: 5, BlockRate: 1000},
 	Log:     LogConfig{Level: "debug", Format: "json"},
+	Cluster: ClusterConfig{URL: "nats://127.0.0.1:4222,nats://127.0.0.2:4222", NodeID: "node-1", Prefix: "prod.herald"},
 	Apps: []AppConfig{
 		{ID: "1001", Key: "key-one", Secret: "secret-one", EnableClientMessages: true,
 			AllowedOrigins: []string{"https://app.example.com", "*.example.org"},
@@ -274,6 +282,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 			"HERALD_LOG_LEVEL": "warn", "HERALD_LOG_FORMAT": "json",
 			"HERALD_REST_REQUEST_TIMEOUT": "19", "HERALD_REST_IDLE_TIMEOUT": "20", "HERALD_MAX_HTTP_CONNECTIONS": "21",
 			"HERALD_REST_REPLAY_PROTECTION": "true", "HERALD_SOCKET_SEND_BUFFER_BYTES": "0", "HERALD_FRAME_TIMEOUT": "22",
+			"HERALD_CLUSTER_URL": "redis://:pw@10.0.0.1:6379/2", "HERALD_CLUSTER_NODE_ID": "n-2", "HERALD_CLUSTER_PREFIX": "p",
 		}, func(c *Config) {
 			*c = Config{Host: "h", Port: 1, MaxConnections: 2, ShutdownTimeout: secs(3), ActivityTimeout: secs(4),
 				PongTimeout: secs(5), MaxMessageBytes: 6000, OutboundBufferBytes: 7000, Workers: 8,
@@ -284,6 +293,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 				Metrics: MetricsConfig{Enabled: false, Host: "m", Port: 15, Prefix: "p_"},
 				Pprof:   PprofConfig{Addr: "127.0.0.1:16", MutexFraction: 17, BlockRate: 18},
 				Log:     LogConfig{"warn", "json"}, Apps: c.Apps,
+				Cluster:      ClusterConfig{URL: "redis://:pw@10.0.0.1:6379/2", NodeID: "n-2", Prefix: "p"},
 				FrameTimeout: secs(22)}
 		}},
 		{"every flag", []string{"--host", "h", "--port", "1", "--max-connections", "2", "--shutdown-timeout", "3",
@@ -296,7 +306,8 @@ func TestLoadConfigPrecedence(t *testing.T) {
 			"--pprof-addr", "127.0.0.1:16", "--pprof-mutex-fraction", "17", "--pprof-block-rate", "18",
 			"--log-level", "warn", "--log-format", "json",
 			"--rest-request-timeout", "19", "--rest-idle-timeout", "20", "--max-http-connections", "21", "--rest-replay-protection",
-			"--socket-send-buffer-bytes", "8192", "--frame-timeout", "23s"}, nil,
+			"--socket-send-buffer-bytes", "8192", "--frame-timeout", "23s",
+			"--cluster-url", "rediss://u:pw@redis.example:6380", "--cluster-node-id", "n.3", "--cluster-prefix", "a.b"}, nil,
 			func(c *Config) {
 				*c = Config{Host: "h", Port: 1, MaxConnections: 2, ShutdownTimeout: secs(3), ActivityTimeout: secs(4),
 					PongTimeout: secs(5), MaxMessageBytes: 6000, OutboundBufferBytes: 7000, Workers: 8,
@@ -307,6 +318,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 					Metrics: MetricsConfig{Enabled: false, Host: "m", Port: 15, Prefix: "p_"},
 					Pprof:   PprofConfig{Addr: "127.0.0.1:16", MutexFraction: 17, BlockRate: 18},
 					Log:     LogConfig{"warn", "json"}, Apps: c.Apps,
+					Cluster:               ClusterConfig{URL: "rediss://u:pw@redis.example:6380", NodeID: "n.3", Prefix: "a.b"},
 					SocketSendBufferBytes: 8192, FrameTimeout: secs(23)}
 			}},
 	} {
@@ -475,6 +487,25 @@ func TestLoadConfigProblems(t *testing.T) {
 		{"short frame_timeout", "", nil, map[string]string{"HERALD_FRAME_TIMEOUT": "500ms"}, "frame_timeout: 500ms must be at least 1s (from env HERALD_FRAME_TIMEOUT)"},
 		{"bad log level", "c.yaml:log: {level: verbose}", nil, nil, `log.level: "verbose" is not one of debug, info, warn, error (from file `},
 		{"bad log format", "", []string{"--log-format", "xml"}, nil, `log.format: "xml" is not one of text, json (from flag --log-format)`},
+		{"cluster url scheme", "", []string{"--cluster-url", "http://bus:4222"}, nil,
+			`cluster.url: unknown scheme "http": want nats://, redis:// or rediss:// (from flag --cluster-url)`},
+		{"cluster url without scheme", "", nil, map[string]string{"HERALD_CLUSTER_URL": "127.0.0.1:4222"},
+			"cluster.url: want nats://host:port, redis://host:port/db or rediss://host:port/db (from env HERALD_CLUSTER_URL)"},
+		{"cluster url mixing engines", `c.yaml:cluster: {url: "nats://a:4222,redis://b:6379"}`, nil, nil,
+			`cluster.url: server 2: scheme "redis": want nats:// (from file `},
+		{"cluster url without host", "", []string{"--cluster-url", "redis:///0"}, nil, "cluster.url: no host (from flag --cluster-url)"},
+		{"cluster url bad port", "", []string{"--cluster-url", "nats://bus:port"}, nil, `cluster.url: server 1: not a URL: invalid port ":port" after host (from flag --cluster-url)`},
+		{"cluster url bad database", "c.toml:[cluster]\nurl = \"redis://bus:6379/zero\"", nil, nil,
+			`cluster.url: redis: invalid database number: "zero" (from file `},
+		{"cluster node id characters", "", []string{"--cluster-node-id", "node 1"}, nil,
+			`cluster.node_id: "node 1" may hold only letters, digits, '_', '.' and '-' (from flag --cluster-node-id)`},
+		{"cluster node id length", "", nil, map[string]string{"HERALD_CLUSTER_NODE_ID": strings.Repeat("n", 65)},
+			"cluster.node_id: 65 bytes, at most 64 (from env HERALD_CLUSTER_NODE_ID)"},
+		{"cluster prefix empty part", "", []string{"--cluster-prefix", "a..b"}, nil,
+			`cluster.prefix: "a..b": want printable ASCII without spaces, '*' or '>', and no empty part between dots (from flag --cluster-prefix)`},
+		{"cluster prefix wildcard", "", nil, map[string]string{"HERALD_CLUSTER_PREFIX": "herald.*"}, `cluster.prefix: "herald.*": want `},
+		{"cluster prefix emptied", `c.yaml:cluster: {prefix: ""}`, nil, nil, `cluster.prefix: "": want `},
+		{"unknown cluster key", "c.yaml:cluster: {urls: nats://a}", nil, nil, "cluster.urls: unknown key (from file "},
 		{"no apps", "c.yaml:apps: []", nil, nil, "apps: at least one app is required (from file "},
 		{"null apps", "c.yaml:apps:", nil, nil, "apps: at least one app is required (from file "},
 		{"apps not a list", "c.yaml:apps: {id: a}", nil, nil, "apps: line 1: want a list (from file "},
@@ -622,7 +653,7 @@ func TestSchemaCoversEveryField(t *testing.T) {
 		seen[s.ref(&c)] = true
 	}
 	// Every Config field but the groups and Apps is one setting; each group's fields are.
-	groups := []any{c.Log, c.Memory, c.Cache, c.Metrics, c.Pprof}
+	groups := []any{c.Log, c.Memory, c.Cache, c.Metrics, c.Pprof, c.Cluster}
 	want := reflect.TypeOf(c).NumField() - len(groups) - 1
 	for _, g := range groups {
 		want += reflect.TypeOf(g).NumField()

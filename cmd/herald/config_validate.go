@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/herald-rt/herald/broker"
 	"github.com/herald-rt/herald/guard"
 )
 
@@ -77,6 +78,7 @@ func (l *loader) validate() {
 	l.notNegative("pprof.block_rate", c.Pprof.BlockRate)
 	l.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 	l.oneOf("log.format", c.Log.Format, "text", "json")
+	l.cluster(&c.Cluster)
 
 	if len(c.Apps) == 0 {
 		l.problem("apps", "at least one app is required")
@@ -96,6 +98,25 @@ func (l *loader) validate() {
 		if _, err := guard.ParseOrigins(a.AllowedOrigins); err != nil {
 			l.problem(at+".allowed_origins", "%v", err)
 		}
+	}
+}
+
+// cluster checks cluster.*: the URL's scheme picks the engine, and the prefix must suit
+// both engines, so a cluster can move from one bus to the other.
+func (l *loader) cluster(c *ClusterConfig) {
+	if c.URL != "" {
+		if _, err := parseBusURL(c.URL); err != nil {
+			l.problem("cluster.url", "%v", err)
+		}
+	}
+	switch id := c.NodeID; {
+	case len(id) > maxNodeID:
+		l.problem("cluster.node_id", "%d bytes, at most %d", len(id), maxNodeID)
+	case strings.Trim(id, nodeIDChars) != "":
+		l.problem("cluster.node_id", "%q may hold only letters, digits, '_', '.' and '-'", id)
+	}
+	if !broker.ValidPrefix(c.Prefix) {
+		l.problem("cluster.prefix", "%q: want printable ASCII without spaces, '*' or '>', and no empty part between dots", c.Prefix)
 	}
 }
 

@@ -98,17 +98,50 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 		return 1
 	}
 	reg.Attach(cfg.Metrics.Prefix, h)
+	var bus *cluster
+	if cfg.Cluster.URL != "" {
+		if cfg.Cluster.NodeID == "" {
+			cfg.Cluster.NodeID = newNodeID()
+		}
+		bus, err = startCluster(cfg.Cluster, h.Receive, reg, cfg.Metrics.Prefix, log)
+		if err != nil {
+			log.Error("start cluster bus", "err", err)
+			_ = h.Shutdown(context.Background())
+			return 1
+		}
+		h.UseBroker(bus.Broker)
+		if !bus.Connected() {
+			log.Warn("cluster bus unreachable at start: serving this node's clients, retrying in the background",
+				"engine", bus.engine, "url", bus.url.redacted)
+		}
+	}
+	// stopHub shuts the hub down, then disconnects from the bus: the hub's last unsubscribes
+	// go through the broker, so the broker outlives it.
+	stopHub := func(ctx context.Context) error {
+		err := h.Shutdown(ctx)
+		if bus != nil {
+			bctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.Duration)
+			defer cancel()
+			bus.close(bctx, log)
+		}
+		return err
+	}
 	health := func() httpapi.HealthReport {
 		st := h.Stats()
-		status := "ok"
+		r := httpapi.HealthReport{Status: "ok", Connections: httpapi.Capacity{Current: st.Connections, Max: st.MaxConnections},
+			Channels: st.Channels, Version: version}
+		if bus != nil {
+			r.Cluster = bus.health()
+		}
 		switch {
 		case st.Draining:
-			status = "draining"
+			r.Status = "draining"
 		case st.Refusing:
-			status = "refusing"
+			r.Status = "refusing"
+		case r.Cluster != nil && !r.Cluster.Connected:
+			r.Status = "bus_down"
 		}
-		return httpapi.HealthReport{Status: status, Connections: httpapi.Capacity{Current: st.Connections, Max: st.MaxConnections},
-			Channels: st.Channels, Version: version}
+		return r
 	}
 	api := httpapi.New(httpapi.Config{TimestampWindow: cfg.RESTTimestampWindow.Duration, ReplayProtection: cfg.RESTReplayProtection},
 		apps, h, health, reg.HTTP, log)
@@ -117,7 +150,7 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		log.Error("listen", "addr", addr, "err", err)
-		_ = h.Shutdown(context.Background())
+		_ = stopHub(context.Background())
 		return 1
 	}
 	port := httpapi.NewPort(ln, httpapi.PortConfig{
@@ -134,7 +167,7 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 	if err != nil {
 		log.Error("listen", "err", err)
 		ln.Close()
-		_ = h.Shutdown(context.Background())
+		_ = stopHub(context.Background())
 		return 1
 	}
 	defer side.close()
@@ -146,9 +179,13 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 			}
 		}
 	}
-	log.Info("herald listening", "addr", ln.Addr().String(), "websocket", "ws://"+ln.Addr().String()+"/app/{key}",
+	start := []any{"addr", ln.Addr().String(), "websocket", "ws://" + ln.Addr().String() + "/app/{key}",
 		"max_connections", capacity, "max_http_connections", httpConns, "open_file_limit", fdLimit, "workers", h.Workers(), "version", version,
-		"apps", refsOf(apps.Apps()))
+		"apps", refsOf(apps.Apps())}
+	if bus != nil {
+		start = append(start, bus.logAttr())
+	}
+	log.Info("herald listening", start...)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -158,7 +195,7 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 	case <-ctx.Done():
 	case err := <-serveErr:
 		log.Error("serve", "err", err)
-		_ = h.Shutdown(context.Background())
+		_ = stopHub(context.Background())
 		return 1
 	}
 	log.Info("shutting down: closing connections with 4200", "connections", h.Stats().Connections, "deadline", cfg.ShutdownTimeout.Duration)
@@ -168,7 +205,7 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 	// connection that has not sent one), which must not use up the deadline before the
 	// WebSocket clients get their 4200.
 	hubDone := make(chan error, 1)
-	go func() { hubDone <- h.Shutdown(sctx) }()
+	go func() { hubDone <- stopHub(sctx) }()
 	_ = srv.Shutdown(sctx)
 	if err := <-hubDone; err != nil {
 		log.Warn("shutdown deadline passed", "err", err, "connections", h.Stats().Connections)

@@ -1,0 +1,270 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/redis/rueidis"
+
+	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/broker/nats"
+	"github.com/herald-rt/herald/broker/redis"
+	"github.com/herald-rt/herald/httpapi"
+	"github.com/herald-rt/herald/metrics"
+)
+
+// busURL is a checked cluster.url.
+type busURL struct {
+	engine   string   // "nats" or "redis"
+	redacted string   // the URL with its passwords and tokens replaced by "xxxxx", for logs
+	secrets  []string // those passwords and tokens, which no log line may show
+}
+
+// parseBusURL checks cluster.url and picks the engine by its scheme: nats:// (several
+// servers comma-separated, as nats.go takes them), redis:// or rediss://. Its errors never
+// repeat the URL, which may hold a password.
+func parseBusURL(raw string) (busURL, error) {
+	scheme, _, ok := strings.Cut(raw, "://")
+	if !ok {
+		return busURL{}, errors.New("want nats://host:port, redis://host:port/db or rediss://host:port/db")
+	}
+	switch strings.ToLower(scheme) {
+	case "nats":
+		b := busURL{engine: "nats"}
+		var shown []string
+		for i, s := range strings.Split(raw, ",") {
+			s = strings.TrimSpace(s)
+			u, err := parseServer(s, "nats")
+			if err != nil {
+				return busURL{}, fmt.Errorf("server %d: %w", i+1, err)
+			}
+			b.secrets = append(b.secrets, userSecrets(s, u, true)...)
+			if _, hasPassword := u.User.Password(); u.User != nil && !hasPassword {
+				u.User = url.User("xxxxx") // nats://token@host
+			}
+			shown = append(shown, u.Redacted())
+		}
+		b.redacted = strings.Join(shown, ",")
+		return b, nil
+	case "redis", "rediss":
+		u, err := parseServer(raw, "redis", "rediss")
+		if err != nil {
+			return busURL{}, err
+		}
+		// The engine's own parser checks the rest (database number, options); its errors
+		// name the part at fault, never the password.
+		if _, err := rueidis.ParseURL(raw); err != nil {
+			return busURL{}, err
+		}
+		return busURL{engine: "redis", redacted: u.Redacted(), secrets: userSecrets(raw, u, false)}, nil
+	}
+	return busURL{}, fmt.Errorf("unknown scheme %q: want nats://, redis:// or rediss://", scheme)
+}
+
+// userSecrets returns the password in server URL s (parsed as u), as written and decoded;
+// with token, a user name without a password too (NATS reads it as a token).
+func userSecrets(s string, u *url.URL, token bool) []string {
+	if u.User == nil {
+		return nil
+	}
+	_, authority, _ := strings.Cut(s, "://")
+	if i := strings.IndexAny(authority, "/?#"); i >= 0 {
+		authority = authority[:i]
+	}
+	at := strings.LastIndex(authority, "@") // as url.Parse: the host has no '@'
+	if at < 0 {
+		return nil
+	}
+	user, pass, hasPassword := strings.Cut(authority[:at], ":")
+	if p, ok := u.User.Password(); ok && hasPassword {
+		return []string{pass, p}
+	}
+	if token {
+		return []string{user, u.User.Username()}
+	}
+	return nil
+}
+
+// parseServer parses one server's URL, which must have one of the schemes and a host.
+func parseServer(s string, schemes ...string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without the URL, which may hold a password
+		}
+		return nil, fmt.Errorf("not a URL: %w", err)
+	}
+	ok := false
+	for _, sc := range schemes {
+		ok = ok || u.Scheme == sc
+	}
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("scheme %q: want %s://", u.Scheme, strings.Join(schemes, ":// or "))
+	case u.Host == "" || u.Hostname() == "":
+		return nil, errors.New("no host")
+	}
+	return u, nil
+}
+
+// newNodeID returns a node id for a node started without one: the short host name and eight
+// random characters ("web-3-k2m7qz4d"), readable in logs and unique in the cluster.
+func newNodeID() string {
+	host, _ := os.Hostname()
+	host, _, _ = strings.Cut(host, ".")
+	host = strings.Map(func(r rune) rune {
+		if strings.ContainsRune(nodeIDChars, r) {
+			return r
+		}
+		return -1
+	}, host)
+	if host == "" {
+		host = "herald"
+	}
+	if len(host) > 40 {
+		host = host[:40]
+	}
+	return host + "-" + strings.ToLower(rand.Text()[:8])
+}
+
+// nodeIDChars are the characters of a node id.
+const nodeIDChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
+
+// maxNodeID is the longest node id: it travels in every bus message.
+const maxNodeID = 64
+
+// cluster is a node's connection to its cluster bus.
+type cluster struct {
+	herald.Broker
+	engine, nodeID string
+	url            busURL
+}
+
+// startCluster connects to the bus c names with h (the hub's Receive) as the handler, its
+// round trips observed by reg, its state changes logged on log with the URL's secrets
+// redacted. It returns even when the bus is unreachable: the engines keep trying, and the
+// node serves its own clients meanwhile.
+func startCluster(c ClusterConfig, h herald.BusHandler, reg *metrics.Registry, metricPrefix string, log *slog.Logger) (*cluster, error) {
+	u, err := parseBusURL(c.URL)
+	if err != nil { // validated already
+		return nil, fmt.Errorf("cluster.url: %w", err)
+	}
+	busLog := redactLogger(log, u.secrets)
+	rtt := reg.BusRoundTrip(metricPrefix)
+	var b herald.Broker
+	switch u.engine {
+	case "nats":
+		b, err = nats.New(nats.Config{URL: c.URL, NodeID: c.NodeID, Prefix: c.Prefix, RoundTrip: rtt, Logger: busLog}, h)
+	case "redis":
+		b, err = redis.New(redis.Config{URL: c.URL, NodeID: c.NodeID, Prefix: c.Prefix, RoundTrip: rtt, Logger: busLog}, h)
+	}
+	if err != nil {
+		return nil, errors.New(redact(err.Error(), u.secrets))
+	}
+	reg.AttachBus(metricPrefix, b)
+	return &cluster{Broker: b, engine: u.engine, nodeID: c.NodeID, url: u}, nil
+}
+
+// health is the bus's part of /health.
+func (c *cluster) health() *httpapi.ClusterHealth {
+	st := c.Stats()
+	return &httpapi.ClusterHealth{Engine: c.engine, NodeID: c.nodeID, Connected: st.Connected, Interests: st.Interests}
+}
+
+// logAttr describes the cluster in the start line.
+func (c *cluster) logAttr() slog.Attr {
+	return slog.Group("cluster", "engine", c.engine, "node_id", c.nodeID, "url", c.url.redacted)
+}
+
+// close disconnects from the bus within ctx.
+func (c *cluster) close(ctx context.Context, log *slog.Logger) {
+	if err := c.Close(ctx); err != nil {
+		log.Warn("cluster bus close", "err", err)
+	}
+}
+
+// redact replaces every secret in s.
+func redact(s string, secrets []string) string {
+	for _, sec := range secrets {
+		if sec != "" {
+			s = strings.ReplaceAll(s, sec, "xxxxx")
+		}
+	}
+	return s
+}
+
+// redactLogger returns log, or with secrets, a logger that replaces them wherever they appear
+// in a message or a value: the engines log the bus URL they were given, and errors that may
+// quote it.
+func redactLogger(log *slog.Logger, secrets []string) *slog.Logger {
+	var keep []string
+	for _, s := range secrets {
+		if s != "" {
+			keep = append(keep, s)
+		}
+	}
+	if len(keep) == 0 {
+		return log
+	}
+	return slog.New(redactHandler{log.Handler(), keep})
+}
+
+// redactHandler is a slog.Handler that redacts secrets before handing records on.
+type redactHandler struct {
+	next    slog.Handler
+	secrets []string
+}
+
+func (r redactHandler) Enabled(ctx context.Context, l slog.Level) bool { return r.next.Enabled(ctx, l) }
+
+func (r redactHandler) Handle(ctx context.Context, rec slog.Record) error {
+	out := slog.NewRecord(rec.Time, rec.Level, redact(rec.Message, r.secrets), rec.PC)
+	rec.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(r.attr(a))
+		return true
+	})
+	return r.next.Handle(ctx, out)
+}
+
+func (r redactHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	clean := make([]slog.Attr, len(attrs))
+	for i, a := range attrs {
+		clean[i] = r.attr(a)
+	}
+	return redactHandler{r.next.WithAttrs(clean), r.secrets}
+}
+
+func (r redactHandler) WithGroup(name string) slog.Handler {
+	return redactHandler{r.next.WithGroup(name), r.secrets}
+}
+
+// attr redacts one attribute's value: strings, errors, anything that prints itself, groups.
+func (r redactHandler) attr(a slog.Attr) slog.Attr {
+	v := a.Value.Resolve()
+	switch v.Kind() {
+	case slog.KindString:
+		return slog.String(a.Key, redact(v.String(), r.secrets))
+	case slog.KindGroup:
+		g := v.Group()
+		clean := make([]any, len(g))
+		for i, ga := range g {
+			clean[i] = r.attr(ga)
+		}
+		return slog.Group(a.Key, clean...)
+	case slog.KindAny:
+		switch x := v.Any().(type) {
+		case error:
+			return slog.String(a.Key, redact(x.Error(), r.secrets))
+		case fmt.Stringer:
+			return slog.String(a.Key, redact(x.String(), r.secrets))
+		}
+	}
+	return a
+}
