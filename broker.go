@@ -29,8 +29,25 @@ type Broker interface {
 	// means "accepted for sending", not "delivered": the bus is at most once. When the bus
 	// is known to be unreachable it returns at once an error with code CodeUnavailable, and
 	// when the outbound pipeline stays full until ctx is done, an error with code CodeBusy;
-	// in both cases msg was not sent.
+	// in both cases msg was not sent. Flush waits until accepted messages are on the bus.
 	Publish(ctx context.Context, msg BusMessage) error
+
+	// Flush returns once every message this broker's Publish accepted before the call has
+	// been processed by the bus server. The server hands a message to the receiving nodes'
+	// connections before it processes what is sent after it, so a message that any node
+	// publishes after Flush returns reaches every receiver after those: a REST publish is
+	// answered only after Flush, and publishes that a client sends one after another
+	// through different nodes arrive in its order. Concurrent calls share round trips: one
+	// round trip answers every Flush waiting when it begins, however many.
+	//
+	// It returns an error with code CodeUnavailable when the bus is down or the broker is
+	// closed, or when the round trip, or the sending of a message it waits for, failed
+	// (that message may be lost: the bus is at most once); and ctx's error when ctx is done
+	// first. A message lost in a failure that the bus had recovered from before Flush was
+	// called (another round trip succeeded in between) is counted in PublishErrors but may
+	// go unreported here. The in-memory engine delivers within Publish: its Flush returns
+	// at once.
+	Flush(ctx context.Context) error
 
 	// Subscribe adds one reference to this node's interest in (app, channel). Interest is
 	// counted: the node stays subscribed on the bus from the first Subscribe until as many
@@ -55,7 +72,8 @@ type Broker interface {
 	Stats() BrokerStats
 
 	// Close disconnects from the bus and stops every goroutine the broker started, waiting
-	// at most until ctx is done. It is idempotent; after it, Publish and Subscribe fail.
+	// at most until ctx is done. It is idempotent; after it, Publish and Subscribe fail, and
+	// Flush fails with code CodeUnavailable.
 	Close(ctx context.Context) error
 }
 
@@ -106,6 +124,7 @@ type BrokerStats struct {
 }
 
 // BusObserver observes the duration of each round trip a broker makes to its bus (subscribe
-// and unsubscribe confirmations, publish pipelines where the bus replies, periodic probes).
+// and unsubscribe confirmations, publish pipelines where the bus replies, Flush round trips,
+// periodic probes).
 // It is called from the broker's goroutines and must be safe for concurrent use.
 type BusObserver func(time.Duration)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +16,10 @@ import (
 type Node struct {
 	ID      string // the broker's node id
 	Handler herald.BusHandler
+	// RoundTrip is the broker's herald.BusObserver: the factory passes it to an engine that
+	// makes round trips to a bus server, and the suite counts its calls to check that
+	// concurrent Flushes share round trips.
+	RoundTrip herald.BusObserver
 }
 
 // Cluster is what a factory returns: one connected broker per Node, in the same order, all
@@ -32,12 +37,15 @@ type NewCluster func(t testing.TB, nodes []Node) Cluster
 // Wait bounds every wait of the suite. It is generous: the machines that run it are shared.
 const Wait = 20 * time.Second
 
-// recorder keeps what one node's handler received.
+// recorder keeps what one node's handler received, and counts the node's round trips.
 type recorder struct {
-	id   string
-	mu   sync.Mutex
-	msgs []herald.BusMessage
+	id    string
+	trips atomic.Int64
+	mu    sync.Mutex
+	msgs  []herald.BusMessage
 }
+
+func (r *recorder) roundTrip(time.Duration) { r.trips.Add(1) }
 
 func (r *recorder) handle(m herald.BusMessage) {
 	r.mu.Lock()
@@ -125,7 +133,7 @@ func start(t testing.TB, newCluster NewCluster, n int) *cluster {
 	for i := range nodes {
 		r := &recorder{id: fmt.Sprintf("node%d", i)}
 		c.rec = append(c.rec, r)
-		nodes[i] = Node{ID: r.id, Handler: r.handle}
+		nodes[i] = Node{ID: r.id, Handler: r.handle, RoundTrip: r.roundTrip}
 	}
 	c.Cluster = newCluster(t, nodes)
 	if len(c.Brokers) != n {
@@ -153,6 +161,15 @@ func unsubscribe(t *testing.T, b herald.Broker, app, channel string) {
 	defer cancel()
 	if err := b.Unsubscribe(ctx, app, channel); err != nil {
 		t.Fatalf("Unsubscribe(%q, %q): %v", app, channel, err)
+	}
+}
+
+func flush(t *testing.T, b herald.Broker) {
+	t.Helper()
+	ctx, cancel := ctxWait()
+	defer cancel()
+	if err := b.Flush(ctx); err != nil {
+		t.Fatalf("Flush: %v", err)
 	}
 }
 

@@ -67,6 +67,7 @@ func testOutage(t *testing.T, nc NewCluster) {
 			t.Fatalf("Publish %d during the outage returned %v; want a CodeUnavailable error", i, err)
 		}
 	}
+	flushDown(t, a)
 	if s := a.Stats(); s.PublishErrors < uint64(n) || s.Connected {
 		t.Errorf("stats during the outage %+v; want at least %d publish errors, not connected", s, n)
 	}
@@ -113,6 +114,9 @@ func testOutage(t *testing.T, nc NewCluster) {
 	if s := a.Stats().Reconnects + b.Stats().Reconnects; s < reconnects+2 {
 		t.Errorf("Reconnects went from %d to %d; want both nodes counted", reconnects, s)
 	}
+	// Flush works again: the messages of the outage are not held against it.
+	publish(t, a, "app", "before", "flushed")
+	flush(t, a)
 	// The interest taken during the outage is now confirmed; it is counted once.
 	subscribe(t, b, "app", "during")
 	if s := b.Stats(); s.Interests != 2 || !s.Connected {
@@ -179,6 +183,7 @@ func testStartWithoutBus(t *testing.T, nc NewCluster) {
 	if herald.CodeOf(err) != herald.CodeUnavailable {
 		t.Fatalf("Publish with the bus down = %v, want a CodeUnavailable error", err)
 	}
+	flushDown(t, a)
 	ctx, cancel := context.WithTimeout(context.Background(), Wait)
 	t1 := time.Now()
 	err = b.Subscribe(ctx, "app", "late")

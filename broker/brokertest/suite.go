@@ -29,6 +29,8 @@ func Run(t *testing.T, newCluster NewCluster) {
 		{"ConcurrentPublishers", testConcurrentPublishers},
 		{"ChannelNames", testChannelNames},
 		{"LargePayload", testLargePayload},
+		{"FlushOrder", testFlushOrder},
+		{"FlushConcurrent", testFlushConcurrent},
 		{"Close", testClose},
 		{"Outage", testOutage},
 		{"StartWithoutBus", testStartWithoutBus},
@@ -295,6 +297,9 @@ func testClose(t *testing.T, nc NewCluster) {
 	b := c.Brokers[0]
 	if err := b.Publish(context.Background(), herald.BusMessage{App: "app", Channel: "c1"}); err == nil {
 		t.Error("Publish after Close returned nil")
+	}
+	if err := b.Flush(context.Background()); herald.CodeOf(err) != herald.CodeUnavailable {
+		t.Errorf("Flush after Close returned %v; want a CodeUnavailable error", err)
 	}
 	if b.Connected() {
 		t.Error("Connected after Close")

@@ -136,6 +136,16 @@ func (b *Broker) Publish(_ context.Context, msg herald.BusMessage) error {
 	return nil
 }
 
+// Flush implements herald.Broker. Publish puts its message in every receiving node's queue
+// before it returns, and each node's goroutine drains its queue in order, so whatever any
+// node publishes later is queued behind it: there is nothing to wait for.
+func (b *Broker) Flush(context.Context) error {
+	if b.closed.Load() {
+		return herald.Errorf(herald.CodeUnavailable, "cluster bus: broker closed")
+	}
+	return nil
+}
+
 // Subscribe implements herald.Broker.
 func (b *Broker) Subscribe(ctx context.Context, app, channel string) error {
 	return b.interests.Acquire(ctx, broker.Key{App: app, Channel: channel})

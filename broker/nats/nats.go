@@ -67,6 +67,10 @@ type Broker struct {
 	subs        map[broker.Key]*nats.Subscription
 	lostDropped uint64 // drops counted by subscriptions since removed
 
+	flushMu sync.Mutex    // a leaf, held only to read or swap next
+	next    *broker.Round // the round trip that Flush calls arriving now wait for; nil: none yet
+	kick    chan struct{} // tells the flusher that next is waiting (capacity 1)
+
 	stop    chan struct{}
 	wg      sync.WaitGroup
 	closing sync.Once
@@ -86,7 +90,7 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 		return nil, fmt.Errorf("nats broker: prefix %q is not a valid subject", cfg.Prefix)
 	}
 	b := &Broker{cfg: cfg, handler: h, in: make(chan *nats.Msg, cfg.QueueSize),
-		subs: map[broker.Key]*nats.Subscription{}, stop: make(chan struct{})}
+		subs: map[broker.Key]*nats.Subscription{}, kick: make(chan struct{}, 1), stop: make(chan struct{})}
 	b.interests = broker.NewInterests(b.sub, b.unsub)
 	log := cfg.Logger.With("bus", "nats", "url", cfg.URL)
 	nc, err := nats.Connect(cfg.URL,
@@ -121,8 +125,9 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 		return nil, fmt.Errorf("nats broker: connect: %w", err)
 	}
 	b.nc = nc
-	b.wg.Add(1)
+	b.wg.Add(2)
 	go b.deliver()
+	go b.flusher()
 	if cfg.RoundTrip != nil {
 		b.wg.Add(1)
 		go b.probe()
@@ -162,6 +167,26 @@ func (b *Broker) probe() {
 			}
 		case <-b.stop:
 			return
+		}
+	}
+}
+
+// flusher makes the round trips Flush waits for, one at a time: each answers every Flush
+// that joined it before it began, and the callers arriving meanwhile join the next one.
+func (b *Broker) flusher() {
+	defer b.wg.Done()
+	for {
+		select {
+		case <-b.kick:
+		case <-b.stop:
+			return // Flush callers still waiting see stop closed
+		}
+		b.flushMu.Lock()
+		r := b.next
+		b.next = nil
+		b.flushMu.Unlock()
+		if r != nil {
+			r.End(b.flush(context.Background(), "nats flush"))
 		}
 	}
 }
@@ -246,6 +271,30 @@ func (b *Broker) Publish(_ context.Context, msg herald.BusMessage) error {
 	b.sent.Add(1)
 	b.sentBytes.Add(uint64(n))
 	return nil
+}
+
+// Flush implements herald.Broker: it joins the next round trip of the flusher. Everything
+// Publish accepted before is in the connection's writer, so the PING of that round trip
+// follows it, and the server answers PONG after processing it.
+func (b *Broker) Flush(ctx context.Context) error {
+	if b.closed.Load() {
+		return broker.Unavailable("nats flush", errors.New("broker closed"))
+	}
+	if !b.nc.IsConnected() {
+		return broker.Unavailable("nats flush", nil)
+	}
+	b.flushMu.Lock()
+	r := b.next
+	if r == nil {
+		r = broker.NewRound()
+		b.next = r
+	}
+	b.flushMu.Unlock()
+	select {
+	case b.kick <- struct{}{}:
+	default: // the flusher has been told already
+	}
+	return r.Wait(ctx, b.stop, "nats flush")
 }
 
 // Subscribe implements herald.Broker.

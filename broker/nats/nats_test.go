@@ -21,7 +21,8 @@ func newCluster(srv *servicetest.Server) brokertest.NewCluster {
 		c := brokertest.Cluster{Stop: srv.Stop, Start: srv.Start}
 		prefix := clusters.Add(1)
 		for _, n := range nodes {
-			b, err := nats.New(nats.Config{URL: srv.URL(), NodeID: n.ID, Prefix: "test." + strconv.FormatInt(prefix, 10)}, n.Handler)
+			b, err := nats.New(nats.Config{URL: srv.URL(), NodeID: n.ID, Prefix: "test." + strconv.FormatInt(prefix, 10),
+				RoundTrip: n.RoundTrip}, n.Handler)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -37,4 +38,8 @@ var clusters atomic.Int64
 
 func BenchmarkPublish(b *testing.B) {
 	brokertest.BenchmarkPublish(b, newCluster(servicetest.NATS(b)))
+}
+
+func BenchmarkPublishFlush(b *testing.B) {
+	brokertest.BenchmarkPublishFlush(b, newCluster(servicetest.NATS(b)))
 }

@@ -4,7 +4,9 @@
 // returns after Redis's reply. Publish queues the encoded message for one writer goroutine
 // that sends whatever has queued as one pipeline of PUBLISH commands (one round trip for
 // many events) on the client's own connection, so one node's publishes reach Redis, and
-// every subscriber, in order. Redis has no "no echo": a node drops its own messages by the
+// every subscriber, in order. Flush queues a marker behind the publishes and returns when
+// the pipeline carrying them has been answered: markers ride with the publishes and cost no
+// round trip of their own. Redis has no "no echo": a node drops its own messages by the
 // node id they carry.
 //
 // A supervisor goroutine owns the connections: when the subscriber connection is lost the

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -79,9 +80,13 @@ func (s *session) close() {
 	s.client.Close()
 }
 
+// outMsg is one entry of the writer's queue: a PUBLISH, or when flush is set a Flush
+// waiting for the pipelines of the publishes queued before it.
 type outMsg struct {
 	channel string
 	data    []byte
+	flush   *broker.Round
+	since   uint64 // for a Flush: pipelines ended when it was called
 }
 
 // Broker is one node's connection to a Redis bus.
@@ -93,6 +98,7 @@ type Broker struct {
 	interests *broker.Interests
 	in        chan []byte
 	out       chan outMsg
+	pipelines atomic.Uint64 // pipelines the writer has ended, failed or not
 
 	// sessMu is held for reading by each SUBSCRIBE/UNSUBSCRIBE for its round trip, and for
 	// writing by the supervisor while it swaps sessions and subscribes every interest again.
@@ -275,16 +281,30 @@ func (b *Broker) deliver() {
 	}
 }
 
-// write sends queued publishes, as many as have queued (up to MaxBatch), in one pipeline.
+// write sends queued publishes, as many as have queued (up to MaxBatch), in one pipeline,
+// then ends the Flush calls queued among them. Pipelines are numbered from 1 in the order
+// they end. A Flush fails when any pipeline from the last one ended before its call to the
+// one ended with it failed: every pipeline that can carry the caller's publish, unless the
+// caller let a whole pipeline end between its Publish and its Flush.
 func (b *Broker) write() {
 	defer b.wg.Done()
 	batch := make([]outMsg, 0, b.cfg.MaxBatch)
+	var flushes []outMsg
 	cmds := make(rueidis.Commands, 0, b.cfg.MaxBatch)
+	var lastFailed uint64 // number of the last pipeline that failed; 0: none has
+	var failure error     // its error
+	take := func(m outMsg) {
+		if m.flush != nil {
+			flushes = append(flushes, m)
+		} else {
+			batch = append(batch, m)
+		}
+	}
 	for {
-		batch = batch[:0]
+		batch, flushes = batch[:0], flushes[:0]
 		select {
 		case m := <-b.out:
-			batch = append(batch, m)
+			take(m)
 		case <-b.stop:
 			return
 		}
@@ -292,36 +312,61 @@ func (b *Broker) write() {
 		for len(batch) < b.cfg.MaxBatch {
 			select {
 			case m := <-b.out:
-				batch = append(batch, m)
+				take(m)
 			default:
 				break fill
 			}
 		}
-		s := b.sess.Load()
-		if s == nil {
-			b.pubErrs.Add(uint64(len(batch)))
-			continue
+		if len(batch) > 0 {
+			n := b.pipelines.Load() + 1
+			var err error
+			if cmds, err = b.pipeline(batch, cmds); err != nil {
+				lastFailed, failure = n, err
+			}
+			b.pipelines.Store(n)
 		}
-		cmds = cmds[:0]
-		for _, m := range batch {
-			cmds = append(cmds, s.client.B().Publish().Channel(m.channel).Message(rueidis.BinaryString(m.data)).Build())
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Timeout)
-		t0 := time.Now()
-		res := s.client.DoMulti(ctx, cmds...)
-		cancel()
-		failed := 0
-		for _, r := range res {
-			if r.Error() != nil {
-				failed++
+		for _, f := range flushes {
+			if lastFailed != 0 && lastFailed >= f.since {
+				f.flush.End(failure)
+			} else {
+				f.flush.End(nil)
 			}
 		}
-		if failed > 0 {
-			b.pubErrs.Add(uint64(failed))
-		} else if b.cfg.RoundTrip != nil {
-			b.cfg.RoundTrip(time.Since(t0))
+	}
+}
+
+// pipeline sends batch as one pipeline of PUBLISH commands, built in cmds (returned for
+// reuse), and returns the first error.
+func (b *Broker) pipeline(batch []outMsg, cmds rueidis.Commands) (rueidis.Commands, error) {
+	cmds = cmds[:0]
+	s := b.sess.Load()
+	if s == nil {
+		b.pubErrs.Add(uint64(len(batch)))
+		return cmds, broker.Unavailable("redis publish", nil)
+	}
+	for _, m := range batch {
+		cmds = append(cmds, s.client.B().Publish().Channel(m.channel).Message(rueidis.BinaryString(m.data)).Build())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Timeout)
+	t0 := time.Now()
+	res := s.client.DoMulti(ctx, cmds...)
+	cancel()
+	var first error
+	failed := 0
+	for _, r := range res {
+		if err := r.Error(); err != nil {
+			failed++
+			first = cmp.Or(first, err)
 		}
 	}
+	if failed > 0 {
+		b.pubErrs.Add(uint64(failed))
+		return cmds, broker.Unavailable("redis publish", first)
+	}
+	if b.cfg.RoundTrip != nil {
+		b.cfg.RoundTrip(time.Since(t0))
+	}
+	return cmds, nil
 }
 
 func (b *Broker) sub(ctx context.Context, k broker.Key) error {
@@ -391,6 +436,28 @@ func (b *Broker) Publish(ctx context.Context, msg herald.BusMessage) error {
 	b.sent.Add(1)
 	b.sentBytes.Add(uint64(len(m.data)))
 	return nil
+}
+
+// Flush implements herald.Broker: it queues a marker behind the publishes accepted so far
+// and waits until the writer has ended the pipeline that carried the last of them (Redis
+// routes a PUBLISH to the subscribers before it replies).
+func (b *Broker) Flush(ctx context.Context) error {
+	if b.closed.Load() || b.sess.Load() == nil {
+		return broker.Unavailable("redis flush", nil)
+	}
+	m := outMsg{flush: broker.NewRound(), since: b.pipelines.Load()}
+	select {
+	case b.out <- m:
+	default:
+		select {
+		case b.out <- m:
+		case <-ctx.Done():
+			return fmt.Errorf("redis flush: %w", ctx.Err())
+		case <-b.stop:
+			return broker.Unavailable("redis flush", errors.New("broker closed"))
+		}
+	}
+	return m.flush.Wait(ctx, b.stop, "redis flush")
 }
 
 // Subscribe implements herald.Broker.

@@ -1,0 +1,99 @@
+package brokertest
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/herald-rt/herald"
+)
+
+// testFlushOrder: a client sends its publishes through node0 and node1 in turn, each one
+// through the other node only once the previous one was answered (Flush returned); node2
+// receives them in the client's order.
+func testFlushOrder(t *testing.T, nc NewCluster) {
+	c := start(t, nc, 3)
+	subscribe(t, c.Brokers[2], "app", "turns")
+	const n = 400 // 200 rounds of two nodes
+	for i := 0; i < n; i++ {
+		b := c.Brokers[i%2]
+		publish(t, b, "app", "turns", strconv.Itoa(i))
+		flush(t, b)
+	}
+	got := c.rec[2].waitCount(t, "turns", n)
+	for i, m := range got {
+		if string(m.Payload) != strconv.Itoa(i) {
+			t.Fatalf("node2's message %d is %q from %s; want %d from node%d (publish, Flush, then the other node's publish)",
+				i, m.Payload, m.Node, i, i%2)
+		}
+	}
+	if len(got) != n {
+		t.Errorf("node2 received %d messages, want %d", len(got), n)
+	}
+}
+
+// testFlushConcurrent: 500 callers publish through one node at once, each then Flushes as a
+// REST handler does before it answers: every call succeeds, every message arrives, and the
+// Flushes share round trips to the bus.
+func testFlushConcurrent(t *testing.T, nc NewCluster) {
+	c := start(t, nc, 2)
+	a := c.Brokers[0]
+	subscribe(t, c.Brokers[1], "app", "many")
+	const callers = 500
+	ctx, cancel := ctxWait()
+	defer cancel()
+	gate := make(chan struct{})
+	errs := make(chan error, callers)
+	var wg sync.WaitGroup
+	for i := 0; i < callers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-gate
+			m := herald.BusMessage{Kind: herald.BusEvent, App: "app", Channel: "many", Payload: []byte(strconv.Itoa(i))}
+			if err := a.Publish(ctx, m); err != nil {
+				errs <- fmt.Errorf("caller %d: Publish: %w", i, err)
+			} else if err := a.Flush(ctx); err != nil {
+				errs <- fmt.Errorf("caller %d: Flush: %w", i, err)
+			}
+		}()
+	}
+	before := c.rec[0].trips.Load()
+	close(gate)
+	wg.Wait()
+	trips := c.rec[0].trips.Load() - before
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	got := c.rec[1].waitCount(t, "many", callers)
+	seen := map[string]bool{}
+	for _, m := range got {
+		seen[string(m.Payload)] = true
+	}
+	if len(got) != callers || len(seen) != callers {
+		t.Errorf("node1 received %d messages, %d distinct; want %d", len(got), len(seen), callers)
+	}
+	t.Logf("%d concurrent Publish+Flush calls made %d round trips", callers, trips)
+	if trips > callers/10 {
+		t.Errorf("%d concurrent Publish+Flush calls made %d round trips; want them shared (at most %d)", callers, trips, callers/10)
+	}
+	if trips == 0 && c.Stop != nil {
+		t.Error("no round trip observed: does the factory pass Node.RoundTrip to the engine?")
+	}
+}
+
+// flushDown checks that Flush fails promptly with CodeUnavailable while the bus is down.
+func flushDown(t *testing.T, b herald.Broker) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), Wait)
+	defer cancel()
+	t0 := time.Now()
+	err := b.Flush(ctx)
+	if d := time.Since(t0); herald.CodeOf(err) != herald.CodeUnavailable || d > prompt {
+		t.Fatalf("Flush with the bus down returned %v after %v; want a CodeUnavailable error within %v", err, d, prompt)
+	}
+}
