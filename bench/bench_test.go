@@ -66,7 +66,7 @@ func startHub(t *testing.T, cfg hub.Config, wrap func(http.Handler) http.Handler
 		_ = h.Shutdown(context.Background())
 	})
 	addr := ln.Addr().String()
-	return Target{WS: "ws://" + addr, REST: "http://" + addr, ServerPID: os.Getpid(), Timeout: patience}.withDefaults(), h
+	return Target{WS: "ws://" + addr, REST: "http://" + addr, ServerPIDs: []int{os.Getpid()}, Timeout: patience}.withDefaults(), h
 }
 
 func TestIdle(t *testing.T) {
@@ -358,7 +358,7 @@ func TestRejectedPublishFails(t *testing.T) {
 }
 
 func TestBadServerPID(t *testing.T) {
-	_, err := Idle(t.Context(), IdleConfig{Target: Target{ServerPID: 1 << 30}})
+	_, err := Idle(t.Context(), IdleConfig{Target: Target{ServerPIDs: []int{1 << 30}}})
 	if err == nil || !strings.Contains(err.Error(), "--server-pid") {
 		t.Fatalf("err = %v; want a --server-pid error", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -125,7 +126,7 @@ func Churn(ctx context.Context, cfg ChurnConfig) (rep *ChurnReport, err error) {
 	defer steady.close(cfg.Timeout)
 	fast := cfg.Target
 	fast.Rate = 0 // the rate is the cycles'; the steady subscribers connect at once
-	rep.Setup, err = connect(ctx, fast, steady, cfg.Steady, subSpec{Channels: names[:1]}.chansOf())
+	rep.Setup, err = connect(ctx, fast, steady, 0, cfg.Steady, subSpec{Channels: names[:1]}.chansOf())
 	if err != nil {
 		return rep, err
 	}
@@ -176,8 +177,8 @@ func Churn(ctx context.Context, cfg ChurnConfig) (rep *ChurnReport, err error) {
 // WriteText writes the report as a readable block.
 func (r *ChurnReport) WriteText(w io.Writer) error {
 	b := bufio.NewWriter(w)
-	fmt.Fprintf(b, "churn: %d steady subscribers at %g events/s while %g cycles/s connect, subscribe to %d channels and disconnect for %gs, on %s and %s%s\n",
-		r.Steady, r.EventRate, r.RatePerSec, r.PerClient, r.Seconds, r.Server.WS, r.Server.REST, pidNote(r.Server.PID))
+	fmt.Fprintf(b, "churn: %d steady subscribers at %g events/s while %g cycles/s connect, subscribe to %d channels and disconnect for %gs, %s\n",
+		r.Steady, r.EventRate, r.RatePerSec, r.PerClient, r.Seconds, r.Server.on())
 	writeSetup(b, r.Setup)
 	c := r.Cycles
 	fmt.Fprintf(b, "  cycles       %d started, %d completed (%.0f/s), %d failed; %d closed cleanly (%d unanswered), %d reset\n",
@@ -191,7 +192,11 @@ func (r *ChurnReport) WriteText(w io.Writer) error {
 	fmt.Fprintf(b, "  latency ms   %8s %7s %7s %7s %7s %7s %7s\n", "count", "min", "p50", "p95", "p99", "p99.9", "max")
 	writeLatency(b, "steady", r.Latency, "")
 	if s := r.ServerState; s != nil {
-		fmt.Fprintf(b, "  server       %s\n", s.Source)
+		summed := ""
+		if strings.Contains(s.Source, ", ") {
+			summed = " (summed over the nodes)"
+		}
+		fmt.Fprintf(b, "  server       %s%s\n", s.Source, summed)
 		fmt.Fprintf(b, "    before     %s\n", s.Before)
 		if s.After != nil {
 			fmt.Fprintf(b, "    after      %s\n", *s.After)

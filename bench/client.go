@@ -35,6 +35,7 @@ type client struct {
 	chans  []int32   // the run's channel index of each track; shared between clients
 	tracks []track
 	shard  int32        // latency shard
+	node   int32        // the node it connected to, in --ws order
 	pings  atomic.Int32 // pusher:ping messages answered
 
 	mu      sync.Mutex // guards what follows and every write to conn

@@ -22,6 +22,8 @@ type Setup struct {
 	FirstError  string  `json:"first_error,omitempty"`
 	Seconds     float64 `json:"seconds"`
 	RatePerSec  float64 `json:"rate_per_sec"` // Established / Seconds
+	// PerNode is Established per node, in --ws order; only with several nodes.
+	PerNode []int `json:"per_node,omitempty"`
 }
 
 func (s *Setup) merge(o Setup) {
@@ -31,6 +33,12 @@ func (s *Setup) merge(o Setup) {
 	if s.FirstError == "" {
 		s.FirstError = o.FirstError
 	}
+	if len(s.PerNode) < len(o.PerNode) {
+		s.PerNode = append(s.PerNode, make([]int, len(o.PerNode)-len(s.PerNode))...)
+	}
+	for k, n := range o.PerNode {
+		s.PerNode[k] += n
+	}
 	s.Seconds = max(s.Seconds, o.Seconds)
 	s.RatePerSec = 0
 	if s.Seconds > 0 {
@@ -39,14 +47,19 @@ func (s *Setup) merge(o Setup) {
 }
 
 // connect opens n subscribed clients into p, client i joining the channels chansOf(i), with
-// t.Concurrency attempts in flight and at most t.Rate started per second. Each attempt has
-// t.Timeout; the phase has t.Timeout beyond the time the rate needs. It fails when no client
-// could subscribe or the phase ran out of time; otherwise failures are only counted.
-func connect(ctx context.Context, t Target, p *pool, n int, chansOf func(i int) []int32) (Setup, error) {
+// t.Concurrency attempts in flight and at most t.Rate started per second. Client i is the
+// run's connection first+i (first is non-zero in a child process, Target.Procs) and goes to
+// node (first+i) mod N of t.WS. Each attempt has t.Timeout; the phase has t.Timeout beyond
+// the time the rate needs. It fails when no client could subscribe or the phase ran out of
+// time; otherwise failures are only counted.
+func connect(ctx context.Context, t Target, p *pool, first, n int, chansOf func(i int) []int32) (Setup, error) {
 	setup := Setup{Requested: n}
-	ep, err := t.wsEndpoint()
+	eps, err := t.wsEndpoints()
 	if err != nil {
 		return setup, err
+	}
+	if len(eps) > 1 {
+		setup.PerNode = make([]int, len(eps))
 	}
 	phase := t.Timeout
 	if t.Rate > 0 {
@@ -99,7 +112,8 @@ dispatch:
 			if deadline.After(end) {
 				deadline = end
 			}
-			err := p.dial(abort, ep, i, chansOf(i), deadline)
+			node := nodeOf(first+i, len(eps))
+			err := p.dial(abort, eps[node], node, i, chansOf(i), deadline)
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				err = fmt.Errorf("%w (the attempt's deadline of %v passed)", err, deadline.Sub(began).Round(time.Millisecond))
 			}
@@ -108,6 +122,9 @@ dispatch:
 			defer mu.Unlock()
 			if err == nil {
 				setup.Established++
+				if setup.PerNode != nil {
+					setup.PerNode[node]++
+				}
 				return
 			}
 			p.failed.Add(1)
@@ -143,15 +160,16 @@ dispatch:
 	return setup, nil
 }
 
-// dial connects client i, sets it up before deadline and attaches it to the pool.
-func (p *pool) dial(ctx context.Context, ep endpoint, i int, chans []int32, deadline time.Time) error {
+// dial connects client i to ep, node node of the target, sets it up before deadline and
+// attaches it to the pool.
+func (p *pool) dial(ctx context.Context, ep endpoint, node, i int, chans []int32, deadline time.Time) error {
 	nc, err := ep.dialer(i, deadline).DialContext(ctx, "tcp", ep.addr)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
 	_ = nc.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(aLongTimeAgo) })
-	c := &client{rec: p.rec, chans: chans, tracks: make([]track, len(chans)), shard: int32(i % latencyShards)}
+	c := &client{rec: p.rec, chans: chans, tracks: make([]track, len(chans)), shard: int32(i % latencyShards), node: int32(node)}
 	pre, err := c.setup(nc, ep)
 	if !stop() && err == nil {
 		err = ctx.Err()

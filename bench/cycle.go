@@ -36,9 +36,9 @@ type Cycles struct {
 // cycler runs churn's cycles; its counters are safe for concurrent use.
 type cycler struct {
 	cfg   ChurnConfig
-	ep    endpoint
-	rec   *recorder // their events are not counted: it only names the channels
-	chans [][]int32 // by rotation
+	eps   []endpoint // the nodes; cycle i goes to node i mod len(eps)
+	rec   *recorder  // their events are not counted: it only names the channels
+	chans [][]int32  // by rotation
 
 	completed, failed, clean, dropped, unanswered atomic.Int64
 	mu                                            sync.Mutex
@@ -48,11 +48,11 @@ type cycler struct {
 // runCycles starts cycles at cfg.Rate for cfg.Duration, cfg.Concurrency at a time, and
 // waits for them. It fails when the first giveUpAfter cycles all fail.
 func runCycles(ctx context.Context, cfg ChurnConfig, names []string) (Cycles, error) {
-	ep, err := cfg.wsEndpoint()
+	eps, err := cfg.wsEndpoints()
 	if err != nil {
 		return Cycles{}, err
 	}
-	cy := &cycler{cfg: cfg, ep: ep, rec: newRecorder(names, 0, nil)}
+	cy := &cycler{cfg: cfg, eps: eps, rec: newRecorder(names, 0, nil)}
 	per := cfg.PerClient - 1
 	for r := range churnChannels {
 		ch := []int32{0}
@@ -108,8 +108,8 @@ func runCycles(ctx context.Context, cfg ChurnConfig, names []string) (Cycles, er
 	return c, nil
 }
 
-// cycle connects client i, subscribes it and disconnects it: cleanly when i is even, by a
-// reset when odd.
+// cycle connects client i to node i mod N, subscribes it and disconnects it: cleanly when i
+// is even, by a reset when odd.
 func (cy *cycler) cycle(ctx context.Context, i int) (err error) {
 	tl := cy.cfg.Timeline
 	if tl != nil {
@@ -131,7 +131,8 @@ func (cy *cycler) cycle(ctx context.Context, i int) (err error) {
 		cy.mu.Unlock()
 	}()
 	deadline := time.Now().Add(cy.cfg.Timeout)
-	nc, err := cy.ep.dialer(i, deadline).DialContext(ctx, "tcp", cy.ep.addr)
+	ep := cy.eps[nodeOf(i, len(cy.eps))]
+	nc, err := ep.dialer(i, deadline).DialContext(ctx, "tcp", ep.addr)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
@@ -141,7 +142,7 @@ func (cy *cycler) cycle(ctx context.Context, i int) (err error) {
 	defer stop()
 	chans := cy.chans[(i*max(cy.cfg.PerClient-1, 1))%len(cy.chans)]
 	c := &client{rec: cy.rec, chans: chans, tracks: make([]track, len(chans))}
-	pre, err := c.setup(nc, cy.ep)
+	pre, err := c.setup(nc, ep)
 	if err != nil {
 		return err
 	}

@@ -108,7 +108,7 @@ func subscribeHere(ctx context.Context, t Target, spec subSpec) (*local, error) 
 		return nil, err
 	}
 	l := &local{p: p, rec: rec, spec: spec, timeout: t.Timeout, rss0: rss0}
-	l.s, err = connect(ctx, t, p, spec.Conns, spec.chansOf())
+	l.s, err = connect(ctx, t, p, spec.Offset, spec.Conns, spec.chansOf())
 	if err != nil {
 		p.close(t.Timeout)
 		return l, err

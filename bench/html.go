@@ -147,9 +147,21 @@ func writeMeta(b *strings.Builder, r HTMLReport, doc *jsonValue) {
 	}
 	if s := doc.member("server"); s != nil && s.kind == 'o' {
 		var parts []string
+		cluster := s.member("nodes") != nil // its nodes say what "ws" lists
 		for i, k := range s.keys {
-			if v := s.vals[i]; v.scalar() && v.text != "" {
+			v := s.vals[i]
+			switch {
+			case k == "ws" && cluster:
+			case v.scalar() && v.text != "":
 				parts = append(parts, fmt.Sprintf(`<span class="k">%s</span> %s`, esc(k), esc(v.text)))
+			case v.kind == 'a' && len(v.vals) > 0 && !v.objects():
+				var items []string
+				for _, e := range v.vals {
+					if e.scalar() {
+						items = append(items, esc(e.text))
+					}
+				}
+				parts = append(parts, fmt.Sprintf(`<span class="k">%s</span> %s`, esc(k), strings.Join(items, ", ")))
 			}
 		}
 		fmt.Fprintf(b, "<dt>server</dt><dd>%s</dd>\n", strings.Join(parts, " · "))

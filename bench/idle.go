@@ -61,6 +61,9 @@ type ServerRSS struct {
 	// per connection (the kernel's socket buffers are extra).
 	PerConnBytes float64 `json:"per_conn_bytes"`
 	PerConnKiB   float64 `json:"per_conn_kib"`
+	// Nodes are the same figures per node, with one --server-pid per node; the fields above
+	// are then their sums, and PerConnBytes the growth of the sum over every connection.
+	Nodes []NodeRSS `json:"nodes,omitempty"`
 }
 
 // IdleReport is the result of Idle.
@@ -91,14 +94,14 @@ func Idle(ctx context.Context, cfg IdleConfig) (rep *IdleReport, err error) {
 	rep = &IdleReport{Scenario: "idle", Server: cfg.info(false), Conns: cfg.Conns, Channels: cfg.Channels}
 	defer func() { rep.Timeline = timelinePoints(cfg.Timeline) }()
 	cpu0, _ := self().cpu()
-	var server proc
-	if cfg.ServerPID > 0 {
-		server = procOf(cfg.ServerPID)
-		base, err := server.rss()
-		if err != nil {
+	server := cfg.serverProcs()
+	var base []int64
+	if server.ok() {
+		if base, err = server.rss(); err != nil {
 			return nil, err
 		}
-		rep.ServerRSS = &ServerRSS{BaselineBytes: base}
+		rep.ServerRSS = &ServerRSS{}
+		rep.ServerRSS.fill(server, base, make([]int64, len(base)), nil, 0)
 	}
 
 	names := make([]string, cfg.Channels)
@@ -124,11 +127,12 @@ func Idle(ctx context.Context, cfg IdleConfig) (rep *IdleReport, err error) {
 	}()
 
 	if server.ok() {
-		if err := settle(ctx, server, rep.ServerRSS); err != nil {
+		after, settled, took, err := server.settle(ctx)
+		if err != nil {
 			return rep, err
 		}
-		rep.ServerRSS.PerConnBytes = float64(rep.ServerRSS.AfterBytes-rep.ServerRSS.BaselineBytes) / float64(rep.Setup.Established)
-		rep.ServerRSS.PerConnKiB = rep.ServerRSS.PerConnBytes / 1024
+		rep.ServerRSS.fill(server, base, after, rep.Setup.PerNode, rep.Setup.Established)
+		rep.ServerRSS.Settled, rep.ServerRSS.SettleSeconds = settled, took.Seconds()
 	}
 	gen := generator(g.pids())
 	rep.Generator.Procs = len(gen)
@@ -154,39 +158,6 @@ func Idle(ctx context.Context, cfg IdleConfig) (rep *IdleReport, err error) {
 	rep.Lost = t.Lost
 	rep.Generator.CPUSeconds = (cpu1 - cpu0).Seconds()
 	return rep, nil
-}
-
-// settle samples the server's RSS until it stops changing and stores the last sample.
-func settle(ctx context.Context, server proc, r *ServerRSS) error {
-	start := time.Now()
-	var recent []int64
-	tick := time.NewTicker(rssInterval)
-	defer tick.Stop()
-	for {
-		rss, err := server.rss()
-		if err != nil {
-			return err
-		}
-		r.AfterBytes = rss
-		recent = append(recent, rss)
-		if len(recent) > rssStableSamples {
-			recent = recent[1:]
-		}
-		if len(recent) == rssStableSamples && stable(recent) {
-			r.Settled = true
-			break
-		}
-		if time.Since(start) >= rssSettleMax {
-			break
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		}
-	}
-	r.SettleSeconds = time.Since(start).Seconds()
-	return nil
 }
 
 // stable reports whether the samples lie within 1% of their largest.

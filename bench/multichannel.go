@@ -148,8 +148,8 @@ func Multichannel(ctx context.Context, cfg MultichannelConfig) (rep *Multichanne
 // WriteText writes the report as a readable block.
 func (r *MultichannelReport) WriteText(w io.Writer) error {
 	b := bufio.NewWriter(w)
-	fmt.Fprintf(b, "multichannel: %d subscribers over %d channels, %d rounds %gs apart of %d events to every channel, %d-byte data, on %s and %s%s\n",
-		r.Subs, r.Channels, r.Rounds, r.IntervalSeconds, r.Burst, r.PayloadBytes, r.Server.WS, r.Server.REST, pidNote(r.Server.PID))
+	fmt.Fprintf(b, "multichannel: %d subscribers over %d channels, %d rounds %gs apart of %d events to every channel, %d-byte data, %s\n",
+		r.Subs, r.Channels, r.Rounds, r.IntervalSeconds, r.Burst, r.PayloadBytes, r.Server.on())
 	writeSetup(b, r.Setup)
 	writeDelivery(b, r.Delivery)
 	writeLost(b, r.Lost, "subscribers")

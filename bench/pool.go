@@ -193,6 +193,21 @@ func (p *pool) close(d time.Duration) error {
 	return p.eng.Close()
 }
 
+// activeOn counts the clients still open on each of n nodes.
+func (p *pool) activeOn(n int) []int {
+	counts := make([]int, n)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.clients {
+		c.mu.Lock()
+		if !c.gone && int(c.node) < n {
+			counts[c.node]++
+		}
+		c.mu.Unlock()
+	}
+	return counts
+}
+
 // delivery counts every client's tracks; to and failed give each channel's last published
 // seq and the seqs whose publish failed (nil: none). The pool must be closed.
 func (p *pool) delivery(to func(ch int) int32, failed func(ch int) []int32) Delivery {

@@ -20,8 +20,6 @@ func procOf(pid int) proc { return proc{dir: "/proc/" + strconv.Itoa(pid)} }
 
 func self() proc { return proc{dir: "/proc/self"} }
 
-func (p proc) ok() bool { return p.dir != "" }
-
 // cpu returns the process's user plus system CPU time.
 func (p proc) cpu() (time.Duration, error) {
 	b, err := os.ReadFile(p.dir + "/stat")
@@ -77,6 +75,9 @@ type Usage struct {
 	// per connection (idle only).
 	RSSPerConnBytes float64 `json:"rss_per_conn_bytes,omitempty"`
 	Procs           int     `json:"procs,omitempty"` // processes measured together (with --procs)
+	// Nodes are the server's figures per node, with one --server-pid per node; CPUSeconds and
+	// RSSBytes are then their sums.
+	Nodes []NodeUsage `json:"nodes,omitempty"`
 }
 
 // meter is a process, or several measured as one.

@@ -38,15 +38,7 @@ func startChildren(ctx context.Context, t Target, spec subSpec) (subscribers, er
 	g := &children{timeout: t.Timeout}
 	g.rss0, _ = self().rss() // the parent is measured with its children
 	n := t.Procs
-	offset := 0
-	for k := range n {
-		share := spec
-		share.Conns = spec.Conns / n
-		if k < spec.Conns%n {
-			share.Conns++
-		}
-		share.Offset = spec.Offset + offset
-		offset += share.Conns
+	for k, share := range shares(spec, n) {
 		kd, err := startKid(k, t.Child, t.Timeline)
 		if err != nil {
 			g.abort()
@@ -83,6 +75,25 @@ func startChildren(ctx context.Context, t Target, spec subSpec) (subscribers, er
 		return g, err
 	}
 	return g, nil
+}
+
+// shares splits spec's connections over n children: consecutive runs of the run's connection
+// indexes, each child's Offset its first. A child's client j is the run's connection
+// Offset+j, so channels and nodes are assigned as they would be in one process.
+func shares(spec subSpec, n int) []subSpec {
+	out := make([]subSpec, n)
+	offset := 0
+	for k := range out {
+		share := spec
+		share.Conns = spec.Conns / n
+		if k < spec.Conns%n {
+			share.Conns++
+		}
+		share.Offset = spec.Offset + offset
+		offset += share.Conns
+		out[k] = share
+	}
+	return out
 }
 
 // startKid starts child n; its progress goes to tl (when not nil), its replies to kid.replies.

@@ -113,15 +113,12 @@ func Publish(ctx context.Context, cfg PublishConfig) (rep *PublishReport, err er
 		return nil, err
 	}
 	defer p.close(cfg.Timeout)
-	rep.Setup, err = connect(ctx, cfg.Target, p, cfg.Channels, subSpec{Channels: names}.chansOf())
+	rep.Setup, err = connect(ctx, cfg.Target, p, 0, cfg.Channels, subSpec{Channels: names}.chansOf())
 	if err != nil {
 		return rep, err
 	}
 
-	var serverCPU *cpuWindow
-	if cfg.ServerPID > 0 {
-		serverCPU = procOf(cfg.ServerPID).startCPU()
-	}
+	serverCPU := cfg.serverProcs().startCPU()
 	genCPU := self().startCPU()
 	start := time.Now()
 	st := runPublishers(ctx, cfg, pub, names, seq)
@@ -147,7 +144,7 @@ func Publish(ctx context.Context, cfg PublishConfig) (rep *PublishReport, err er
 	rep.Delivery.WaitSeconds = time.Since(waitStart).Seconds()
 	if serverCPU != nil {
 		if u, err := serverCPU.stop(); err == nil {
-			rep.ServerUsage = &u
+			rep.ServerUsage = u
 		}
 	}
 	if u, err := genCPU.stop(); err == nil {
@@ -242,8 +239,8 @@ func (r *PublishReport) WriteText(w io.Writer) error {
 	if r.Batch > 0 {
 		how = fmt.Sprintf("%d events per batch_events request", r.Batch)
 	}
-	fmt.Fprintf(b, "publish: %d publishers for %gs, %s, to %d channels with one subscriber each, %d-byte data, on %s and %s%s\n",
-		r.Publishers, r.DurationSeconds, how, r.Channels, r.PayloadBytes, r.Server.WS, r.Server.REST, pidNote(r.Server.PID))
+	fmt.Fprintf(b, "publish: %d publishers for %gs, %s, to %d channels with one subscriber each, %d-byte data, %s\n",
+		r.Publishers, r.DurationSeconds, how, r.Channels, r.PayloadBytes, r.Server.on())
 	writeSetup(b, r.Setup)
 	fmt.Fprintf(b, "  published    %d requests, %d failed; %d events accepted = %.0f events/s\n", r.Requests, r.FailedRequests, r.Accepted, r.AcceptedPerSec)
 	if r.FirstError != "" {

@@ -94,13 +94,14 @@ func Ramp(ctx context.Context, cfg RampConfig) (rep *RampReport, err error) {
 	rep = &RampReport{Scenario: "ramp", Server: cfg.info(true), Conns: cfg.Conns, RatePerSec: cfg.Rate,
 		Channels: cfg.Channels, HoldSeconds: cfg.Hold.Seconds()}
 	defer func() { rep.Timeline = timelinePoints(cfg.Timeline) }()
-	server := serverMeter(cfg.ServerPID)
-	if server != nil {
-		base, err := server.rss()
-		if err != nil {
+	servers := cfg.serverProcs()
+	var base []int64
+	if servers.ok() {
+		if base, err = servers.rss(); err != nil {
 			return nil, err
 		}
-		rep.ServerRSS = &ServerRSS{BaselineBytes: base}
+		rep.ServerRSS = &ServerRSS{}
+		rep.ServerRSS.fill(servers, base, make([]int64, len(base)), nil, 0)
 	}
 	pub, err := newPublisher(cfg.Target, cfg.PayloadBytes, 1)
 	if err != nil {
@@ -128,7 +129,7 @@ func Ramp(ctx context.Context, cfg RampConfig) (rep *RampReport, err error) {
 	var setup Setup
 	go func() {
 		var err error
-		setup, err = connect(ctx, cfg.Target, p, cfg.Conns, all)
+		setup, err = connect(ctx, cfg.Target, p, 0, cfg.Conns, all)
 		connected <- err
 	}()
 	pubDone, connDone := false, false
@@ -145,7 +146,7 @@ func Ramp(ctx context.Context, cfg RampConfig) (rep *RampReport, err error) {
 
 	start := time.Now()
 	framesAt := rec.frames.Load()
-	rows := newRampSampler(p, rec, server, start)
+	rows := newRampSampler(p, rec, servers.meter(), start)
 	var connectErr error
 	hold := make(<-chan time.Time) // set when the last attempt has completed
 	tick := time.NewTicker(cfg.Every)
@@ -174,12 +175,13 @@ run:
 		}
 	}
 	rep.Rows = append(rep.Rows, rows.sample())
-	if server != nil {
-		rss, _ := server.rss()
-		rep.ServerRSS.AfterBytes = rss
-		if n := p.active.Load(); n > 0 {
-			rep.ServerRSS.PerConnBytes = float64(rss-rep.ServerRSS.BaselineBytes) / float64(n)
-			rep.ServerRSS.PerConnKiB = rep.ServerRSS.PerConnBytes / 1024
+	if servers.ok() {
+		if after, err := servers.rss(); err == nil {
+			var perNode []int
+			if servers.perNode() {
+				perNode = p.activeOn(len(servers.pids))
+			}
+			rep.ServerRSS.fill(servers, base, after, perNode, int(p.active.Load()))
 		}
 	}
 	close(stopPub)
@@ -214,20 +216,15 @@ run:
 	return rep, checkDelivered(rep.Delivery)
 }
 
-// serverMeter is the server's process, or nil without a pid.
-func serverMeter(pid int) meter {
-	if pid <= 0 {
-		return nil
-	}
-	return procOf(pid)
-}
-
 // WriteText writes the report as a readable block.
 func (r *RampReport) WriteText(w io.Writer) error {
 	b := bufio.NewWriter(w)
-	fmt.Fprintf(b, "ramp: %d connections at %g/s, each on %s, one event per second per channel, on %s and %s%s\n",
-		r.Conns, r.RatePerSec, strings.Join(r.Channels, " "), r.Server.WS, r.Server.REST, pidNote(r.Server.PID))
+	fmt.Fprintf(b, "ramp: %d connections at %g/s, each on %s, one event per second per channel, %s\n",
+		r.Conns, r.RatePerSec, strings.Join(r.Channels, " "), r.Server.on())
 	fmt.Fprintf(b, "  %6s %9s %9s %9s %9s %11s %11s %12s\n", "t (s)", "attempts", "active", "failed", "success", "server CPU", "server RSS", "delivered/s")
+	if len(r.Server.PIDs) > 1 {
+		fmt.Fprintf(b, "  (server CPU and RSS summed over the %d nodes' processes)\n", len(r.Server.PIDs))
+	}
 	for _, row := range r.Rows {
 		fmt.Fprintf(b, "  %6.0f %9d %9d %9d %8.1f%% %10.0f%% %11s %12.0f\n", row.Second, row.Attempts, row.Active, row.Failed,
 			row.SuccessPercent, row.ServerCPU, mib(row.ServerRSSBytes), row.DeliveredPerSec)
@@ -235,8 +232,9 @@ func (r *RampReport) WriteText(w io.Writer) error {
 	writeSetup(b, r.Setup)
 	fmt.Fprintf(b, "  peak         %d active while every interval had at least 99%% success\n", r.PeakActive)
 	if s := r.ServerRSS; s != nil {
-		fmt.Fprintf(b, "  server RSS   baseline %s, at the end %s: %.0f B = %.2f KiB per open connection\n",
-			mib(s.BaselineBytes), mib(s.AfterBytes), s.PerConnBytes, s.PerConnKiB)
+		fmt.Fprintf(b, "  server RSS   baseline %s, at the end %s: %.0f B = %.2f KiB per open connection%s\n",
+			mib(s.BaselineBytes), mib(s.AfterBytes), s.PerConnBytes, s.PerConnKiB, totalNote(len(s.Nodes)))
+		writeNodesRSS(b, s.Nodes)
 	}
 	fmt.Fprintf(b, "  published    %d events per channel, %d failed\n", r.Published, r.PublishFailures)
 	fmt.Fprintf(b, "  throughput   %.0f event frames received per second over the run\n", r.DeliveredPerSec)

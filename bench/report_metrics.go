@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -18,11 +19,13 @@ import (
 const metricsTimeout = 2 * time.Second
 
 // MetricsSampler reads a server's Prometheus endpoint (herald's metrics port, Soketi's and
-// Sockudo's on 9601): once on demand with Sample and, between Start and Stop, once a second in
-// the background, keeping every sample. It is safe for concurrent use.
+// Sockudo's on 9601), or a cluster's, one per node, summing them: once on demand with Sample
+// and, between Start and Stop, once a second in the background, keeping every sample. It is
+// safe for concurrent use.
 type MetricsSampler struct {
-	url, prefix string
-	client      *http.Client
+	urls   []string
+	prefix string
+	client *http.Client
 
 	mu     sync.Mutex // guards series
 	series []ServerPoint
@@ -40,20 +43,52 @@ type ServerPoint struct {
 	ServerMetrics
 }
 
-// NewMetricsSampler returns a sampler of url whose connection and channel series are named
-// prefix+"connected" and prefix+"channels" (herald: "herald_").
+// NewMetricsSampler returns a sampler of url, or of several comma-separated URLs (one per
+// node), whose connection and channel series are named prefix+"connected" and
+// prefix+"channels" (herald: "herald_").
 func NewMetricsSampler(url, prefix string) *MetricsSampler {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &MetricsSampler{url: url, prefix: prefix, client: &http.Client{Timeout: metricsTimeout},
+	var urls []string
+	for _, u := range strings.Split(url, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			urls = append(urls, u)
+		}
+	}
+	return &MetricsSampler{urls: urls, prefix: prefix, client: &http.Client{Timeout: metricsTimeout},
 		ctx: ctx, cancel: cancel, done: make(chan struct{})}
 }
 
-// URL is the endpoint the sampler reads.
-func (s *MetricsSampler) URL() string { return s.url }
+// URL is the endpoint the sampler reads; several are comma-separated.
+func (s *MetricsSampler) URL() string { return strings.Join(s.urls, ", ") }
 
-// Sample reads the endpoint once.
+// Sample reads every endpoint once, at the same time, and sums what they say.
 func (s *MetricsSampler) Sample(ctx context.Context) (ServerMetrics, error) {
-	return scrapeMetrics(ctx, s.client, s.url, s.prefix)
+	if len(s.urls) == 1 {
+		return scrapeMetrics(ctx, s.client, s.urls[0], s.prefix)
+	}
+	got := make([]ServerMetrics, len(s.urls))
+	errs := make([]error, len(s.urls))
+	var wg sync.WaitGroup
+	for k, u := range s.urls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[k], errs[k] = scrapeMetrics(ctx, s.client, u, s.prefix)
+		}()
+	}
+	wg.Wait()
+	var sum ServerMetrics
+	for k, m := range got {
+		if errs[k] != nil {
+			return ServerMetrics{}, errs[k]
+		}
+		sum.Connections += m.Connections
+		sum.Channels += m.Channels
+		sum.Goroutines += m.Goroutines
+		sum.RSSBytes += m.RSSBytes
+		sum.CPUSeconds += m.CPUSeconds
+	}
+	return sum, nil
 }
 
 // Start samples once a second until Stop. Only the first call starts.
@@ -110,7 +145,7 @@ func (s *MetricsSampler) Series() []ServerPoint {
 
 // ServerSamples is what a server's metrics endpoint said before and after a run.
 type ServerSamples struct {
-	URL    string        `json:"url"`
+	URL    string        `json:"url"` // several, one per node, are comma-separated: their figures are summed
 	Before ServerMetrics `json:"before"`
 	// After is read once the server reports no more connections than Before (it has closed
 	// the run's), or 3 s after the run if it does not get there; nil when the scrape failed.

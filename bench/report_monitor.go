@@ -12,8 +12,9 @@ import (
 type MonitorConfig struct {
 	Progress io.Writer // where the live progress line is drawn, a terminal; nil: no line
 	Width    int       // the terminal's columns; 0: unknown
-	// MetricsURL is the server's Prometheus endpoint, read before and after the run and once a
-	// second during it; "" means it is not read.
+	// MetricsURL is the server's Prometheus endpoint, or one per node comma-separated (their
+	// figures are summed), read before and after the run and once a second during it; ""
+	// means it is not read.
 	MetricsURL    string
 	MetricsPrefix string // prefix of its connected and channels series; default "herald_"
 }
@@ -41,6 +42,9 @@ func StartMonitor(ctx context.Context, cfg MonitorConfig) (*Monitor, error) {
 	if cfg.MetricsURL != "" {
 		if cfg.MetricsPrefix == "" {
 			cfg.MetricsPrefix = "herald_"
+		}
+		if _, err := parseMetricsURLs(cfg.MetricsURL); err != nil {
+			return nil, err
 		}
 		m.sampler = NewMetricsSampler(cfg.MetricsURL, cfg.MetricsPrefix)
 		before, err := m.sampler.Sample(ctx)

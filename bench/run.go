@@ -37,10 +37,7 @@ func runPublished(ctx context.Context, t Target, spec subSpec, wait time.Duratio
 		}
 	}()
 
-	var serverCPU *cpuWindow
-	if t.ServerPID > 0 {
-		serverCPU = procOf(t.ServerPID).startCPU()
-	}
+	serverCPU := t.serverProcs().startCPU()
 	gen := generator(g.pids())
 	genCPU := startCPU(gen)
 	r.Start = time.Now()
@@ -57,7 +54,7 @@ func runPublished(ctx context.Context, t Target, spec subSpec, wait time.Duratio
 		if err != nil {
 			return r, err
 		}
-		r.Server = &u
+		r.Server = u
 	}
 	if u, err := genCPU.stop(); err == nil {
 		r.Generator = u

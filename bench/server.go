@@ -20,58 +20,98 @@ type ServerCounts struct {
 
 // ServerState compares the server's counts before and after a run.
 type ServerState struct {
-	Source string        `json:"source"` // the metrics or health URL
+	Source string        `json:"source"` // the metrics or health URLs, comma-separated: summed
 	Before ServerCounts  `json:"before"`
 	After  *ServerCounts `json:"after,omitempty"`
 	// Returned says whether the counts came back to Before (goroutines within
-	// goroutineSlack) within the settle time; Seconds is how long that took or how long it
+	// goroutineSlack per node read) within the settle time; Seconds is how long that took or how long it
 	// waited.
 	Returned bool    `json:"returned"`
 	Seconds  float64 `json:"seconds"`
 	Error    string  `json:"error,omitempty"`
 }
 
-// goroutineSlack is how many more goroutines than before still count as back to baseline:
-// the scrape's own HTTP connection may hold one on the server.
+// goroutineSlack is how many more goroutines than before still count as back to baseline, per
+// endpoint read: the scrape's own HTTP connection may hold one on the server.
 const goroutineSlack = 2
 
-// counter reads a server's counts: from its Prometheus endpoint (<prefix>connected,
-// <prefix>channels, go_goroutines) or, without one, from herald's /health.
+// counter reads a server's counts: from its Prometheus endpoints (<prefix>connected,
+// <prefix>channels, go_goroutines) or, without one, from herald's /health, on the REST URL for
+// one node and on every node's URL (derived from its WebSocket URL) for several. With several
+// endpoints the counts are summed: a cluster's connections, and the channels each node holds.
 type counter struct {
-	http   *http.Client
-	source string
-	prefix string
-	prom   bool
+	http    *http.Client
+	sources []string
+	source  string // sources, for the report
+	prefix  string
+	prom    bool
 }
 
 func newCounter(t Target) (*counter, error) {
-	c := &counter{http: &http.Client{Timeout: 5 * time.Second}, source: t.Metrics, prefix: t.MetricsPrefix, prom: t.Metrics != ""}
-	if !c.prom {
+	c := &counter{http: &http.Client{Timeout: 5 * time.Second}, prefix: t.MetricsPrefix, prom: t.Metrics != ""}
+	switch nodes, err := t.wsNodes(); {
+	case c.prom:
+		if c.sources, err = t.metricsURLs(); err != nil {
+			return nil, err
+		}
+	case err != nil:
+		return nil, err
+	case len(nodes) == 1:
 		u, err := url.Parse(t.REST)
 		if err != nil || u.Host == "" {
 			return nil, fmt.Errorf("--rest %q: not a URL for /health", t.REST)
 		}
-		c.source = u.Scheme + "://" + u.Host + strings.TrimSuffix(u.Path, "/") + "/health"
+		c.sources = []string{u.Scheme + "://" + u.Host + strings.TrimSuffix(u.Path, "/") + "/health"}
+	default:
+		for k, n := range nodes {
+			base, err := httpBase(n)
+			if err != nil {
+				return nil, fmt.Errorf("--ws node %d: no URL for /health: %w", k+1, err)
+			}
+			c.sources = append(c.sources, base+"/health")
+		}
 	}
+	c.source = strings.Join(c.sources, ", ")
 	return c, nil
 }
 
+// read returns the counts summed over every source.
 func (c *counter) read(ctx context.Context) (ServerCounts, error) {
+	var sum ServerCounts
+	for _, src := range c.sources {
+		n, err := c.readOne(ctx, src)
+		if err != nil {
+			return ServerCounts{}, err
+		}
+		sum.Connections += n.Connections
+		sum.Channels += n.Channels
+		if n.Goroutines != nil {
+			g := *n.Goroutines
+			if sum.Goroutines != nil {
+				g += *sum.Goroutines
+			}
+			sum.Goroutines = &g
+		}
+	}
+	return sum, nil
+}
+
+func (c *counter) readOne(ctx context.Context, source string) (ServerCounts, error) {
 	if c.prom {
-		m, err := scrapeMetrics(ctx, c.http, c.source, c.prefix)
+		m, err := scrapeMetrics(ctx, c.http, source, c.prefix)
 		if err != nil {
 			return ServerCounts{}, err
 		}
 		g := m.Goroutines
 		return ServerCounts{Connections: m.Connections, Channels: m.Channels, Goroutines: &g}, nil
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.source, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, source, nil)
 	if err != nil {
 		return ServerCounts{}, err
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return ServerCounts{}, fmt.Errorf("read %s: %w", c.source, err)
+		return ServerCounts{}, fmt.Errorf("read %s: %w", source, err)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
@@ -82,16 +122,16 @@ func (c *counter) read(ctx context.Context) (ServerCounts, error) {
 		Channels *float64 `json:"channels"`
 	}
 	if err := json.Unmarshal(body, &h); err != nil || h.Connections.Current == nil || h.Channels == nil {
-		return ServerCounts{}, fmt.Errorf("read %s: HTTP %d, not herald's health JSON: %.200q", c.source, resp.StatusCode, body)
+		return ServerCounts{}, fmt.Errorf("read %s: HTTP %d, not herald's health JSON: %.200q", source, resp.StatusCode, body)
 	}
 	return ServerCounts{Connections: *h.Connections.Current, Channels: *h.Channels}, nil
 }
 
-// back reports whether now is back to before.
-func back(before, now ServerCounts) bool {
+// back reports whether now is back to before, with slack more goroutines.
+func back(before, now ServerCounts, slack float64) bool {
 	ok := now.Connections <= before.Connections && now.Channels <= before.Channels
 	if before.Goroutines != nil && now.Goroutines != nil {
-		ok = ok && *now.Goroutines <= *before.Goroutines+goroutineSlack
+		ok = ok && *now.Goroutines <= *before.Goroutines+slack
 	}
 	return ok
 }
@@ -103,7 +143,7 @@ func (c *counter) settleBack(ctx context.Context, s *ServerState, d time.Duratio
 		now, err := c.read(ctx)
 		if err == nil {
 			s.After, s.Error = &now, ""
-			if back(s.Before, now) {
+			if back(s.Before, now, float64(goroutineSlack*len(c.sources))) {
 				s.Returned = true
 				break
 			}

@@ -13,15 +13,22 @@ import (
 // Target is the server under test and how to load it. The zero value of each field means its
 // default.
 type Target struct {
-	WS     string // WebSocket base URL; default ws://127.0.0.1:6001
-	REST   string // REST base URL; default http://127.0.0.1:6001
+	// WS is the server's WebSocket base URL or, for a cluster, its nodes' URLs separated by
+	// commas: connection i of a run (counted over the whole run, child processes included)
+	// goes to node i mod N. Default ws://127.0.0.1:6001.
+	WS string
+	// REST is the REST base URL of the one node every publish goes to; default
+	// http://127.0.0.1:6001.
+	REST   string
 	AppID  string // default "app-id"
 	Key    string // default "app-key"
 	Secret string // default "app-secret"
 
-	// ServerPID, when set, is the server's process id: its CPU time and RSS are read from
-	// /proc/<pid>. Zero means the server's resources are not reported.
-	ServerPID int
+	// ServerPIDs, when set, are the server's process ids: its CPU time and RSS are read from
+	// /proc/<pid>. One pid is the whole server (however many nodes WS lists); several are one
+	// per WS node, in the same order: CPU time is summed over them and RSS reported per node
+	// and in total. Empty means the server's resources are not reported.
+	ServerPIDs []int
 
 	Timeout     time.Duration // deadline of every phase (connect, publish, deliver, close); default 60s
 	Concurrency int           // connection attempts in flight at once; default 200
@@ -31,8 +38,10 @@ type Target struct {
 	// connections, deliveries and their latency); the report carries its points. The caller
 	// may Start it for live progress; the scenario stops it when the run ends.
 	Timeline *Timeline
-	// Metrics is the server's Prometheus endpoint (churn reads connections, channels and
-	// goroutines from it); empty means herald's /health on the REST URL.
+	// Metrics is the server's Prometheus endpoint or, comma-separated, one per node: churn
+	// reads connections, channels and goroutines from it, summed over the endpoints. Empty
+	// means herald's /health: on the REST URL for one node; with several, on every node
+	// (its WS URL with http for ws, https for wss), summed.
 	Metrics string
 	// MetricsPrefix starts the server's metric names ("herald_", "soketi_"); default "herald_".
 	MetricsPrefix string
@@ -71,32 +80,15 @@ type endpoint struct {
 	loopback         bool // addr is an IPv4 loopback address: spread clients over source addresses
 }
 
-// wsEndpoint resolves the WebSocket URL of the target's app.
-func (t Target) wsEndpoint() (endpoint, error) {
-	u, err := url.Parse(t.WS)
-	if err != nil {
-		return endpoint{}, fmt.Errorf("--ws %q: %w", t.WS, err)
-	}
-	if u.Scheme != "ws" {
-		return endpoint{}, fmt.Errorf("--ws %q: only ws:// URLs are supported", t.WS)
-	}
-	if u.Host == "" {
-		return endpoint{}, fmt.Errorf("--ws %q: no host", t.WS)
-	}
-	addr := u.Host
-	if u.Port() == "" {
-		addr += ":80"
-	}
-	path := strings.TrimSuffix(u.Path, "/") + "/app/" + url.PathEscape(t.Key) + "?protocol=7&client=herald-bench&version=0.1"
-	return endpoint{addr: addr, host: u.Host, path: path, loopback: isLoopbackV4(addr)}, nil
-}
-
 // eventsURL is the REST trigger endpoint and the path the request is signed with.
 func (t Target) eventsURL() (full, path string, err error) { return t.restURL("/events") }
 
 // restURL is the app's REST endpoint at suffix ("/events", "/batch_events") and the path the
 // request is signed with.
 func (t Target) restURL(suffix string) (full, path string, err error) {
+	if strings.Contains(t.REST, ",") {
+		return "", "", fmt.Errorf("--rest %q: one URL, the node publishes go to", t.REST)
+	}
 	u, err := url.Parse(t.REST)
 	if err != nil {
 		return "", "", fmt.Errorf("--rest %q: %w", t.REST, err)
@@ -111,18 +103,29 @@ func (t Target) restURL(suffix string) (full, path string, err error) {
 	return u.Scheme + "://" + u.Host + path, path, nil
 }
 
+// Check validates the target as every scenario does before it connects: the --ws nodes, the
+// server pids (one, or one per node) and the --metrics URLs. Each error names its flag.
+func (t Target) Check() error { return t.withDefaults().check() }
+
 // check validates the target before any connection is made.
 func (t Target) check() error {
 	var errs []error
-	if _, err := t.wsEndpoint(); err != nil {
+	eps, err := t.wsEndpoints()
+	if err != nil {
 		errs = append(errs, err)
 	}
-	if t.ServerPID < 0 {
-		errs = append(errs, fmt.Errorf("--server-pid %d: not a process id", t.ServerPID))
-	} else if t.ServerPID > 0 {
-		if _, err := os.Stat("/proc/" + strconv.Itoa(t.ServerPID) + "/stat"); err != nil {
-			errs = append(errs, fmt.Errorf("--server-pid %d: no such process (%w)", t.ServerPID, err))
+	for _, pid := range t.ServerPIDs {
+		if pid <= 0 {
+			errs = append(errs, fmt.Errorf("--server-pid %d: not a process id", pid))
+		} else if _, err := os.Stat("/proc/" + strconv.Itoa(pid) + "/stat"); err != nil {
+			errs = append(errs, fmt.Errorf("--server-pid %d: no such process (%w)", pid, err))
 		}
+	}
+	if n := len(t.ServerPIDs); n > 1 && eps != nil && n != len(eps) {
+		errs = append(errs, fmt.Errorf("--server-pid: %d pids for %d --ws nodes; give one pid for the whole server or one per node", n, len(eps)))
+	}
+	if _, err := t.metricsURLs(); err != nil {
+		errs = append(errs, err)
 	}
 	if t.Rate < 0 {
 		errs = append(errs, fmt.Errorf("--rate %v: must be >= 0", t.Rate))

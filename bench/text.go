@@ -13,15 +13,16 @@ import (
 // WriteText writes the report as a readable block.
 func (r *IdleReport) WriteText(w io.Writer) error {
 	b := bufio.NewWriter(w)
-	fmt.Fprintf(b, "idle: %d connections over %d channels on %s%s\n", r.Conns, r.Channels, r.Server.WS, pidNote(r.Server.PID))
+	fmt.Fprintf(b, "idle: %d connections over %d channels %s\n", r.Conns, r.Channels, r.Server.on())
 	writeSetup(b, r.Setup)
 	if s := r.ServerRSS; s != nil {
 		settled := fmt.Sprintf("settled in %.1f s", s.SettleSeconds)
 		if !s.Settled {
 			settled = fmt.Sprintf("still moving after %.1f s", s.SettleSeconds)
 		}
-		fmt.Fprintf(b, "  server RSS   baseline %s, after %s (%s)\n", mib(s.BaselineBytes), mib(s.AfterBytes), settled)
+		fmt.Fprintf(b, "  server RSS   baseline %s, after %s (%s)%s\n", mib(s.BaselineBytes), mib(s.AfterBytes), settled, totalNote(len(s.Nodes)))
 		fmt.Fprintf(b, "  per conn     %.0f B = %.2f KiB user-space RSS per connection\n", s.PerConnBytes, s.PerConnKiB)
+		writeNodesRSS(b, s.Nodes)
 	} else {
 		fmt.Fprintf(b, "  server RSS   not measured (no --server-pid)\n")
 	}
@@ -39,8 +40,8 @@ func (r *IdleReport) WriteText(w io.Writer) error {
 // WriteText writes the report as a readable block.
 func (r *FanoutReport) WriteText(w io.Writer) error {
 	b := bufio.NewWriter(w)
-	fmt.Fprintf(b, "fanout: %d subscribers on %q, %d events %gs apart, %d-byte data, on %s and %s%s\n",
-		r.Subs, r.Channel, r.Events, r.IntervalSeconds, r.PayloadBytes, r.Server.WS, r.Server.REST, pidNote(r.Server.PID))
+	fmt.Fprintf(b, "fanout: %d subscribers on %q, %d events %gs apart, %d-byte data, %s\n",
+		r.Subs, r.Channel, r.Events, r.IntervalSeconds, r.PayloadBytes, r.Server.on())
 	writeSetup(b, r.Setup)
 	writeDelivery(b, r.Delivery)
 	writeLost(b, r.Lost, "subscribers")
@@ -70,8 +71,11 @@ func writeDelivery(b io.Writer, d Delivery) {
 // writeUsage writes the server's and the generator's CPU over the publish window.
 func writeUsage(b io.Writer, server *Usage, gen Usage) {
 	if u := server; u != nil {
-		fmt.Fprintf(b, "  server CPU   %.2f s from first publish to end of delivery = %.1f us per delivery; RSS %s\n",
-			u.CPUSeconds, u.CPUPerDeliveryMicros, mib(u.RSSBytes))
+		fmt.Fprintf(b, "  server CPU   %.2f s from first publish to end of delivery = %.1f us per delivery; RSS %s%s\n",
+			u.CPUSeconds, u.CPUPerDeliveryMicros, mib(u.RSSBytes), totalNote(len(u.Nodes)))
+		for _, n := range u.Nodes {
+			fmt.Fprintf(b, "    node       %s (pid %d): CPU %.2f s; RSS %s\n", n.WS, n.PID, n.CPUSeconds, mib(n.RSSBytes))
+		}
 	} else {
 		fmt.Fprintf(b, "  server CPU   not measured (no --server-pid)\n")
 	}
@@ -88,8 +92,31 @@ func procsNote(n int) string {
 
 func writeSetup(b io.Writer, s Setup) {
 	fmt.Fprintf(b, "  setup        %d established, %d failed in %.2f s (%.0f conn/s)\n", s.Established, s.Failed, s.Seconds, s.RatePerSec)
+	if len(s.PerNode) > 1 {
+		counts := make([]string, len(s.PerNode))
+		for k, n := range s.PerNode {
+			counts[k] = strconv.Itoa(n)
+		}
+		fmt.Fprintf(b, "               per node, in --ws order: %s\n", strings.Join(counts, ", "))
+	}
 	if s.FirstError != "" {
 		fmt.Fprintf(b, "               first failure: %s\n", s.FirstError)
+	}
+}
+
+// totalNote marks a figure summed over n nodes' processes.
+func totalNote(n int) string {
+	if n <= 1 {
+		return ""
+	}
+	return fmt.Sprintf(", summed over %d nodes", n)
+}
+
+// writeNodesRSS writes each node's RSS and its growth per connection on the node.
+func writeNodesRSS(b io.Writer, nodes []NodeRSS) {
+	for _, n := range nodes {
+		fmt.Fprintf(b, "    node       %s (pid %d): baseline %s, after %s; %d connections, %.0f B = %.2f KiB per connection\n",
+			n.WS, n.PID, mib(n.BaselineBytes), mib(n.AfterBytes), n.Connections, n.PerConnBytes, n.PerConnKiB)
 	}
 }
 
@@ -114,13 +141,6 @@ func writeLost(b io.Writer, l Lost, what string) {
 
 func writeLatency(b io.Writer, name string, l Latency, extra string) {
 	fmt.Fprintf(b, "  %-12s %8d %7.1f %7.1f %7.1f %7.1f %7.1f %7.1f  %s\n", name, l.Count, l.MinMs, l.P50Ms, l.P95Ms, l.P99Ms, l.P999Ms, l.MaxMs, extra)
-}
-
-func pidNote(pid int) string {
-	if pid == 0 {
-		return ""
-	}
-	return fmt.Sprintf(" (server pid %d)", pid)
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

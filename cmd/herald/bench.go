@@ -58,12 +58,12 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("herald bench "+scenario, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var t bench.Target
-	fs.StringVar(&t.WS, "ws", "ws://127.0.0.1:6001", "WebSocket base URL of the server")
-	fs.StringVar(&t.REST, "rest", "http://127.0.0.1:6001", "REST base URL of the server")
+	fs.StringVar(&t.WS, "ws", "ws://127.0.0.1:6001", "WebSocket base URL of the server or, comma-separated, of each node of a cluster: connection i of the run goes to node i mod N")
+	fs.StringVar(&t.REST, "rest", "http://127.0.0.1:6001", "REST base URL of the node every publish goes to (one URL, also with several --ws nodes)")
 	fs.StringVar(&t.AppID, "app-id", "app-id", "app id")
 	fs.StringVar(&t.Key, "key", "app-key", "app key")
 	fs.StringVar(&t.Secret, "secret", "app-secret", "app secret")
-	fs.IntVar(&t.ServerPID, "server-pid", 0, "server process id, to report its CPU time and RSS from /proc (0: not reported)")
+	pids := fs.String("server-pid", "", "server process id, to report its CPU time and RSS from /proc; or one per --ws node, comma-separated, in the same order: CPU summed, RSS per node and in total (empty or 0: not reported)")
 	fs.DurationVar(&t.Timeout, "timeout", 60*time.Second, "deadline of every phase")
 	fs.IntVar(&t.Concurrency, "concurrency", 200, "connection attempts in flight at once")
 	fs.Float64Var(&t.Rate, "rate", 0, "connection attempts per second (0: as fast as possible; ramp's default 500, churn's 1000 cycles/s)")
@@ -72,7 +72,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	quiet := fs.Bool("quiet", false, "no live progress line on the terminal (it is also off with --json or when stderr is not a terminal)")
 	htmlPath := fs.String("report", "", "also write a self-contained HTML report (plots over time and the summary) to this file")
 	var watch bench.MonitorConfig
-	fs.StringVar(&t.Metrics, "metrics", "", "the server's Prometheus endpoint, read before, each second during and after the run (herald, Soketi, Sockudo: http://127.0.0.1:9601/metrics)")
+	fs.StringVar(&t.Metrics, "metrics", "", "the server's Prometheus endpoint, or one per node comma-separated (summed), read before, each second during and after the run (herald, Soketi, Sockudo: http://127.0.0.1:9601/metrics); churn without it reads /health on --rest, or on every --ws node (ws→http) with several")
 	fs.StringVar(&watch.MetricsPrefix, "metrics-prefix", "herald_", "prefix of the server's <prefix>connected and <prefix>channels series")
 
 	var run func(ctx context.Context) (any, bool, error)
@@ -193,6 +193,11 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "herald bench %s: unexpected arguments %q\n", scenario, fs.Args())
 		return 2
 	}
+	var err error
+	if t.ServerPIDs, err = bench.ParsePIDs(*pids); err != nil {
+		fmt.Fprintf(stderr, "herald bench %s: %v\n", scenario, err)
+		return 2
+	}
 	if t.Procs > 1 {
 		exe, err := os.Executable()
 		if err != nil {
@@ -200,6 +205,10 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		t.Child = []string{exe, "bench", "child"}
+	}
+	if err := t.Check(); err != nil { // --ws, --server-pid, --metrics, before any load
+		fmt.Fprintf(stderr, "herald bench %s: %v\n", scenario, err)
+		return 2
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

@@ -6,7 +6,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -77,5 +79,47 @@ func TestBenchPublishNothingDelivered(t *testing.T) {
 	code := benchCmd(args, &stdout, &stderr)
 	if code != 1 || !strings.Contains(stderr.String(), "herald bench publish: the run measured nothing: none of the 2 expected deliveries arrived") {
 		t.Fatalf("exit %d, stderr %q; want 1 and that nothing was measured", code, stderr.String())
+	}
+}
+
+// TestBenchListFlagErrors: a malformed --ws, --server-pid or --metrics list is a usage error
+// naming the flag, before any connection.
+func TestBenchListFlagErrors(t *testing.T) {
+	pid := strconv.Itoa(os.Getpid())
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--ws", "ws://127.0.0.1:1,,ws://127.0.0.1:2"}, `--ws "ws://127.0.0.1:1,,ws://127.0.0.1:2": element 2 of 3 is empty`},
+		{[]string{"--ws", "ws://127.0.0.1:1,http://127.0.0.1:2"}, `--ws node 2 "http://127.0.0.1:2": only ws:// URLs are supported`},
+		{[]string{"--server-pid", pid + ",,"}, `--server-pid "` + pid + `,,": element 2 of 3 is empty`},
+		{[]string{"--server-pid", "12x"}, `--server-pid "12x": not a process id`},
+		{[]string{"--ws", "ws://127.0.0.1:1,ws://127.0.0.1:2", "--server-pid", pid + "," + pid + "," + pid}, "--server-pid: 3 pids for 2 --ws nodes"},
+		{[]string{"--metrics", "http://127.0.0.1:1/metrics,"}, `--metrics "http://127.0.0.1:1/metrics,": element 2 of 2 is empty`},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := benchCmd(append([]string{"idle", "--quiet"}, c.args...), &stdout, &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), "herald bench idle: "+c.want) {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and %q", c.args, code, stderr.String(), c.want)
+		}
+	}
+}
+
+// TestBenchIdleTwoNodes: herald bench idle with two --ws nodes and a pid for each spreads the
+// connections evenly and names the nodes in its report.
+func TestBenchIdleTwoNodes(t *testing.T) {
+	a, b := benchServer(t, nil), benchServer(t, nil)
+	pid := strconv.Itoa(os.Getpid())
+	args := append([]string{"idle"}, a...)
+	args = append(args, "--ws", a[1]+","+b[1], "--server-pid", pid+","+pid, "--conns", "6", "--channels", "2")
+	var stdout, stderr bytes.Buffer
+	if code := benchCmd(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d; want 0\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	for _, want := range []string{"idle: 6 connections over 2 channels on 2 nodes " + a[1] + ", " + b[1] + " (server pids " + pid + ", " + pid + ")",
+		"per node, in --ws order: 3, 3", "    node       " + b[1] + " (pid " + pid + ")"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, stdout.String())
+		}
 	}
 }
