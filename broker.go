@@ -18,10 +18,11 @@ import (
 //
 // All methods are safe for concurrent use.
 type Broker interface {
-	// Publish sends msg to every other node that has interest in (msg.App, msg.Channel). It
-	// is never delivered back to this node: the publishing node delivers to its own
-	// subscribers itself. Publish fills msg.Node with this broker's node id. msg.Payload
-	// must not be modified afterwards: the in-memory engine hands the same bytes to the
+	// Publish sends msg to every node that has interest in (msg.App, msg.Channel), this one
+	// included: a node delivers to its own subscribers what the bus brings back, so every
+	// node sees one channel's messages in the one order the bus gave them, whichever node
+	// published each. Publish fills msg.Node with this broker's node id. msg.Payload must
+	// not be modified afterwards: the in-memory engine hands the same bytes to the
 	// receiving nodes.
 	//
 	// Publish never waits for a round trip: it hands msg to the connection's outbound

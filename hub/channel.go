@@ -17,6 +17,7 @@ type Channel struct {
 	wcount   []atomic.Int32
 	subs     int // subscriptions; guarded by the registry shard's lock
 	presence *presence
+	bus      *busInterest // this node's interest on the cluster bus; nil on a single node
 }
 
 // Name returns the channel's name.
@@ -26,12 +27,13 @@ const registryShards = 32
 
 // registry maps channel names to occupied channels for one app, in locked shards.
 type registry struct {
-	seed    maphash.Seed
-	workers int
-	total   *atomic.Int64 // hub-wide channel count
-	count   atomic.Int64  // this app's occupied channels
-	subs    atomic.Int64  // this app's subscriptions
-	shards  [registryShards]struct {
+	seed      maphash.Seed
+	workers   int
+	clustered bool          // channels carry bus interest (Channel.bus)
+	total     *atomic.Int64 // hub-wide channel count
+	count     atomic.Int64  // this app's occupied channels
+	subs      atomic.Int64  // this app's subscriptions
+	shards    [registryShards]struct {
 		mu sync.RWMutex
 		m  map[string]*Channel
 	}
@@ -58,15 +60,21 @@ func (r *registry) lookup(name string) *Channel {
 	return ch
 }
 
-// acquire returns the channel, creating it, and counts one more subscription.
-func (r *registry) acquire(name string, info herald.ChannelInfo) *Channel {
+// acquire returns the channel, creating it, and counts one more subscription. first is true
+// when the channel was created: its first local subscriber, when a cluster node takes
+// interest in it on the bus.
+func (r *registry) acquire(name string, info herald.ChannelInfo) (ch *Channel, first bool) {
 	s := &r.shards[r.shard(name)]
 	s.mu.Lock()
-	ch := s.m[name]
+	ch = s.m[name]
 	if ch == nil {
+		first = true
 		ch = &Channel{name: name, info: info, wcount: make([]atomic.Int32, r.workers)}
 		if info.Kind == herald.Presence {
 			ch.presence = newPresence()
+		}
+		if r.clustered {
+			ch.bus = &busInterest{}
 		}
 		s.m[name] = ch
 		r.total.Add(1)
@@ -75,11 +83,12 @@ func (r *registry) acquire(name string, info herald.ChannelInfo) *Channel {
 	ch.subs++
 	r.subs.Add(1)
 	s.mu.Unlock()
-	return ch
+	return ch, first
 }
 
-// release counts one subscription less and forgets the channel when it has none.
-func (r *registry) release(ch *Channel) {
+// release counts one subscription less and forgets the channel when it has none. last is
+// true when it did: the channel's last local subscriber left.
+func (r *registry) release(ch *Channel) (last bool) {
 	s := &r.shards[r.shard(ch.name)]
 	s.mu.Lock()
 	ch.subs--
@@ -88,8 +97,10 @@ func (r *registry) release(ch *Channel) {
 		delete(s.m, ch.name)
 		r.total.Add(-1)
 		r.count.Add(-1)
+		last = true
 	}
 	s.mu.Unlock()
+	return last
 }
 
 // stats returns every occupied channel whose name starts with prefix.

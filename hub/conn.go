@@ -54,7 +54,8 @@ type Conn struct {
 // sub is one channel a connection joined.
 type sub struct {
 	ch     *Channel
-	userID string // presence channels: the member this connection joined as
+	userID string  // presence channels: the member this connection joined as
+	wait   *waiter // in a cluster: set while or since it waited for the bus (see settle)
 }
 
 // SocketID returns the connection's Pusher socket id.
@@ -63,14 +64,24 @@ func (c *Conn) SocketID() string { return c.sid }
 // App returns the connection's app.
 func (c *Conn) App() *herald.App { return c.app.app }
 
+// subIndex returns the index of c's subscription to name, or -1. A subscription the bus
+// confirmation refused (see confirm) is dropped here: it holds nothing.
 func (c *Conn) subIndex(name string) int {
 	for i := range c.subs {
 		if c.subs[i].ch.name == name {
+			if w := c.subs[i].wait; w != nil && w.state.Load() == failed {
+				c.subs = append(c.subs[:i], c.subs[i+1:]...)
+				return -1
+			}
 			return i
 		}
 	}
 	return -1
 }
+
+// confirmed reports whether the subscription has entered its channel (always, on a single
+// node).
+func (s sub) confirmed() bool { return s.wait == nil || s.wait.state.Load() == joined }
 
 // parseSocketID returns the number part of a socket id issued by this node (0 if none).
 func parseSocketID(prefix, sid string) uint64 {

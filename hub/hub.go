@@ -123,6 +123,7 @@ type Hub struct {
 	prefix  string // socket id prefix, random per process
 	cache   *cacheNode
 	bus     herald.Broker // nil: a single node
+	busOps  *busOps       // the bus operations in flight; nil on a single node
 
 	clock    atomic.Int64 // ms, advanced by the clock goroutine
 	nextNum  atomic.Uint64
@@ -332,6 +333,7 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 		case <-ctx.Done():
 			err = errors.New("hub: connections still open at the shutdown deadline")
 		}
+		h.busOps.stop()
 		close(h.stop)
 		h.wg.Wait()
 		h.engine.Close()

@@ -9,8 +9,8 @@ import (
 	"github.com/herald-rt/herald/ws"
 )
 
-// Publish delivers each of evs to every subscriber of its channel on this node except the
-// connection named by its SocketID. Each event is encoded once into one frame that all its
+// Publish delivers each of evs to every subscriber of its channel on this node (in a
+// cluster: on every node, see busPublish) except the connection named by its SocketID. Each event is encoded once into one frame that all its
 // recipients share. It is all or nothing: it returns a CodeBusy error when the fan-out queues
 // it needs stay full for the publish timeout, and then has delivered none of evs to anyone
 // (nor kept any in a cache channel), so the caller answers 503 and the publisher retries
@@ -27,6 +27,9 @@ func (h *Hub) Publish(appID string, evs ...herald.Event) error {
 	}
 	for i := range evs {
 		frames[i] = eventFrame(evs[i])
+	}
+	if h.bus != nil {
+		return h.busPublish(a, evs, frames)
 	}
 	// Per-worker slot counts; on the stack for up to 16 workers.
 	var wantBuf, heldBuf [16]int32
@@ -177,6 +180,10 @@ func (h *Hub) clientEvent(c *Conn, m pusher.Message) {
 		return
 	}
 	s := c.subs[i]
+	if !s.confirmed() {
+		h.sendError(c, herald.CodeClientEventDenied, "client event rejected: the subscription to "+m.Channel+" is not confirmed yet")
+		return
+	}
 	if k := s.ch.info.Kind; k != herald.Private && k != herald.Presence {
 		h.sendError(c, herald.CodeClientEventDenied, "client events are only supported on private and presence channels")
 		return
@@ -193,5 +200,9 @@ func (h *Hub) clientEvent(c *Conn, m pusher.Message) {
 		return
 	}
 	ev := herald.Event{Name: m.Event, Channel: m.Channel, Data: data, UserID: s.userID}
-	h.publish(a, m.Channel, eventFrame(ev), c.num, nil)
+	frame := eventFrame(ev)
+	if h.bus != nil && h.busForward(a, m.Channel, c.sid, frame) {
+		return // delivered here too when the bus brings it back
+	}
+	h.publish(a, m.Channel, frame, c.num, nil)
 }

@@ -55,33 +55,52 @@ func (h *Hub) subscribe(c *Conn, m pusher.Message) {
 		}
 	}
 
-	ch := a.channels.acquire(name, info)
-	ok := true
-	subscribe := func(extra []byte) {
-		if info.Kind == herald.Presence {
-			ok = h.join(c, ch, member, extra)
+	ch, first := a.channels.acquire(name, info)
+	in := sub{ch: ch, userID: member.UserID}
+	if ch.bus != nil {
+		if w, queued := h.wait(c, ch, member); queued {
+			// Confirmed once this node's interest in the channel is on the bus.
+			in.wait = w
+			c.subs = append(c.subs, in)
+			if first {
+				h.startInterest(a, ch)
+			}
 			return
 		}
-		h.sendSub(c, ch, ws.TextFrame(pusher.AppendSubscriptionSucceeded(nil, name, nil, false)), extra)
 	}
-	if info.Cache {
-		// Under the cache lock so the subscriber gets the last event exactly once.
-		a.cache.with(name, h.now(), func(last []byte) []byte {
-			if last == nil {
-				last = ws.TextFrame(pusher.AppendCacheMiss(nil, name))
-			}
-			subscribe(last)
-			return nil
-		})
-	} else {
-		subscribe(nil)
-	}
-	if !ok {
-		a.channels.release(ch)
+	if !h.enter(c, ch, member) {
+		h.forget(a, ch)
 		h.subError(c, name, "LimitReached", "presence channel is full", 4100)
 		return
 	}
-	c.subs = append(c.subs, sub{ch: ch, userID: member.UserID})
+	c.subs = append(c.subs, in)
+}
+
+// enter adds c to ch's subscribers and sends its subscription_succeeded (and a cache
+// channel's last event, or its cache miss). It reports false, having done nothing, when ch
+// is a full presence channel.
+func (h *Hub) enter(c *Conn, ch *Channel, member herald.Member) bool {
+	ok := true
+	in := func(extra []byte) {
+		if ch.presence != nil {
+			ok = h.join(c, ch, member, extra)
+			return
+		}
+		h.sendSub(c, ch, ws.TextFrame(pusher.AppendSubscriptionSucceeded(nil, ch.name, nil, false)), extra)
+	}
+	if ch.info.Cache {
+		// Under the cache lock so the subscriber gets the last event exactly once.
+		c.app.cache.with(ch.name, h.now(), func(last []byte) []byte {
+			if last == nil {
+				last = ws.TextFrame(pusher.AppendCacheMiss(nil, ch.name))
+			}
+			in(last)
+			return nil
+		})
+	} else {
+		in(nil)
+	}
+	return ok
 }
 
 // sendSub adds c to ch's subscribers on its worker, which then sends frame (and extra).
@@ -129,6 +148,9 @@ func (h *Hub) unsubscribe(c *Conn, i int) {
 // leave undoes a subscription's shared state: the worker count, presence membership
 // (member_removed when the user's last connection goes) and the channel's occupancy.
 func (h *Hub) leave(c *Conn, s sub) {
+	if !h.settle(c, s) {
+		return // it never entered the channel
+	}
 	ch := s.ch
 	ch.wcount[c.w.idx].Add(-1)
 	if p := ch.presence; p != nil {
@@ -141,5 +163,5 @@ func (h *Hub) leave(c *Conn, s sub) {
 		}
 		p.mu.Unlock()
 	}
-	c.app.channels.release(ch)
+	h.forget(c.app, ch)
 }

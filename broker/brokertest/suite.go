@@ -24,7 +24,7 @@ func Run(t *testing.T, newCluster NewCluster) {
 		{"InterestRouting", testInterestRouting},
 		{"SubscribeThenPublish", testSubscribeThenPublish},
 		{"Unsubscribe", testUnsubscribe},
-		{"NoEcho", testNoEcho},
+		{"Echo", testEcho},
 		{"Order", testOrder},
 		{"ConcurrentPublishers", testConcurrentPublishers},
 		{"ChannelNames", testChannelNames},
@@ -131,21 +131,37 @@ func testUnsubscribe(t *testing.T, nc NewCluster) {
 	}
 }
 
-// testNoEcho: a node never receives its own publishes.
-func testNoEcho(t *testing.T, nc NewCluster) {
-	c := start(t, nc, 2)
+// testEcho: a node with interest receives its own publishes too, once, in the same order
+// as the other nodes (the bus's order); a node without interest receives nothing.
+func testEcho(t *testing.T, nc NewCluster) {
+	c := start(t, nc, 3)
 	a, b := c.Brokers[0], c.Brokers[1]
 	subscribe(t, a, "app", "echo")
 	subscribe(t, b, "app", "echo")
-	publish(t, a, "app", "echo", "from-a")
-	c.rec[1].waitCount(t, "echo", 1)
-	publish(t, b, "app", "echo", "from-b")
-	got := c.rec[0].waitCount(t, "echo", 1)
-	if len(got) != 1 || string(got[0].Payload) != "from-b" || got[0].Node != "node1" {
-		t.Errorf("node0 received %s; want only node1's from-b", summary(got))
+	ctx, cancel := ctxWait()
+	defer cancel()
+	for i := 0; i < 50; i++ {
+		p := c.Brokers[i%2]
+		if err := p.Publish(ctx, herald.BusMessage{Kind: herald.BusEvent, App: "app", Channel: "echo", Payload: []byte(strconv.Itoa(i))}); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if got := c.rec[1].on("echo"); len(got) != 1 {
-		t.Errorf("node1 received %s; want only node0's from-a", summary(got))
+	for n := range 2 {
+		got := c.rec[n].waitCount(t, "echo", 50)
+		for i, m := range got {
+			if string(m.Payload) != strconv.Itoa(i) || m.Node != fmt.Sprint("node", i%2) {
+				t.Fatalf("node%d message %d: %s; want payload %d from node%d", n, i, summary(got[i:i+1]), i, i%2)
+			}
+		}
+	}
+	publish(t, b, "app", "echo", "last")
+	c.rec[0].waitCount(t, "echo", 51)
+	c.rec[1].waitCount(t, "echo", 51)
+	if got := c.rec[2].on("echo"); len(got) != 0 {
+		t.Errorf("node2 (no interest) received %s", summary(got))
 	}
 }
 

@@ -124,9 +124,6 @@ func (b *Broker) Publish(_ context.Context, msg herald.BusMessage) error {
 	list := bus.subs[broker.Key{App: msg.App, Channel: msg.Channel}]
 	bus.mu.RUnlock()
 	for _, r := range list {
-		if r == b {
-			continue
-		}
 		select {
 		case r.inbox <- msg:
 		default:

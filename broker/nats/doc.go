@@ -3,8 +3,8 @@
 // broker.Subject(prefix, app, channel); publishes are written to the connection's buffered
 // writer and flushed by nats.go's flusher, so concurrent publishes share writes and none
 // waits for a round trip. Flush waits for one: a goroutine of the broker makes one PING/PONG
-// round trip for every Flush waiting when it begins, so concurrent callers share it. The
-// connection is opened with NoEcho: the server never sends a node its own messages. On a
+// round trip for every Flush waiting when it begins, so concurrent callers share it. A node
+// receives its own messages on the subjects it has interest in, like every other node. On a
 // lost connection nats.go reconnects forever with this package's backoff and, before
 // anything else, sends the server every subscription the connection holds - including
 // those taken while it was down - so interests are restored without the broker's help

@@ -95,7 +95,6 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 	log := cfg.Logger.With("bus", "nats", "url", cfg.URL)
 	nc, err := nats.Connect(cfg.URL,
 		nats.Name("herald "+cfg.NodeID),
-		nats.NoEcho(),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
 		nats.CustomReconnectDelay(func(n int) time.Duration { return broker.Backoff(cfg.ReconnectWait, cfg.ReconnectMaxWait, n) }),
@@ -142,7 +141,7 @@ func (b *Broker) deliver() {
 		select {
 		case m := <-b.in:
 			msg, err := broker.DecodeMessage(m.Data)
-			if err != nil || msg.Node == b.cfg.NodeID {
+			if err != nil {
 				b.dropped.Add(1)
 				continue
 			}

@@ -6,8 +6,8 @@
 // many events) on the client's own connection, so one node's publishes reach Redis, and
 // every subscriber, in order. Flush queues a marker behind the publishes and returns when
 // the pipeline carrying them has been answered: markers ride with the publishes and cost no
-// round trip of their own. Redis has no "no echo": a node drops its own messages by the
-// node id they carry.
+// round trip of their own. A node receives its own messages on the channels it has
+// interest in, like every other node.
 //
 // A supervisor goroutine owns the connections: when the subscriber connection is lost the
 // broker reports not connected, and the supervisor reconnects forever with capped backoff,

@@ -269,9 +269,6 @@ func (b *Broker) deliver() {
 				b.dropped.Add(1)
 				continue
 			}
-			if msg.Node == b.cfg.NodeID {
-				continue // our own publish, echoed because this node has interest too
-			}
 			b.recv.Add(1)
 			b.recvBytes.Add(uint64(len(data)))
 			b.handler(msg)

@@ -1,0 +1,435 @@
+package hub_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/broker/memory"
+	"github.com/herald-rt/herald/hub"
+	"github.com/herald-rt/herald/internal/wstest"
+	"github.com/herald-rt/herald/pusher"
+)
+
+// node is one hub of an in-process cluster on a memory bus, behind a real HTTP server.
+type node struct {
+	h    *hub.Hub
+	addr string
+	b    herald.Broker
+}
+
+// gate wraps a broker: Subscribe waits while the gate is shut, and Connected reports down
+// while down is set, as an engine does during an outage.
+type gate struct {
+	herald.Broker
+	mu     sync.Mutex
+	shut   chan struct{} // nil: open
+	down   atomic.Bool
+	calls  atomic.Int64 // Subscribe calls
+	failed atomic.Int64 // Subscribe calls that returned an error
+}
+
+func (g *gate) Subscribe(ctx context.Context, app, channel string) error {
+	g.calls.Add(1)
+	g.mu.Lock()
+	w := g.shut
+	g.mu.Unlock()
+	err := g.Broker.Subscribe(ctx, app, channel) // the reference is kept whatever happens
+	if w != nil {
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if err == nil && g.down.Load() {
+		err = herald.Errorf(herald.CodeUnavailable, "test: the bus is down")
+	}
+	if err != nil {
+		g.failed.Add(1)
+	}
+	return err
+}
+
+func (g *gate) Connected() bool { return !g.down.Load() && g.Broker.Connected() }
+
+func (g *gate) close() {
+	g.mu.Lock()
+	if g.shut == nil {
+		g.shut = make(chan struct{})
+	}
+	g.mu.Unlock()
+}
+
+func (g *gate) open() {
+	g.mu.Lock()
+	if g.shut != nil {
+		close(g.shut)
+		g.shut = nil
+	}
+	g.mu.Unlock()
+}
+
+// startCluster starts n hubs on one memory bus; wrap, when set, wraps each node's broker.
+func startCluster(t *testing.T, n int, wrap func(herald.Broker) herald.Broker) []*node {
+	t.Helper()
+	bus := memory.NewBus()
+	nodes := make([]*node, n)
+	for i := range nodes {
+		h, addr := startHub(t, hub.Config{})
+		var b herald.Broker = bus.Attach(memory.Config{NodeID: "node-" + strconv.Itoa(i)}, h.Receive)
+		t.Cleanup(func() { _ = b.Close(context.Background()) })
+		if wrap != nil {
+			b = wrap(b)
+		}
+		h.UseBroker(b)
+		nodes[i] = &node{h: h, addr: addr, b: b}
+	}
+	return nodes
+}
+
+// join connects a client to nd and subscribes it to channel (a private or presence channel
+// when auth is needed), waiting for the confirmation.
+func join(t *testing.T, nd *node, channel, user string) (*wstest.Client, string) {
+	t.Helper()
+	c, sid := dial(t, nd)
+	sendSubscribe(t, c, sid, channel, user)
+	if _, err := c.Expect("pusher_internal:subscription_succeeded", patience); err != nil {
+		t.Fatal(err)
+	}
+	return c, sid
+}
+
+func dial(t *testing.T, nd *node) (*wstest.Client, string) {
+	t.Helper()
+	c, err := wstest.Dial(nd.addr, "/app/app-key?protocol=7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	sid, err := c.SocketID(patience)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, sid
+}
+
+func sendSubscribe(t *testing.T, c *wstest.Client, sid, channel, user string) {
+	t.Helper()
+	var auth, data string
+	switch herald.Classify(channel).Kind {
+	case herald.Presence:
+		auth, data = presenceAuth(sid, channel, user)
+	case herald.Private:
+		auth = app.Key + ":" + pusher.Sign(app.Secret, sid+":"+channel)
+	}
+	if err := c.Subscribe(channel, auth, data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// expectEvents reads until it has seen want events named ev, in order of their data, and
+// fails on anything else named ev.
+func expectEvents(t *testing.T, c *wstest.Client, ev string, want []string) {
+	t.Helper()
+	for i := 0; i < len(want); {
+		m, err := c.Read(patience)
+		if err != nil {
+			t.Fatalf("event %d of %d: %v", i, len(want), err)
+		}
+		if m.Close != 0 {
+			t.Fatalf("event %d of %d: closed with %d", i, len(want), m.Close)
+		}
+		if m.Event != ev {
+			continue
+		}
+		if got := m.DataString(); got != want[i] {
+			t.Fatalf("event %d: data %q, want %q", i, got, want[i])
+		}
+		i++
+	}
+}
+
+// expectSilence publishes a marker on channel through nd and checks that c receives the
+// marker before any event named ev: whatever c was not to receive would have come first.
+func expectSilence(t *testing.T, c *wstest.Client, nd *node, channel, ev string) {
+	t.Helper()
+	if err := nd.h.Publish("app-id", herald.Event{Name: "marker", Channel: channel, Data: "m"}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m, err := c.Read(patience)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch m.Event {
+		case "marker":
+			return
+		case ev:
+			t.Fatalf("got %s %q, which must not reach this client", ev, m.DataString())
+		}
+	}
+}
+
+func TestClusterPublishReachesEveryNodeOnceInOrder(t *testing.T) {
+	nodes := startCluster(t, 3, nil)
+	var clients []*wstest.Client
+	for _, nd := range nodes[:2] {
+		for range 3 {
+			c, _ := join(t, nd, "orders", "")
+			clients = append(clients, c)
+		}
+	}
+	var want []string
+	for i := range 500 {
+		want = append(want, strconv.Itoa(i))
+		// Alternate the node a publisher talks to: order still holds.
+		if err := nodes[i%3].h.Publish("app-id", herald.Event{Name: "e", Channel: "orders", Data: want[i]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range clients {
+		expectEvents(t, c, "e", want)
+	}
+	for _, c := range clients {
+		expectSilence(t, c, nodes[0], "orders", "e") // and nothing twice
+	}
+	// Interest routing: the node with no subscriber received nothing.
+	if st := nodes[2].b.Stats(); st.MessagesReceived != 0 || st.Interests != 0 {
+		t.Fatalf("node without subscribers: received %d bus messages, %d interests; want 0, 0", st.MessagesReceived, st.Interests)
+	}
+}
+
+func TestClusterExcludesSocketOnAnotherNode(t *testing.T) {
+	nodes := startCluster(t, 2, nil)
+	excluded, sid := join(t, nodes[1], "ex", "")
+	other, _ := join(t, nodes[1], "ex", "")
+	local, _ := join(t, nodes[0], "ex", "")
+	if err := nodes[0].h.Publish("app-id", herald.Event{Name: "e", Channel: "ex", Data: "x", SocketID: sid}); err != nil {
+		t.Fatal(err)
+	}
+	expectEvents(t, other, "e", []string{"x"})
+	expectEvents(t, local, "e", []string{"x"})
+	expectSilence(t, excluded, nodes[0], "ex", "e")
+}
+
+func TestClusterClientEventsCrossNodes(t *testing.T) {
+	nodes := startCluster(t, 2, nil)
+	for _, channel := range []string{"private-chat", "presence-chat"} {
+		t.Run(channel, func(t *testing.T) {
+			sender, _ := join(t, nodes[0], channel, "alice")
+			peer, _ := join(t, nodes[1], channel, "bob")
+			// Ten: the default client-event rate is ten a second.
+			for i := range 10 {
+				if err := sender.WriteJSON(map[string]any{"event": "client-msg", "channel": channel, "data": strconv.Itoa(i)}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var want []string
+			for i := range 10 {
+				want = append(want, strconv.Itoa(i))
+			}
+			expectEvents(t, peer, "client-msg", want)
+			expectSilence(t, sender, nodes[1], channel, "client-msg") // never echoed
+		})
+	}
+}
+
+// TestClusterConfirmsOnlyOnceTheBusHasTheInterest: a subscriber is confirmed only when the
+// bus has this node's interest, so an event another node publishes after the confirmation is
+// never missed; subscribers that leave before it hold nothing.
+func TestClusterConfirmsOnlyOnceTheBusHasTheInterest(t *testing.T) {
+	var g *gate
+	nodes := startCluster(t, 2, func(b herald.Broker) herald.Broker {
+		if g == nil {
+			g = &gate{Broker: b}
+			return g
+		}
+		return b
+	})
+	g.close()
+	c, sid := dial(t, nodes[0])
+	sendSubscribe(t, c, sid, "private-slow", "")
+	quitter, qsid := dial(t, nodes[0])
+	sendSubscribe(t, quitter, qsid, "private-slow", "")
+	eventually(t, patience, "the subscribe on the bus", func() (bool, string) {
+		return g.calls.Load() == 1, fmt.Sprint(g.calls.Load(), " calls")
+	})
+	// Still waiting: a client event is refused, nothing is confirmed.
+	if err := c.WriteJSON(map[string]any{"event": "client-x", "channel": "private-slow", "data": "{}"}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Read(patience)
+	if err != nil || m.Event != "pusher:error" {
+		t.Fatalf("client event before confirmation: got %+v, %v; want pusher:error", m, err)
+	}
+	quitter.Close()
+	eventually(t, patience, "the quitter to leave", func() (bool, string) {
+		st := nodes[0].h.Stats()
+		return st.Connections == 1, fmt.Sprint(st.Connections, " connections")
+	})
+	g.open()
+	if _, err := c.Expect("pusher_internal:subscription_succeeded", patience); err != nil {
+		t.Fatal(err)
+	}
+	if err := nodes[1].h.Publish("app-id", herald.Event{Name: "e", Channel: "private-slow", Data: "after"}); err != nil {
+		t.Fatal(err)
+	}
+	expectEvents(t, c, "e", []string{"after"})
+	c.Close()
+	eventually(t, patience, "the interest to go", func() (bool, string) {
+		st := nodes[0].b.Stats()
+		return st.Interests == 0 && nodes[0].h.Stats().Channels == 0, fmt.Sprint(st.Interests, " interests")
+	})
+}
+
+// TestClusterSubscribeWaitsOutABusOutage: while the bus refuses the interest, the subscriber
+// waits; once the bus is back it is confirmed, and cross-node events reach it.
+func TestClusterSubscribeWaitsOutABusOutage(t *testing.T) {
+	var g *gate
+	nodes := startCluster(t, 2, func(b herald.Broker) herald.Broker {
+		if g == nil {
+			g = &gate{Broker: b}
+			return g
+		}
+		return b
+	})
+	g.down.Store(true)
+	c, sid := dial(t, nodes[0])
+	sendSubscribe(t, c, sid, "outage", "")
+	eventually(t, patience, "subscribes refused by the bus", func() (bool, string) {
+		return g.failed.Load() >= 2, fmt.Sprint(g.failed.Load(), " failed")
+	})
+	// A REST publish on the node whose bus is down is refused and reaches no one.
+	err := nodes[0].h.Publish("app-id", herald.Event{Name: "e", Channel: "outage", Data: "refused"})
+	if herald.CodeOf(err) != herald.CodeUnavailable {
+		t.Fatalf("publish with the bus down: %v; want CodeUnavailable", err)
+	}
+	g.down.Store(false)
+	if _, err := c.Expect("pusher_internal:subscription_succeeded", patience); err != nil {
+		t.Fatal(err)
+	}
+	if err := nodes[1].h.Publish("app-id", herald.Event{Name: "e", Channel: "outage", Data: "back"}); err != nil {
+		t.Fatal(err)
+	}
+	expectEvents(t, c, "e", []string{"back"}) // the refused one never arrives first
+}
+
+// TestClusterPresenceFullOnConfirmation: subscribers that waited for the bus are admitted to
+// a presence channel in order, and the one over the limit is refused with 4100 and holds
+// nothing.
+func TestClusterPresenceFullOnConfirmation(t *testing.T) {
+	small := *app
+	small.Limits.MaxPresenceMembers = 1
+	bus := memory.NewBus()
+	h, addr := startHubApps(t, hub.Config{}, &small)
+	mb := bus.Attach(memory.Config{NodeID: "a"}, h.Receive)
+	t.Cleanup(func() { _ = mb.Close(context.Background()) })
+	g := &gate{Broker: mb}
+	h.UseBroker(g)
+	nd := &node{h: h, addr: addr, b: g}
+	g.close()
+	first, sid1 := dial(t, nd)
+	sendSubscribe(t, first, sid1, "presence-room", "u1")
+	eventually(t, patience, "the subscribe on the bus", func() (bool, string) {
+		return g.calls.Load() == 1, fmt.Sprint(g.calls.Load(), " calls")
+	})
+	second, sid2 := dial(t, nd)
+	sendSubscribe(t, second, sid2, "presence-room", "u2")
+	eventually(t, patience, "both waiting", func() (bool, string) {
+		st, _ := h.Channel("app-id", "presence-room")
+		return st.SubscriptionCount == 2, fmt.Sprint(st.SubscriptionCount, " subscriptions")
+	})
+	g.open()
+	if _, err := first.Expect("pusher_internal:subscription_succeeded", patience); err != nil {
+		t.Fatal(err)
+	}
+	m, err := second.Expect("pusher:subscription_error", patience)
+	if err != nil || !strings.Contains(string(m.Data), "4100") {
+		t.Fatalf("second member: %+v %v; want subscription_error 4100", m, err)
+	}
+	eventually(t, patience, "the refused member's reference to go", func() (bool, string) {
+		st, _ := h.Channel("app-id", "presence-room")
+		return st.SubscriptionCount == 1 && st.UserCount == 1, fmt.Sprintf("%+v", st)
+	})
+	// The refused subscription holds nothing: subscribing again is not "already subscribed".
+	sendSubscribe(t, second, sid2, "presence-room", "u2")
+	if m, err := second.Expect("pusher:subscription_error", patience); err != nil || !strings.Contains(string(m.Data), "4100") {
+		t.Fatalf("second try: %+v %v; want the channel full again (4100), not already subscribed", m, err)
+	}
+	first.Close()
+	second.Close()
+	eventually(t, patience, "channels and interests back to 0", func() (bool, string) {
+		return h.Stats().Channels == 0 && g.Stats().Interests == 0, fmt.Sprint(h.Stats().Channels, " channels, ", g.Stats().Interests, " interests")
+	})
+}
+
+// TestClusterChurnLeavesNoInterest: clients joining and leaving channels at once, while the
+// bus confirms slowly, leave no channel and no interest behind.
+func TestClusterChurnLeavesNoInterest(t *testing.T) {
+	var g *gate
+	nodes := startCluster(t, 2, func(b herald.Broker) herald.Broker {
+		if g == nil {
+			g = &gate{Broker: b}
+			return g
+		}
+		return b
+	})
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 40 {
+				if i%10 == 0 {
+					g.close()
+				} else if i%10 == 5 {
+					g.open()
+				}
+				c, err := wstest.Dial(nodes[0].addr, "/app/app-key?protocol=7")
+				if err != nil {
+					errs <- err
+					return
+				}
+				sid, err := c.SocketID(patience)
+				if err == nil {
+					ch := fmt.Sprint("churn-", (w*40+i)%7)
+					if i%3 == 0 {
+						ch = "presence-" + ch
+					}
+					var auth, data string
+					if i%3 == 0 {
+						auth, data = presenceAuth(sid, ch, fmt.Sprint("u", i))
+					}
+					err = c.Subscribe(ch, auth, data)
+					if err == nil && i%2 == 0 {
+						err = c.WriteJSON(map[string]any{"event": "pusher:unsubscribe", "data": map[string]string{"channel": ch}})
+					}
+				}
+				c.Close()
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	g.open()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	eventually(t, patience, "connections, channels and interests back to 0", func() (bool, string) {
+		st := nodes[0].h.Stats()
+		bs := g.Stats()
+		return st.Connections == 0 && st.Channels == 0 && bs.Interests == 0,
+			fmt.Sprintf("%d connections, %d channels, %d interests", st.Connections, st.Channels, bs.Interests)
+	})
+}
