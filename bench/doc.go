@@ -14,6 +14,11 @@
 // of Idle, Fanout and Multichannel are spread over child processes (RunChild) whose counts
 // and histograms the parent merges.
 //
+// A target may be a cluster (nodes.go): Target.WS lists the nodes, connection i of a run goes
+// to node i mod N (numbered over the whole run, children included), publishes go to the one
+// node of Target.REST, and with one Target.ServerPIDs entry per node the server's CPU time is
+// summed and its RSS reported per node.
+//
 // Scenarios may run concurrently with each other; a report is not safe for concurrent
 // mutation.
 package bench

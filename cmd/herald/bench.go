@@ -33,6 +33,10 @@ Scenarios (see BENCHMARKS.md), against any Pusher-protocol server:
   publish       K concurrent publishers over keep-alive HTTP (events or batch_events) to
                 channels with one subscriber each; accepted events/s, publish latency, delivery
 
+A cluster: --ws takes the nodes' WebSocket URLs, comma-separated (connection i of the run goes
+to node i mod N, also with --procs), --rest the one node publishes go to, --server-pid one
+pid per node in the same order, --metrics one endpoint per node (summed).
+
 Run "herald bench <scenario> -h" for its flags. The exit status is 0 when the run was clean,
 1 when it failed, measured nothing (no request, connection, cycle or expected delivery), or
 any connection, delivery or order was lost, 2 for a usage error.
@@ -58,12 +62,12 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("herald bench "+scenario, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var t bench.Target
-	fs.StringVar(&t.WS, "ws", "ws://127.0.0.1:6001", "WebSocket base URL of the server or, comma-separated, of each node of a cluster: connection i of the run goes to node i mod N")
+	fs.StringVar(&t.WS, "ws", "ws://127.0.0.1:6001", "WebSocket base URL of the server or, comma-separated, of each node of a cluster (`urls`): connection i of the run goes to node i mod N")
 	fs.StringVar(&t.REST, "rest", "http://127.0.0.1:6001", "REST base URL of the node every publish goes to (one URL, also with several --ws nodes)")
 	fs.StringVar(&t.AppID, "app-id", "app-id", "app id")
 	fs.StringVar(&t.Key, "key", "app-key", "app key")
 	fs.StringVar(&t.Secret, "secret", "app-secret", "app secret")
-	pids := fs.String("server-pid", "", "server process id, to report its CPU time and RSS from /proc; or one per --ws node, comma-separated, in the same order: CPU summed, RSS per node and in total (empty or 0: not reported)")
+	pids := fs.String("server-pid", "", "server process id, to report its CPU time and RSS from /proc; or one per --ws node, comma-separated in the same order (`pids`): CPU summed, RSS per node and in total (empty or 0: not reported)")
 	fs.DurationVar(&t.Timeout, "timeout", 60*time.Second, "deadline of every phase")
 	fs.IntVar(&t.Concurrency, "concurrency", 200, "connection attempts in flight at once")
 	fs.Float64Var(&t.Rate, "rate", 0, "connection attempts per second (0: as fast as possible; ramp's default 500, churn's 1000 cycles/s)")
@@ -72,7 +76,7 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 	quiet := fs.Bool("quiet", false, "no live progress line on the terminal (it is also off with --json or when stderr is not a terminal)")
 	htmlPath := fs.String("report", "", "also write a self-contained HTML report (plots over time and the summary) to this file")
 	var watch bench.MonitorConfig
-	fs.StringVar(&t.Metrics, "metrics", "", "the server's Prometheus endpoint, or one per node comma-separated (summed), read before, each second during and after the run (herald, Soketi, Sockudo: http://127.0.0.1:9601/metrics); churn without it reads /health on --rest, or on every --ws node (ws→http) with several")
+	fs.StringVar(&t.Metrics, "metrics", "", "the server's Prometheus endpoint, or one per node comma-separated (`urls`, summed), read before, each second during and after the run (herald, Soketi, Sockudo: http://127.0.0.1:9601/metrics); churn without it reads /health on --rest, or on every --ws node (ws→http) with several")
 	fs.StringVar(&watch.MetricsPrefix, "metrics-prefix", "herald_", "prefix of the server's <prefix>connected and <prefix>channels series")
 
 	var run func(ctx context.Context) (any, bool, error)
