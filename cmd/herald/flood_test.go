@@ -29,13 +29,13 @@ import (
 // measured.
 const floodFDLimit = 1024
 
-// TestHelperServe is not a test: TestServeSlowBodyFlood runs the test binary again with
-// HERALD_HELPER_SERVE set, and this runs `herald serve` with those flags under a lowered
-// open-file limit.
+// TestHelperServe is not a test: TestServeSlowBodyFlood and TestClusterNodes run the test
+// binary again with HERALD_HELPER_SERVE set, and this runs `herald serve` with those flags
+// under a lowered open-file limit.
 func TestHelperServe(t *testing.T) {
 	args := os.Getenv("HERALD_HELPER_SERVE")
 	if args == "" {
-		t.Skip("runs herald serve for TestServeSlowBodyFlood")
+		t.Skip("runs herald serve for TestServeSlowBodyFlood and TestClusterNodes")
 	}
 	if err := setOpenFileLimit(floodFDLimit); err != nil {
 		fmt.Fprintln(os.Stderr, "setrlimit:", err)
