@@ -24,11 +24,11 @@ import (
 // UseBroker connects the hub to a cluster bus built with h.Receive as its handler. Call it
 // once, after New and before the hub serves any connection or publish. Without it the hub is
 // a single node and nothing of the cluster is on its paths.
-func (h *Hub) UseBroker(b herald.Broker) {
-	h.bus = b
+func (f *core) UseBroker(b herald.Broker) {
+	f.bus = b
 	ctx, cancel := context.WithCancel(context.Background())
-	h.busOps = &busOps{ctx: ctx, cancel: cancel}
-	for _, a := range h.apps {
+	f.busOps = &busOps{ctx: ctx, cancel: cancel}
+	for _, a := range f.apps {
 		a.channels.clustered = true
 	}
 }
@@ -37,15 +37,15 @@ func (h *Hub) UseBroker(b herald.Broker) {
 // published to this node's subscribers of its channel, except the socket it excludes (when
 // that socket is here). Messages of unknown kinds or apps, and for channels nobody here
 // subscribes to any more, are ignored.
-func (h *Hub) Receive(msg herald.BusMessage) {
+func (f *core) Receive(msg herald.BusMessage) {
 	if msg.Kind != herald.BusEvent {
 		return
 	}
-	a := h.apps[msg.App]
+	a := f.apps[msg.App]
 	if a == nil {
 		return
 	}
-	h.publish(a, msg.Channel, msg.Payload, parseSocketID(h.prefix, msg.ExcludeSocket), nil)
+	f.publish(a, msg.Channel, msg.Payload, parseSocketID(f.prefix, msg.ExcludeSocket), nil)
 }
 
 // busPublish is Publish in a cluster: it sends the frames of evs through the bus to every
@@ -58,11 +58,11 @@ func (h *Hub) Receive(msg herald.BusMessage) {
 //
 // Local subscribers are served from the bus like the others: the fan-out queues push back on
 // the broker's delivery, not on the publisher, who is refused only when the bus is.
-func (h *Hub) busPublish(a *appState, evs []herald.Event, frames [][]byte) error {
-	if !h.bus.Connected() {
+func (f *core) busPublish(a *appState, evs []herald.Event, frames [][]byte) error {
+	if !f.bus.Connected() {
 		return herald.Errorf(herald.CodeUnavailable, "the cluster bus is unreachable, retry later")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), h.cfg.PublishTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.PublishTimeout)
 	defer cancel()
 	for i := range evs {
 		name := evs[i].Channel
@@ -70,26 +70,26 @@ func (h *Hub) busPublish(a *appState, evs []herald.Event, frames [][]byte) error
 			// The bus brings the event back only while this node has interest in the
 			// channel; a later subscriber here must find it all the same.
 			if ch := a.channels.lookup(name); ch == nil || !ch.bus.ready.Load() {
-				a.cache.with(name, h.now(), func([]byte) []byte { return frames[i] })
+				a.cache.with(name, f.now(), func([]byte) []byte { return frames[i] })
 			}
 		}
-		err := h.bus.Publish(ctx, herald.BusMessage{Kind: herald.BusEvent, App: a.app.ID, Channel: name,
+		err := f.bus.Publish(ctx, herald.BusMessage{Kind: herald.BusEvent, App: a.app.ID, Channel: name,
 			ExcludeSocket: evs[i].SocketID, Payload: frames[i]})
 		if err != nil {
 			return err
 		}
 	}
-	return h.bus.Flush(ctx)
+	return f.bus.Flush(ctx)
 }
 
 // busForward sends a client event's frame through the bus, to this node's subscribers too,
 // and reports whether it did. Client events are never refused: while the bus is down, the
 // caller delivers to this node's subscribers only.
-func (h *Hub) busForward(a *appState, channel, from string, frame []byte) bool {
-	if !h.bus.Connected() {
+func (f *core) busForward(a *appState, channel, from string, frame []byte) bool {
+	if !f.bus.Connected() {
 		return false
 	}
-	err := h.bus.Publish(context.Background(), herald.BusMessage{Kind: herald.BusEvent, App: a.app.ID, Channel: channel,
+	err := f.bus.Publish(context.Background(), herald.BusMessage{Kind: herald.BusEvent, App: a.app.ID, Channel: channel,
 		ExcludeSocket: from, Payload: frame})
 	return err == nil
 }
@@ -104,45 +104,13 @@ type busInterest struct {
 	gone    bool // the channel was forgotten: drop the reference once held
 }
 
-// waiter is a subscription waiting for its channel's interest on the bus. Its state changes
-// under busInterest.mu; its connection's read side reads it without the lock.
-type waiter struct {
-	c      *Conn
-	member herald.Member
-	state  atomic.Int32
-}
-
-const (
-	waiting   int32 = iota // queued on busInterest.waiting
-	joined                 // confirmed: an ordinary subscription from then on
-	failed                 // refused on confirmation (presence channel full); it holds nothing
-	cancelled              // left before it was confirmed
-)
-
-// wait queues c's subscription to ch until the bus confirms ch, and reports true; false
-// means ch is confirmed already and the caller enters c at once.
-func (h *Hub) wait(c *Conn, ch *Channel, member herald.Member) (*waiter, bool) {
-	b := ch.bus
-	if b.ready.Load() {
-		return nil, false
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.ready.Load() {
-		return nil, false
-	}
-	w := &waiter{c: c, member: member}
-	b.waiting = append(b.waiting, w)
-	return w, true
-}
-
-// startInterest takes this node's interest in a channel just created, then confirms its
-// waiting subscribers. While the bus is down it retries until the bus is back (the
-// subscribers wait), or until the channel is forgotten or the hub shuts down.
-func (h *Hub) startInterest(a *appState, ch *Channel) {
-	h.busOps.run(func(ctx context.Context) {
+// takeInterest takes this node's interest in a channel just created, then calls confirmed.
+// While the bus is down it retries until the bus is back, or until the channel is forgotten
+// or the hub shuts down (then confirmed is never called).
+func (f *core) takeInterest(a *appState, ch *Channel, confirmed func()) {
+	f.busOps.run(func(ctx context.Context) {
 		app, name, b := a.app.ID, ch.name, ch.bus
-		err := h.bus.Subscribe(ctx, app, name)
+		err := f.bus.Subscribe(ctx, app, name)
 		for n := 0; err != nil; n++ {
 			// The reference taken above is kept and restored by the engine when the bus
 			// returns; an extra one, taken and dropped, tells when it is confirmed.
@@ -156,82 +124,26 @@ func (h *Hub) startInterest(a *appState, ch *Channel) {
 			if gone {
 				break
 			}
-			err = h.bus.Subscribe(ctx, app, name)
-			_ = h.bus.Unsubscribe(ctx, app, name)
+			err = f.bus.Subscribe(ctx, app, name)
+			_ = f.bus.Unsubscribe(ctx, app, name)
 		}
-		var refused []*waiter
 		b.mu.Lock()
 		b.held = true
 		gone := b.gone
-		if err == nil && !gone {
-			b.ready.Store(true)
-			for _, w := range b.waiting {
-				if !h.confirm(ch, w) {
-					refused = append(refused, w)
-				}
-			}
-			b.waiting = nil
-		}
 		b.mu.Unlock()
-		for _, w := range refused {
-			h.forget(a, ch)
-			h.subError(w.c, name, "LimitReached", "presence channel is full", 4100)
-		}
 		if gone {
-			h.dropInterest(ctx, app, name)
+			f.dropInterest(ctx, app, name)
+			return
+		}
+		if err == nil {
+			confirmed()
 		}
 	})
 }
 
-// confirm enters a waiting subscription now that the bus has its channel, and reports
-// false when the channel refused it (the caller then gives its reference back). Called with
-// ch.bus.mu held, so the connection's read side sees it either waiting or settled.
-func (h *Hub) confirm(ch *Channel, w *waiter) bool {
-	if w.state.Load() != waiting {
-		return true
-	}
-	if h.enter(w.c, ch, w.member) {
-		w.state.Store(joined)
-		return true
-	}
-	w.state.Store(failed)
-	return false
-}
-
-// settle ends a subscription that may still be waiting, as its connection leaves it. It
-// reports whether the subscription had entered its channel: when not, it held only its
-// reference to the channel, which settle gives back.
-func (h *Hub) settle(c *Conn, s sub) (entered bool) {
-	w := s.wait
-	if w == nil {
-		return true
-	}
-	b := s.ch.bus
-	b.mu.Lock()
-	st := w.state.Load()
-	if st == waiting {
-		w.state.Store(cancelled)
-		for i, x := range b.waiting {
-			if x == w {
-				b.waiting = append(b.waiting[:i], b.waiting[i+1:]...)
-				break
-			}
-		}
-	}
-	b.mu.Unlock()
-	switch st {
-	case waiting:
-		h.forget(c.app, s.ch)
-		return false
-	case joined:
-		return true
-	}
-	return false // failed: confirm gave its reference back
-}
-
 // forget drops one subscription's reference to ch; the last one forgets the channel and, in
 // a cluster, drops this node's interest in it.
-func (h *Hub) forget(a *appState, ch *Channel) {
+func (f *core) forget(a *appState, ch *Channel) {
 	if !a.channels.release(ch) || ch.bus == nil {
 		return
 	}
@@ -242,12 +154,12 @@ func (h *Hub) forget(a *appState, ch *Channel) {
 	b.mu.Unlock()
 	if held {
 		app, name := a.app.ID, ch.name
-		h.busOps.run(func(ctx context.Context) { h.dropInterest(ctx, app, name) })
+		f.busOps.run(func(ctx context.Context) { f.dropInterest(ctx, app, name) })
 	}
 }
 
-func (h *Hub) dropInterest(ctx context.Context, app, name string) {
-	_ = h.bus.Unsubscribe(ctx, app, name)
+func (f *core) dropInterest(ctx context.Context, app, name string) {
+	_ = f.bus.Unsubscribe(ctx, app, name)
 }
 
 // busOps runs the hub's bus operations, one goroutine each, and stops them at shutdown.

@@ -1,5 +1,14 @@
-// Package hub is herald's fan-out core: connections, channels, presence, the cache of cache
-// channels, and the workers that deliver events.
+// Package hub is one herald node: the Pusher session side (Hub: the HTTP upgrade, each
+// connection's protocol messages, subscriptions, presence, users and the REST queries) on
+// top of the fan-out core (core: the workers, each channel's subscribers, the cache of cache
+// channels, publishing and the cluster bus). The session side decides who subscribes to
+// what; the core delivers and calls nothing of the session side.
+//
+// In a cluster the bus plugs into the core in one place, cluster.go: a channel's first local
+// subscriber takes the node's interest on the bus (its subscribers are confirmed once the bus
+// has it), its last one drops it, and every publish goes through the bus, which brings it
+// back to every node with interest, this one included, so all nodes deliver one channel's
+// events in one order.
 //
 // A fixed pool of workers (about one per core) owns the connections: each connection belongs
 // to one worker, which alone queues frames for it and writes them, once per batch, with one

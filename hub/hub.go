@@ -2,14 +2,11 @@ package hub
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -98,55 +95,21 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// appState is the hub's live state of one app.
-type appState struct {
-	app      *herald.App
-	channels *registry
-	cache    *cache
-	conns    atomic.Int64
-	counters []counters // by worker
-	origins  guard.Origins
-	events   guard.Rate // each connection's client-event rate
-	latency  Observer   // nil: not measured
-	usersMu  sync.Mutex
-	users    map[string][]*Conn // signed-in user id -> connections
-}
-
-// Hub is one node's fan-out core. It is safe for concurrent use.
+// Hub is one node's Pusher server: the session side (the HTTP upgrade, each connection's
+// protocol messages, subscriptions, presence, users, the REST queries) on top of the fan-out
+// core it embeds (see core), which owns the connections' writes, the channels' subscribers,
+// publishing and the cluster bus. It is safe for concurrent use.
 type Hub struct {
-	cfg     Config
-	log     *slog.Logger
-	apps    map[string]*appState // by id
+	*core
 	byKey   map[string]*appState
-	workers []*worker
 	engine  *ws.Engine
-	prefix  string // socket id prefix, random per process
-	cache   *cacheNode
-	bus     herald.Broker // nil: a single node
-	busOps  *busOps       // the bus operations in flight; nil on a single node
+	nextNum atomic.Uint64
 
-	clock    atomic.Int64 // ms, advanced by the clock goroutine
-	nextNum  atomic.Uint64
-	conns    atomic.Int64
-	channels atomic.Int64
-	draining atomic.Bool
-	drained  chan struct{}
-	drainOne sync.Once
+	refusals    [refusalCount]atomic.Int64
+	refusalWarn [refusalCount]lograte.Limit // refusal warnings, by reason
 
-	pongTimeouts atomic.Int64
-	refusals     [refusalCount]atomic.Int64
-	slowWarn     lograte.Limit               // slow-consumer warnings
-	refusalWarn  [refusalCount]lograte.Limit // refusal warnings, by reason
+	pongFrame []byte // the answer to pusher:ping
 
-	// Pre-encoded frames.
-	pingFrame, pongFrame []byte
-	closeSlow, closePong []byte
-	closeShutdown        []byte
-
-	fences []*Conn // tests only: see fence in fake_test.go
-
-	stop    chan struct{}
-	wg      sync.WaitGroup
 	stopped sync.Once
 }
 
@@ -157,18 +120,7 @@ func New(cfg Config, apps []*herald.App, log *slog.Logger) (*Hub, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	var rnd [4]byte
-	_, _ = rand.Read(rnd[:])
-	h := &Hub{
-		cfg:     cfg,
-		log:     log,
-		apps:    map[string]*appState{},
-		byKey:   map[string]*appState{},
-		prefix:  strconv.FormatUint(uint64(binary.LittleEndian.Uint32(rnd[:])%1_000_000_000), 10),
-		drained: make(chan struct{}),
-		stop:    make(chan struct{}),
-		cache:   newCacheNode(cfg),
-	}
+	h := &Hub{core: newCore(cfg, log), byKey: map[string]*appState{}, pongFrame: ws.TextFrame(pusher.PongPayload)}
 	for _, a := range apps {
 		origins, err := guard.ParseOrigins(a.AllowedOrigins)
 		if err != nil {
@@ -187,27 +139,13 @@ func New(cfg Config, apps []*herald.App, log *slog.Logger) (*Hub, error) {
 		h.apps[a.ID] = st
 		h.byKey[a.Key] = st
 	}
-	h.pingFrame = ws.TextFrame(pusher.PingPayload)
-	h.pongFrame = ws.TextFrame(pusher.PongPayload)
-	h.closeSlow = closeFrames(herald.CodeSlowConsumer.PusherCode(), "slow consumer: too many bytes queued")
-	h.closePong = closeFrames(herald.CodePongTimeout.PusherCode(), "pong reply not received in time")
-	h.closeShutdown = closeFrames(herald.CodeReconnect.PusherCode(), "server shutting down, reconnect")
-	h.clock.Store(time.Now().UnixMilli())
-
 	eng, err := ws.NewEngine(ws.Config{Pollers: cfg.Workers, MaxMessageBytes: cfg.MaxMessageBytes,
 		SendBufferBytes: max(cfg.SendBufferBytes, 0), FrameTimeout: cfg.FrameTimeout}, h)
 	if err != nil {
 		return nil, err
 	}
 	h.engine = eng
-	for i := 0; i < cfg.Workers; i++ {
-		w := newWorker(h, i)
-		h.workers = append(h.workers, w)
-		h.wg.Add(1)
-		go func() { defer h.wg.Done(); w.run(h.stop) }()
-	}
-	h.wg.Add(1)
-	go h.tick()
+	h.core.start()
 	return h, nil
 }
 
@@ -228,32 +166,6 @@ func closeFrames(code int, msg string) []byte {
 	f := ws.TextFrame(pusher.AppendError(nil, code, msg))
 	return append(f, ws.CloseFrame(code, msg)...)
 }
-
-// tick advances the coarse clock (nothing on the hot path calls time.Now) and expires cache
-// entries.
-func (h *Hub) tick() {
-	defer h.wg.Done()
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	n := 0
-	for {
-		select {
-		case now := <-t.C:
-			ms := now.UnixMilli()
-			h.clock.Store(ms)
-			if n++; n%10 == 0 {
-				h.cache.expire(ms)
-			}
-			if n%600 == 0 {
-				h.cache.compact()
-			}
-		case <-h.stop:
-			return
-		}
-	}
-}
-
-func (h *Hub) now() int64 { return h.clock.Load() }
 
 // Stats is a snapshot of the node's counters.
 type Stats struct {
@@ -288,34 +200,6 @@ func (h *Hub) Stats() Stats {
 // ActivityTimeout is the value advertised to clients.
 func (h *Hub) ActivityTimeout() time.Duration { return h.cfg.ActivityTimeout }
 
-// uncount is the single place a connection stops counting.
-func (h *Hub) uncount(c *Conn) {
-	c.app.conns.Add(-1)
-	c.m.disconnects.Add(1)
-	if h.conns.Add(-1) == 0 && h.draining.Load() {
-		h.drainOne.Do(func() { close(h.drained) })
-	}
-}
-
-// warnSlow logs slow consumers, at most once a second.
-func (h *Hub) warnSlow(c *Conn) {
-	if h.slowWarn.Due(h.now(), 1000) {
-		h.log.Warn("closing slow consumer", "app_id", c.app.app.ID, "socket_id", c.sid,
-			"slow_consumers_total", h.slowConsumerCount())
-	}
-}
-
-// slowConsumerCount sums every app's slow-consumer closes.
-func (h *Hub) slowConsumerCount() int64 {
-	var n int64
-	for _, a := range h.apps {
-		for i := range a.counters {
-			n += a.counters[i].slow.Load()
-		}
-	}
-	return n
-}
-
 // Shutdown closes every connection with 4200 (clients reconnect elsewhere), waits for them to
 // go within ctx, then stops the hub's goroutines. It is idempotent.
 func (h *Hub) Shutdown(ctx context.Context) error {
@@ -333,13 +217,8 @@ func (h *Hub) Shutdown(ctx context.Context) error {
 		case <-ctx.Done():
 			err = errors.New("hub: connections still open at the shutdown deadline")
 		}
-		h.busOps.stop()
-		close(h.stop)
-		h.wg.Wait()
+		h.core.stopAll()
 		h.engine.Close()
 	})
 	return err
 }
-
-// Workers returns the number of fan-out workers.
-func (h *Hub) Workers() int { return len(h.workers) }

@@ -44,9 +44,9 @@ type AppMetrics struct {
 }
 
 // AppMetrics returns every app's counters, summed over workers.
-func (h *Hub) AppMetrics() []AppMetrics {
-	out := make([]AppMetrics, 0, len(h.apps))
-	for _, a := range h.apps {
+func (f *core) AppMetrics() []AppMetrics {
+	out := make([]AppMetrics, 0, len(f.apps))
+	for _, a := range f.apps {
 		m := AppMetrics{
 			AppID:         a.app.ID,
 			Connections:   a.conns.Load(),
@@ -103,9 +103,9 @@ func (h *Hub) Refusals() []int64 {
 }
 
 // QueueDepths returns how many commands wait in each worker's inbox.
-func (h *Hub) QueueDepths() []int {
-	out := make([]int, len(h.workers))
-	for i, w := range h.workers {
+func (f *core) QueueDepths() []int {
+	out := make([]int, len(f.workers))
+	for i, w := range f.workers {
 		out[i] = len(w.inbox)
 	}
 	return out

@@ -15,8 +15,8 @@ import (
 // it needs stay full for the publish timeout, and then has delivered none of evs to anyone
 // (nor kept any in a cache channel), so the caller answers 503 and the publisher retries
 // without duplicating a thing.
-func (h *Hub) Publish(appID string, evs ...herald.Event) error {
-	a := h.apps[appID]
+func (f *core) Publish(appID string, evs ...herald.Event) error {
+	a := f.apps[appID]
 	if a == nil {
 		return herald.Errorf(herald.CodeAppNotFound, "app %q does not exist", appID)
 	}
@@ -28,24 +28,24 @@ func (h *Hub) Publish(appID string, evs ...herald.Event) error {
 	for i := range evs {
 		frames[i] = eventFrame(evs[i])
 	}
-	if h.bus != nil {
-		return h.busPublish(a, evs, frames)
+	if f.bus != nil {
+		return f.busPublish(a, evs, frames)
 	}
 	// Per-worker slot counts; on the stack for up to 16 workers.
 	var wantBuf, heldBuf [16]int32
 	want, held := wantBuf[:], heldBuf[:]
-	if n := len(h.workers); n <= len(wantBuf) {
+	if n := len(f.workers); n <= len(wantBuf) {
 		want, held = want[:n], held[:n]
 	} else {
 		want, held = make([]int32, n), make([]int32, n)
 	}
-	if err := h.reserve(a, evs, want, held); err != nil {
+	if err := f.reserve(a, evs, want, held); err != nil {
 		return err
 	}
 	for i := range evs {
-		h.publish(a, evs[i].Channel, frames[i], parseSocketID(h.prefix, evs[i].SocketID), held)
+		f.publish(a, evs[i].Channel, frames[i], parseSocketID(f.prefix, evs[i].SocketID), held)
 	}
-	h.release(held) // what subscribers who left meanwhile did not use
+	f.release(held) // what subscribers who left meanwhile did not use
 	return nil
 }
 
@@ -61,7 +61,7 @@ func eventFrame(ev herald.Event) []byte {
 // publish timeout in all for room; held[i] counts the slots taken in worker i. It takes all
 // of them or, returning a CodeBusy error, none. Every publisher takes workers in index order,
 // so publishers that wait for slots another holds never wait in a cycle.
-func (h *Hub) reserve(a *appState, evs []herald.Event, want, held []int32) error {
+func (f *core) reserve(a *appState, evs []herald.Event, want, held []int32) error {
 	for j := range evs {
 		ch := a.channels.lookup(evs[j].Channel)
 		if ch == nil {
@@ -74,7 +74,7 @@ func (h *Hub) reserve(a *appState, evs []herald.Event, want, held []int32) error
 		}
 	}
 	var t *time.Timer
-	for i, w := range h.workers {
+	for i, w := range f.workers {
 		for n := min(want[i], int32(cap(w.slots))); held[i] < n; {
 			select {
 			case w.slots <- struct{}{}:
@@ -83,13 +83,13 @@ func (h *Hub) reserve(a *appState, evs []herald.Event, want, held []int32) error
 			default:
 			}
 			if t == nil {
-				t = time.NewTimer(h.cfg.PublishTimeout)
+				t = time.NewTimer(f.cfg.PublishTimeout)
 			}
 			select {
 			case w.slots <- struct{}{}:
 				held[i]++
 			case <-t.C:
-				h.release(held)
+				f.release(held)
 				return herald.Errorf(herald.CodeBusy, "fan-out queues are full, retry later")
 			}
 		}
@@ -101,10 +101,10 @@ func (h *Hub) reserve(a *appState, evs []herald.Event, want, held []int32) error
 }
 
 // release gives back the publish queue slots counted in held and zeroes it.
-func (h *Hub) release(held []int32) {
+func (f *core) release(held []int32) {
 	for i, n := range held {
 		for ; n > 0; n-- {
-			<-h.workers[i].slots
+			<-f.workers[i].slots
 		}
 		held[i] = 0
 	}
@@ -112,18 +112,18 @@ func (h *Hub) release(held []int32) {
 
 // publish sends frame to channel name's subscribers; cache channels also keep it. held, when
 // not nil, are the slots reserved for it (see dispatch).
-func (h *Hub) publish(a *appState, name string, frame []byte, excl uint64, held []int32) {
+func (f *core) publish(a *appState, name string, frame []byte, excl uint64, held []int32) {
 	if herald.Classify(name).Cache {
-		a.cache.with(name, h.now(), func([]byte) []byte {
+		a.cache.with(name, f.now(), func([]byte) []byte {
 			if ch := a.channels.lookup(name); ch != nil {
-				h.dispatch(ch, frame, excl, held, a.latency)
+				f.dispatch(ch, frame, excl, held, a.latency)
 			}
 			return frame
 		})
 		return
 	}
 	if ch := a.channels.lookup(name); ch != nil {
-		h.dispatch(ch, frame, excl, held, a.latency)
+		f.dispatch(ch, frame, excl, held, a.latency)
 	}
 }
 
@@ -133,11 +133,11 @@ func (h *Hub) publish(a *appState, name string, frame []byte, excl uint64, held 
 // change, which never fail) the send waits for room, which a worker always makes. latency,
 // when not nil, observes the time until the last worker has queued the frame for its
 // subscribers.
-func (h *Hub) dispatch(ch *Channel, frame []byte, excl uint64, held []int32, latency Observer) {
+func (f *core) dispatch(ch *Channel, frame []byte, excl uint64, held []int32, latency Observer) {
 	var track *pubTrack
 	if latency != nil {
 		n := int32(0)
-		for i := range h.workers {
+		for i := range f.workers {
 			if ch.wcount[i].Load() > 0 {
 				n++
 			}
@@ -148,7 +148,7 @@ func (h *Hub) dispatch(ch *Channel, frame []byte, excl uint64, held []int32, lat
 		track = &pubTrack{start: mono(), obs: latency}
 		track.left.Store(n)
 	}
-	for i, w := range h.workers {
+	for i, w := range f.workers {
 		if ch.wcount[i].Load() <= 0 {
 			continue
 		}

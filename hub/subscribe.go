@@ -63,7 +63,7 @@ func (h *Hub) subscribe(c *Conn, m pusher.Message) {
 			in.wait = w
 			c.subs = append(c.subs, in)
 			if first {
-				h.startInterest(a, ch)
+				h.takeInterest(a, ch, func() { h.confirmAll(a, ch) })
 			}
 			return
 		}

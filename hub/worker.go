@@ -33,7 +33,7 @@ type cmd struct {
 // worker owns a fixed share of the connections: their outbound queues, their writes and
 // their place in each channel's subscriber list. Only the worker's goroutine touches these.
 type worker struct {
-	h     *Hub
+	f     *core
 	idx   int
 	inbox chan cmd
 	// slots is a counting semaphore of the inbox's size: a publisher that may be refused
@@ -46,12 +46,12 @@ type worker struct {
 	done  chan struct{}
 }
 
-func newWorker(h *Hub, idx int) *worker {
+func newWorker(f *core, idx int) *worker {
 	return &worker{
-		h:     h,
+		f:     f,
 		idx:   idx,
-		inbox: make(chan cmd, h.cfg.InboxSize),
-		slots: make(chan struct{}, h.cfg.InboxSize),
+		inbox: make(chan cmd, f.cfg.InboxSize),
+		slots: make(chan struct{}, f.cfg.InboxSize),
 		subs:  map[*Channel][]*Conn{},
 		done:  make(chan struct{}),
 	}
@@ -63,7 +63,7 @@ const maxBatch = 4096
 
 func (w *worker) run(stop <-chan struct{}) {
 	defer close(w.done)
-	tick := time.NewTicker(w.h.cfg.SweepInterval)
+	tick := time.NewTicker(w.f.cfg.SweepInterval)
 	defer tick.Stop()
 	for {
 		select {
@@ -80,7 +80,7 @@ func (w *worker) run(stop <-chan struct{}) {
 			}
 			w.flushDirty()
 		case <-tick.C:
-			w.sweep(w.h.now())
+			w.sweep(w.f.now())
 			w.flushDirty()
 		case <-stop:
 			return
@@ -161,11 +161,11 @@ func (w *worker) enqueue(c *Conn, frame []byte) {
 	if c.closing {
 		return
 	}
-	if c.outBytes+len(frame) > w.h.cfg.OutboundBufferBytes {
+	if c.outBytes+len(frame) > w.f.cfg.OutboundBufferBytes {
 		c.m.slow.Add(1)
-		w.h.warnSlow(c)
+		w.f.warnSlow(c)
 		w.drop(c)
-		w.close(c, w.h.closeSlow)
+		w.close(c, w.f.closeSlow)
 		w.makeRoom(c)
 		return
 	}
@@ -214,7 +214,7 @@ func (w *worker) close(c *Conn, frame []byte) {
 		return
 	}
 	c.closing = true
-	c.closeAt = w.h.now() + w.h.cfg.CloseGrace.Milliseconds()
+	c.closeAt = w.f.now() + w.f.cfg.CloseGrace.Milliseconds()
 	c.out = append(c.out, frame)
 	c.outBytes += len(frame)
 	w.markDirty(c)
@@ -303,14 +303,14 @@ func (w *worker) hangup(c *Conn) {
 	c.outBytes = 0
 	c.closing, c.shut = true, true
 	c.t.Close()
-	w.h.uncount(c)
+	w.f.uncount(c)
 }
 
 // sweep pings connections that have been silent for the activity timeout, closes those that
 // did not answer within the pong timeout, and forces out closes that did not drain.
 func (w *worker) sweep(now int64) {
-	act := w.h.cfg.ActivityTimeout.Milliseconds()
-	pong := w.h.cfg.PongTimeout.Milliseconds()
+	act := w.f.cfg.ActivityTimeout.Milliseconds()
+	pong := w.f.cfg.PongTimeout.Milliseconds()
 	for _, c := range w.conns {
 		if c.closing {
 			if !c.shut && now >= c.closeAt {
@@ -323,14 +323,14 @@ func (w *worker) sweep(now int64) {
 			if last >= c.pingAt {
 				c.pingAt = 0
 			} else if now-c.pingAt >= pong {
-				w.h.pongTimeouts.Add(1)
-				w.close(c, w.h.closePong)
+				w.f.pongTimeouts.Add(1)
+				w.close(c, w.f.closePong)
 				continue
 			}
 		}
 		if c.pingAt == 0 && now-last >= act {
 			c.pingAt = now
-			w.enqueue(c, w.h.pingFrame)
+			w.enqueue(c, w.f.pingFrame)
 		}
 	}
 }
