@@ -92,7 +92,7 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 	b := &Broker{cfg: cfg, handler: h, in: make(chan *nats.Msg, cfg.QueueSize),
 		subs: map[broker.Key]*nats.Subscription{}, kick: make(chan struct{}, 1), stop: make(chan struct{})}
 	b.interests = broker.NewInterests(b.sub, b.unsub)
-	log := cfg.Logger.With("bus", "nats", "url", cfg.URL)
+	log := cfg.Logger.With("bus", "nats", "url", broker.RedactURL(cfg.URL))
 	nc, err := nats.Connect(cfg.URL,
 		nats.Name("herald "+cfg.NodeID),
 		nats.RetryOnFailedConnect(true),

@@ -153,6 +153,8 @@ func (b *Broker) supervise(s *session, err error) {
 			if wasUp {
 				b.reconnects.Add(1)
 				b.log.Info("cluster bus reconnected", "interests", b.interests.Len())
+			} else {
+				b.log.Info("cluster bus connected")
 			}
 			wasUp, attempt = true, 0
 			err = b.hold(s)
