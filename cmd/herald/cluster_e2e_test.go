@@ -89,6 +89,7 @@ func TestClusterNodes(t *testing.T) {
 // node is one `herald serve` process: the test binary run again as TestHelperServe.
 type node struct {
 	name, api string // api is host:port
+	metrics   string // the metrics listener's host:port
 	cmd       *exec.Cmd
 	done      chan struct{} // closed when the process has exited; then err holds its status
 	err       error
@@ -100,7 +101,7 @@ type node struct {
 func startNode(t *testing.T, name, bus string) *node {
 	t.Helper()
 	port, mport := freePort(t), freePort(t)
-	n := &node{name: name, api: fmt.Sprintf("127.0.0.1:%d", port), done: make(chan struct{}),
+	n := &node{name: name, api: fmt.Sprintf("127.0.0.1:%d", port), metrics: fmt.Sprintf("127.0.0.1:%d", mport), done: make(chan struct{}),
 		client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}}
 	n.cmd = exec.Command(os.Args[0], "-test.run=^TestHelperServe$")
 	n.cmd.Env = append(os.Environ(), "HERALD_HELPER_SERVE="+fmt.Sprintf(

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/herald-rt/herald/internal/servicetest"
+	"github.com/herald-rt/herald/internal/wstest"
+)
+
+// TestClusterOutage10s stops the bus server for 10 s under two `herald serve` nodes, for each
+// engine: the nodes keep their clients, refuse every REST publish with 503 while publishes
+// and new subscriptions keep coming, and their descriptors, goroutines and memory stay
+// bounded; once the bus is back, cross-node delivery resumes and the subscription made during
+// the outage is confirmed. The time from the bus's return to the first cross-node delivery
+// is logged (BENCHMARKS.md records it); the test allows 10 s for it on a busy machine.
+func TestClusterOutage10s(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs nats-server, redis-server and herald nodes for 10 s each")
+	}
+	for _, engine := range []string{"nats", "redis"} {
+		t.Run(engine, func(t *testing.T) {
+			var bus *servicetest.Server
+			if engine == "nats" {
+				bus = servicetest.NATS(t)
+			} else {
+				bus = servicetest.Redis(t)
+			}
+			a := startNode(t, "node-a", bus.URL())
+			b := startNode(t, "node-b", bus.URL())
+			for _, n := range []*node{a, b} {
+				n.waitHealth(t, "connected", func(h nodeHealth) error { return h.want("ok", engine, true) })
+			}
+			remote := subscribe(t, b, "news")
+			local := subscribe(t, a, "news")
+			deliver(t, a, remote, "news")
+			base := map[*node]nodeUsage{a: a.usage(t), b: b.usage(t)}
+
+			bus.Stop(t)
+			for _, n := range []*node{a, b} {
+				n.waitHealth(t, "bus_down", func(h nodeHealth) error { return h.want("bus_down", engine, false) })
+			}
+			// A subscription to a channel node b has no interest in yet waits for the bus.
+			waiter, err := wstest.Dial(b.api, "/app/"+restApp.Key+"?protocol=7")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer waiter.Close()
+			if _, err := waiter.SocketID(clusterWait); err != nil {
+				t.Fatal(err)
+			}
+			if err := waiter.Subscribe("during-outage", "", ""); err != nil {
+				t.Fatal(err)
+			}
+			peak := map[*node]nodeUsage{}
+			for end := time.Now().Add(10 * time.Second); time.Now().Before(end); {
+				for _, n := range []*node{a, b} {
+					if status, header, body := n.publish(t, "news", "during the outage"); status != http.StatusServiceUnavailable || header.Get("Retry-After") == "" {
+						t.Fatalf("%s: publish during the outage: %d %q %s; want 503 with Retry-After", n.name, status, header.Get("Retry-After"), body)
+					}
+					peak[n] = peak[n].max(n.usage(t))
+				}
+				for _, s := range []*subscriber{remote, local} {
+					select {
+					case m, ok := <-s.msgs:
+						if !ok || m.Close != 0 || m.Event == "tick" && m.DataString() == "during the outage" {
+							t.Fatalf("a subscriber on %s got %+v (open %v) during the outage", s.node.name, m, ok)
+						}
+					default:
+					}
+				}
+				time.Sleep(200 * time.Millisecond) // the pace of the probes, not a wait for an event
+			}
+			for _, n := range []*node{a, b} {
+				p, b0 := peak[n], base[n]
+				t.Logf("%s during the outage: fds %d → peak %d, goroutines %d → %d, RSS %.1f → %.1f MiB",
+					n.name, b0.fds, p.fds, b0.goroutines, p.goroutines, b0.rssMiB, p.rssMiB)
+				if p.fds > b0.fds+20 || p.goroutines > b0.goroutines+50 || p.rssMiB > b0.rssMiB+64 {
+					t.Errorf("%s grew during the outage: %+v from %+v", n.name, p, b0)
+				}
+			}
+
+			bus.Start(t)
+			back := time.Now()
+			took := resumed(t, a, remote, back)
+			t.Logf("%s: cross-node delivery %v after the bus came back", engine, took.Round(time.Millisecond))
+			if took > 10*time.Second {
+				t.Errorf("cross-node delivery resumed %v after the bus came back; want well within 10 s (5 s measured)", took)
+			}
+			if _, err := waiter.Expect("pusher_internal:subscription_succeeded", clusterWait); err != nil {
+				t.Fatalf("the subscription made during the outage: %v", err)
+			}
+			for _, n := range []*node{a, b} {
+				if err := n.stop(); err != nil {
+					t.Errorf("%s: %v", n.name, err)
+				}
+			}
+		})
+	}
+}
+
+// resumed publishes on from every 50 ms until an event published after back reaches s, and
+// returns the time from back to that event's arrival.
+func resumed(t *testing.T, from *node, s *subscriber, back time.Time) time.Duration {
+	t.Helper()
+	deadline := time.After(clusterWait)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for i := 0; ; i++ {
+		from.publish(t, "news", fmt.Sprint("back ", i)) // 503 until the node has its bus again
+		for {
+			select {
+			case m, ok := <-s.msgs:
+				if !ok || m.Close != 0 {
+					t.Fatalf("the subscriber on %s was disconnected: %+v", s.node.name, m)
+				}
+				if m.Event == "tick" && strings.HasPrefix(m.DataString(), "back ") {
+					return time.Since(back)
+				}
+				continue
+			case <-tick.C:
+			case <-deadline:
+				t.Fatalf("no event published on %s reached %s within %v of the bus's return", from.name, s.node.name, clusterWait)
+			}
+			break
+		}
+	}
+}
+
+// nodeUsage is what a node holds: descriptors (from /proc), goroutines (go_goroutines on its
+// metrics listener) and RSS.
+type nodeUsage struct {
+	fds, goroutines int
+	rssMiB          float64
+}
+
+func (u nodeUsage) max(v nodeUsage) nodeUsage {
+	return nodeUsage{fds: max(u.fds, v.fds), goroutines: max(u.goroutines, v.goroutines), rssMiB: max(u.rssMiB, v.rssMiB)}
+}
+
+func (n *node) usage(t *testing.T) nodeUsage {
+	t.Helper()
+	pid := n.cmd.Process.Pid
+	var u nodeUsage
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatalf("%s: %v", n.name, err)
+	}
+	u.fds = len(ents)
+	if f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+				kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+				u.rssMiB = float64(kb) / 1024
+			}
+		}
+		f.Close()
+	}
+	resp, err := n.client.Get("http://" + n.metrics + "/metrics")
+	if err != nil {
+		t.Fatalf("%s: metrics: %v", n.name, err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
+			u.goroutines, _ = strconv.Atoi(strings.TrimSpace(v))
+		}
+	}
+	return u
+}

@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# Cluster benchmarks (BENCHMARKS.md, "Cluster"): herald nodes on a real nats-server or
+# redis-server, all on loopback, each server and node fresh for its run and stopped by its pid.
+#
+#   scripts/cluster-bench.sh fanout [nats|redis]        10,000 subscribers: 1 node, then 2 nodes
+#   scripts/cluster-bench.sh big [nats|redis]           3 nodes x 18,000 connections, --procs 3
+#   scripts/cluster-bench.sh multichannel [nats|redis]  40 channels x 475: 1 node, then 2 nodes
+#   scripts/cluster-bench.sh routing [nats|redis]       bus messages per publish, 3 nodes
+#
+# The bus server's CPU time over each run is printed beside herald's report.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scenario=${1:?usage: cluster-bench.sh fanout|big|multichannel|routing [nats|redis]}
+engine=${2:-nats}
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+go build -o "$tmp/herald" ./cmd/herald
+H=$tmp/herald
+
+freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+cputicks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+# stop PID: stop one process this script started and wait for it.
+stop() {
+	kill "$1" 2>/dev/null || true
+	wait "$1" 2>/dev/null || true
+}
+
+# start_bus: starts the bus server; sets bus_pid and bus_url.
+start_bus() {
+	local port
+	port=$(freeport)
+	case $engine in
+	nats)
+		nats-server -a 127.0.0.1 -p "$port" >"$tmp/bus.log" 2>&1 &
+		bus_pid=$!
+		bus_url=nats://127.0.0.1:$port
+		;;
+	redis)
+		redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no >"$tmp/bus.log" 2>&1 &
+		bus_pid=$!
+		bus_url=redis://127.0.0.1:$port/0
+		;;
+	*) echo "engine: nats or redis" >&2; exit 2 ;;
+	esac
+	pids+=("$bus_pid")
+	for _ in $(seq 100); do
+		if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then return; fi
+		sleep 0.1
+	done
+	echo "bus server did not start: $(cat "$tmp/bus.log")" >&2
+	exit 1
+}
+
+# start_node NAME [CLUSTER_URL]: starts a herald node; sets node_pid, node_port, node_metrics.
+start_node() {
+	node_port=$(freeport)
+	node_metrics=$(freeport)
+	local args=(serve --port "$node_port" --metrics-port "$node_metrics")
+	if [ -n "${2:-}" ]; then args+=(--cluster-url "$2" --cluster-node-id "$1"); fi
+	"$H" "${args[@]}" >"$tmp/$1.log" 2>&1 &
+	node_pid=$!
+	pids+=("$node_pid")
+	for _ in $(seq 300); do
+		if curl -fs "http://127.0.0.1:$node_port/ready" >/dev/null 2>&1; then return; fi
+		sleep 0.1
+	done
+	echo "node $1 not ready: $(cat "$tmp/$1.log")" >&2
+	exit 1
+}
+
+# bench ARGS...: runs herald bench with the bus server's CPU time measured around it.
+bench() {
+	local before=0
+	[ -n "${bus_pid:-}" ] && before=$(cputicks "$bus_pid")
+	"$H" bench "$@" --quiet || true
+	if [ -n "${bus_pid:-}" ]; then
+		echo "bus server ($engine) CPU during the run: $(( ($(cputicks "$bus_pid") - before) * 10 )) ms"
+	fi
+}
+
+metric() { # metric PORT NAME: the value of one unlabelled metric
+	curl -fs "http://127.0.0.1:$1/metrics" | awk -v n="$2" '$1 == n {print $2}'
+}
+
+single() { # single SCENARIO ARGS...: one fresh node, no bus
+	bus_pid=
+	start_node solo
+	echo "== single node: $*"
+	bench "$@" --ws "ws://127.0.0.1:$node_port" --rest "http://127.0.0.1:$node_port" --server-pid "$node_pid"
+	stop "$node_pid"
+}
+
+cluster() { # cluster N SCENARIO ARGS...: N fresh nodes on a fresh bus
+	local n=$1
+	shift
+	start_bus
+	local ws=() np=() first=
+	for i in $(seq "$n"); do
+		start_node "node-$i" "$bus_url"
+		ws+=("ws://127.0.0.1:$node_port")
+		np+=("$node_pid")
+		[ -z "$first" ] && first=$node_port
+	done
+	echo "== $n nodes on $engine: $*"
+	bench "$@" --ws "$(IFS=,; echo "${ws[*]}")" --rest "http://127.0.0.1:$first" --server-pid "$(IFS=,; echo "${np[*]}")"
+	for p in "${np[@]}"; do stop "$p"; done
+	stop "$bus_pid"
+}
+
+case $scenario in
+fanout)
+	for run in 1 2; do
+		single fanout --subs 10000
+		cluster 2 fanout --subs 10000
+	done
+	;;
+big)
+	cluster 3 fanout --subs 54000 --procs 3 --timeout 3m
+	;;
+multichannel)
+	for run in 1 2; do
+		single multichannel
+		cluster 2 multichannel
+	done
+	;;
+routing)
+	start_bus
+	ports=() mports=() np=()
+	for i in 1 2 3; do
+		start_node "node-$i" "$bus_url"
+		ports+=("$node_port") mports+=("$node_metrics") np+=("$node_pid")
+	done
+	report() {
+		for i in 0 1 2; do
+			echo "  node-$((i + 1)): bus messages sent $(metric "${mports[$i]}" herald_bus_messages_sent_total), received $(metric "${mports[$i]}" herald_bus_messages_received_total), interests $(metric "${mports[$i]}" herald_bus_interests)"
+		done
+	}
+	echo "== 3 nodes on $engine; 1,000 subscribers on node-3 only, 5 events published to node-1"
+	bench fanout --subs 1000 --interval 500ms --ws "ws://127.0.0.1:${ports[2]}" --rest "http://127.0.0.1:${ports[0]}" --server-pid "${np[2]}"
+	report
+	echo "== then 999 subscribers spread over all 3 nodes, 5 events published to node-1"
+	bench fanout --subs 999 --interval 500ms --ws "ws://127.0.0.1:${ports[0]},ws://127.0.0.1:${ports[1]},ws://127.0.0.1:${ports[2]}" \
+		--rest "http://127.0.0.1:${ports[0]}" --server-pid "${np[0]},${np[1]},${np[2]}"
+	report
+	;;
+*)
+	echo "unknown scenario $scenario" >&2
+	exit 2
+	;;
+esac
