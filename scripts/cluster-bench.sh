@@ -6,12 +6,13 @@
 #   scripts/cluster-bench.sh big [nats|redis]           3 nodes x 18,000 connections, --procs 3
 #   scripts/cluster-bench.sh multichannel [nats|redis]  40 channels x 475: 1 node, then 2 nodes
 #   scripts/cluster-bench.sh routing [nats|redis]       bus messages per publish, 3 nodes
+#   scripts/cluster-bench.sh publish [nats|redis]       REST publish throughput: 1 node, then 2
 #
 # The bus server's CPU time over each run is printed beside herald's report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scenario=${1:?usage: cluster-bench.sh fanout|big|multichannel|routing [nats|redis]}
+scenario=${1:?usage: cluster-bench.sh fanout|big|multichannel|routing|publish [nats|redis]}
 engine=${2:-nats}
 tmp=$(mktemp -d)
 pids=()
@@ -130,6 +131,12 @@ multichannel)
 	for run in 1 2; do
 		single multichannel
 		cluster 2 multichannel
+	done
+	;;
+publish)
+	for run in 1 2; do
+		single publish --publishers 32
+		cluster 2 publish --publishers 32
 	done
 	;;
 routing)
