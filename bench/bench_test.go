@@ -18,6 +18,7 @@ import (
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/httpapi"
+	"github.com/herald-rt/herald/broker/memory"
 	"github.com/herald-rt/herald/hub"
 )
 
@@ -40,10 +41,21 @@ func startHerald(t *testing.T, wrap func(http.Handler) http.Handler) Target {
 // startHub is startHerald with a hub configuration; it also returns the hub.
 func startHub(t *testing.T, cfg hub.Config, wrap func(http.Handler) http.Handler) (Target, *hub.Hub) {
 	t.Helper()
+	return startNode(t, cfg, wrap, nil, "")
+}
+
+// startNode is startHub for a node of a cluster on bus (none when bus is nil), as node id.
+func startNode(t *testing.T, cfg hub.Config, wrap func(http.Handler) http.Handler, bus *memory.Bus, id string) (Target, *hub.Hub) {
+	t.Helper()
 	apps := herald.NewStaticApps([]herald.App{testApp})
 	h, err := hub.New(cfg, apps.Apps(), nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if bus != nil {
+		b := bus.Attach(memory.Config{NodeID: id}, h.Receive)
+		h.UseBroker(b)
+		t.Cleanup(func() { _ = b.Close(context.Background()) })
 	}
 	health := func() httpapi.HealthReport {
 		st := h.Stats()

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/herald-rt/herald/broker/memory"
 	"github.com/herald-rt/herald/hub"
 )
 
@@ -40,49 +40,41 @@ func healthConnections(ctx context.Context, base string) (int64, error) {
 	return *h.Connections.Current, nil
 }
 
-// twoNodes starts two independent herald hubs and returns a target whose WS names both, whose
-// REST is node A's, and whose pids are this process twice (both hubs live in it).
-//
-// Until the cluster bus is wired the nodes share nothing, so node A's API stands in for it:
-// each publish is first served to node B's API (the same signed request, which B accepts: same
-// app, same path) and then to A's, so every subscriber gets every event and the run ends as
-// soon as they are in. Before that, while every subscriber is connected, it reads both nodes'
-// /health over HTTP and keeps the connection counts, one pair per publish, in *seen.
+// twoNodes starts a cluster of two herald hubs on an in-memory bus and returns a target whose
+// WS names both, whose REST is node A's, and whose pids are this process twice (both hubs live
+// in it). Every publish goes to A and, through the bus, reaches the subscribers of both. Before
+// A serves a publish, while every subscriber is connected, it reads both nodes' /health over
+// HTTP and keeps the connection counts, one pair per publish, in *seen.
 func twoNodes(t *testing.T) (target Target, seen func() [][2]int64) {
 	t.Helper()
-	var apiB http.Handler
-	targetB, _ := startHub(t, hub.Config{MaxConnections: 1000}, func(api http.Handler) http.Handler { apiB = api; return api })
+	bus := memory.NewBus()
+	targetB, _ := startNode(t, hub.Config{MaxConnections: 1000}, nil, bus, "b")
 	var (
 		mu     sync.Mutex
 		counts [][2]int64
 		errs   []error
 	)
 	var bases [2]string
-	targetA, _ := startHub(t, hub.Config{MaxConnections: 1000}, func(api http.Handler) http.Handler {
+	targetA, _ := startNode(t, hub.Config{MaxConnections: 1000}, func(api http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method != http.MethodPost {
-				api.ServeHTTP(w, r)
-				return
-			}
-			var pair [2]int64
-			for k, base := range bases {
-				n, err := healthConnections(r.Context(), base)
-				if err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
+			if r.Method == http.MethodPost {
+				var pair [2]int64
+				for k, base := range bases {
+					n, err := healthConnections(r.Context(), base)
+					if err != nil {
+						mu.Lock()
+						errs = append(errs, err)
+						mu.Unlock()
+					}
+					pair[k] = n
 				}
-				pair[k] = n
+				mu.Lock()
+				counts = append(counts, pair)
+				mu.Unlock()
 			}
-			mu.Lock()
-			counts = append(counts, pair)
-			mu.Unlock()
-			body, _ := io.ReadAll(r.Body)
-			replay(apiB, r, body)
-			r.Body = io.NopCloser(bytes.NewReader(body))
 			api.ServeHTTP(w, r)
 		})
-	})
+	}, bus, "a")
 	bases = [2]string{targetA.REST, targetB.REST}
 	target = targetA
 	target.WS = targetA.WS + "," + targetB.WS
