@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald"
-	"github.com/herald-rt/herald/httpapi"
 	"github.com/herald-rt/herald/broker/memory"
+	"github.com/herald-rt/herald/httpapi"
 	"github.com/herald-rt/herald/hub"
 )
 
