@@ -3,7 +3,8 @@
 # redis-server, all on loopback, each server and node fresh for its run and stopped by its pid.
 #
 #   scripts/cluster-bench.sh fanout [nats|redis]        10,000 subscribers: 1 node, then 2 nodes
-#   scripts/cluster-bench.sh big [nats|redis]           3 nodes x 18,000 connections, --procs 3
+#   scripts/cluster-bench.sh big [nats|redis]           3 nodes x 18,000 connections, --procs 3:
+#                                                       fanout, then idle (RSS per connection)
 #   scripts/cluster-bench.sh multichannel [nats|redis]  40 channels x 475: 1 node, then 2 nodes
 #   scripts/cluster-bench.sh routing [nats|redis]       bus messages per publish, 3 nodes
 #   scripts/cluster-bench.sh publish [nats|redis]       REST publish throughput: 1 node, then 2
@@ -126,6 +127,7 @@ fanout)
 	;;
 big)
 	cluster 3 fanout --subs 54000 --procs 3 --timeout 3m
+	cluster 3 idle --conns 54000 --channels 1 --procs 3 --timeout 3m
 	;;
 multichannel)
 	for run in 1 2; do
