@@ -51,11 +51,20 @@ type Conn struct {
 	shut     bool  // Shutdown called
 }
 
-// sub is one channel a connection joined.
+// sub is one channel a connection joined: two words for a public or private channel.
 type sub struct {
-	ch     *Channel
-	userID string  // presence channels: the member this connection joined as
-	wait   *waiter // in a cluster: set while or since it waited for the bus (see settle)
+	ch *Channel
+	// w is set for a presence channel (the member this connection joined as) and, in a
+	// cluster, for a subscription that waited for the bus (its state, see settle).
+	w *waiter
+}
+
+// userID is the member a presence subscription joined as ("" for other channels).
+func (s sub) userID() string {
+	if s.w == nil {
+		return ""
+	}
+	return s.w.member.UserID
 }
 
 // SocketID returns the connection's Pusher socket id.
@@ -69,7 +78,7 @@ func (c *Conn) App() *herald.App { return c.app.app }
 func (c *Conn) subIndex(name string) int {
 	for i := range c.subs {
 		if c.subs[i].ch.name == name {
-			if w := c.subs[i].wait; w != nil && w.state.Load() == failed {
+			if w := c.subs[i].w; w != nil && w.state.Load() == failed {
 				c.subs = append(c.subs[:i], c.subs[i+1:]...)
 				return -1
 			}
@@ -81,7 +90,7 @@ func (c *Conn) subIndex(name string) int {
 
 // confirmed reports whether the subscription has entered its channel (always, on a single
 // node).
-func (s sub) confirmed() bool { return s.wait == nil || s.wait.state.Load() == joined }
+func (s sub) confirmed() bool { return s.w == nil || s.w.state.Load() == joined }
 
 // parseSocketID returns the number part of a socket id issued by this node (0 if none).
 func parseSocketID(prefix, sid string) uint64 {

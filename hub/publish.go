@@ -199,7 +199,7 @@ func (h *Hub) clientEvent(c *Conn, m pusher.Message) {
 			strconv.Itoa(lim.MaxClientEventsPerSecond)+" events per second")
 		return
 	}
-	ev := herald.Event{Name: m.Event, Channel: m.Channel, Data: data, UserID: s.userID}
+	ev := herald.Event{Name: m.Event, Channel: m.Channel, Data: data, UserID: s.userID()}
 	frame := eventFrame(ev)
 	if h.bus != nil && h.busForward(a, m.Channel, c.sid, frame) {
 		return // delivered here too when the bus brings it back

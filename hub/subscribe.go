@@ -56,11 +56,11 @@ func (h *Hub) subscribe(c *Conn, m pusher.Message) {
 	}
 
 	ch, first := a.channels.acquire(name, info)
-	in := sub{ch: ch, userID: member.UserID}
+	in := sub{ch: ch}
 	if ch.bus != nil {
 		if w, queued := h.wait(c, ch, member); queued {
 			// Confirmed once this node's interest in the channel is on the bus.
-			in.wait = w
+			in.w = w
 			c.subs = append(c.subs, in)
 			if first {
 				h.takeInterest(a, ch, func() { h.confirmAll(a, ch) })
@@ -72,6 +72,10 @@ func (h *Hub) subscribe(c *Conn, m pusher.Message) {
 		h.forget(a, ch)
 		h.subError(c, name, "LimitReached", "presence channel is full", 4100)
 		return
+	}
+	if ch.presence != nil {
+		in.w = &waiter{member: herald.Member{UserID: member.UserID}}
+		in.w.state.Store(joined)
 	}
 	c.subs = append(c.subs, in)
 }
@@ -155,10 +159,11 @@ func (h *Hub) leave(c *Conn, s sub) {
 	ch.wcount[c.w.idx].Add(-1)
 	if p := ch.presence; p != nil {
 		p.mu.Lock()
-		if m := p.members[s.userID]; m != nil {
+		uid := s.userID()
+		if m := p.members[uid]; m != nil {
 			if m.conns--; m.conns == 0 {
-				delete(p.members, s.userID)
-				h.dispatch(ch, ws.TextFrame(pusher.AppendMemberRemoved(nil, ch.name, s.userID)), c.num, nil, nil)
+				delete(p.members, uid)
+				h.dispatch(ch, ws.TextFrame(pusher.AppendMemberRemoved(nil, ch.name, uid)), c.num, nil, nil)
 			}
 		}
 		p.mu.Unlock()

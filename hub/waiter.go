@@ -10,8 +10,9 @@ import (
 // waits: it is confirmed (subscription_succeeded) only once the core has taken the interest
 // (core.takeInterest), so the subscriber misses nothing another node publishes after it.
 
-// waiter is a subscription waiting for its channel's interest on the bus. Its state changes
-// under busInterest.mu; its connection's read side reads it without the lock.
+// waiter is a subscription that waited for its channel's interest on the bus, or one to a
+// presence channel (then member.UserID is the member it joined as). Its state changes under
+// busInterest.mu; its connection's read side reads it without the lock.
 type waiter struct {
 	c      *Conn
 	member herald.Member
@@ -71,6 +72,7 @@ func (h *Hub) confirm(ch *Channel, w *waiter) bool {
 	}
 	if h.enter(w.c, ch, w.member) {
 		w.state.Store(joined)
+		w.member.Info = nil // the presence channel has it; the subscription keeps the id
 		return true
 	}
 	w.state.Store(failed)
@@ -81,11 +83,10 @@ func (h *Hub) confirm(ch *Channel, w *waiter) bool {
 // reports whether the subscription had entered its channel: when not, it held only its
 // reference to the channel, which settle gives back.
 func (h *Hub) settle(c *Conn, s sub) (entered bool) {
-	w := s.wait
-	if w == nil {
+	w, b := s.w, s.ch.bus
+	if w == nil || b == nil {
 		return true
 	}
-	b := s.ch.bus
 	b.mu.Lock()
 	st := w.state.Load()
 	if st == waiting {
