@@ -47,6 +47,13 @@ type Config struct {
 	CacheMaxBytesPerApp int           // each app; default a quarter of CacheMaxBytes
 	CacheTTL            time.Duration // default 30 min, as Pusher
 
+	// In a cluster (see UseBroker): each node announces its share of the cluster's state
+	// (subscription counts, presence members) with a heartbeat every ClusterHeartbeat
+	// (default 2s); a node not heard from for ClusterNodeTimeout (default 10s) while this one
+	// has had its bus is dead, and its share is dropped (member_removed for its members).
+	ClusterHeartbeat   time.Duration
+	ClusterNodeTimeout time.Duration
+
 	// Admission control; nil means no limit of that kind.
 	Memory *guard.Memory // refuse new connections (4100) while it refuses
 	IPRate *guard.IPRate // refuse an address's connections over its rate (4100)
@@ -92,6 +99,8 @@ func (c Config) withDefaults() Config {
 		c.CacheMaxBytesPerApp = c.CacheMaxBytes / 4
 	}
 	def(&c.CacheTTL, 30*time.Minute)
+	def(&c.ClusterHeartbeat, 2*time.Second)
+	def(&c.ClusterNodeTimeout, 10*time.Second)
 	return c
 }
 
