@@ -121,6 +121,12 @@ type ClusterConfig struct {
 	// Prefix starts every bus subject (NATS) or channel (Redis), so that several clusters
 	// can share one bus.
 	Prefix string
+	// Heartbeat is how often the node announces its share of the cluster's state
+	// (subscription counts, presence members).
+	Heartbeat Duration
+	// NodeTimeout is how long a node may go unheard, while this node has had its bus that
+	// long, before it is declared dead and its share dropped; at least 3 × Heartbeat.
+	NodeTimeout Duration
 }
 
 // AppConfig is one app as configured; HeraldApps turns it into a herald.App.
@@ -168,7 +174,7 @@ func defaultConfig() Config {
 		Metrics:             MetricsConfig{Enabled: true, Host: "127.0.0.1", Port: 9601, Prefix: "herald_"},
 		Pprof:               PprofConfig{MutexFraction: 10, BlockRate: 100_000},
 		Log:                 LogConfig{Level: "info", Format: "text"},
-		Cluster:             ClusterConfig{Prefix: "herald"},
+		Cluster:             ClusterConfig{Prefix: "herald", Heartbeat: Duration{2 * time.Second}, NodeTimeout: Duration{10 * time.Second}},
 		Apps:                []AppConfig{devApp},
 
 		SocketSendBufferBytes: 64 << 10,
@@ -253,6 +259,8 @@ var settings = []setting{
 	{"cluster.url", "cluster bus: nats://host:port[,nats://...] or redis[s]://[user:password@]host:port[/db]; empty = single node", func(c *Config) any { return &c.Cluster.URL }},
 	{"cluster.node_id", "this node's id on the bus, unique in the cluster; empty = generated at start and logged", func(c *Config) any { return &c.Cluster.NodeID }},
 	{"cluster.prefix", "first part of every bus subject or Redis channel, so clusters can share a bus", func(c *Config) any { return &c.Cluster.Prefix }},
+	{"cluster.heartbeat", "how often the node announces its share of the cluster's state (members, subscriptions)", func(c *Config) any { return &c.Cluster.Heartbeat }},
+	{"cluster.node_timeout", "a node unheard this long is dead: its members and subscriptions leave the cluster's state", func(c *Config) any { return &c.Cluster.NodeTimeout }},
 }
 
 // env is the setting's environment variable.

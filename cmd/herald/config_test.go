@@ -55,7 +55,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		Metrics:             MetricsConfig{Enabled: true, Host: "127.0.0.1", Port: 9601, Prefix: "herald_"},
 		Pprof:               PprofConfig{MutexFraction: 10, BlockRate: 100000},
 		Log:                 LogConfig{Level: "info", Format: "text"},
-		Cluster:             ClusterConfig{Prefix: "herald"},
+		Cluster:             ClusterConfig{Prefix: "herald", Heartbeat: secs(2), NodeTimeout: secs(10)},
 		Apps: []AppConfig{{ID: "app-id", Key: "app-key", Secret: "app-secret",
 			EnableClientMessages: true, EnableUserAuthentication: true}},
 
@@ -94,7 +94,7 @@ cache: { max_bytes: 33554432, max_bytes_per_app: 8388608, ttl: 10m }
 metrics: { enabled: false, host: 0.0.0.0, port: 9700, prefix: soketi_ }
 pprof: { addr: "127.0.0.1:6060", mutex_fraction: 5, block_rate: 1000 }
 log: { level: debug, format: json }
-cluster: { url: "nats://127.0.0.1:4222,nats://127.0.0.2:4222", node_id: node-1, prefix: prod.herald }
+cluster: { url: "nats://127.0.0.1:4222,nats://127.0.0.2:4222", node_id: node-1, prefix: prod.herald, heartbeat: 500ms, node_timeout: 4 }
 apps:
   - id: "1001"
     key: key-one
@@ -162,6 +162,8 @@ format = "json"
 url = "nats://127.0.0.1:4222,nats://127.0.0.2:4222"
 node_id = "node-1"
 prefix = "prod.herald"
+heartbeat = "500ms"
+node_timeout = 4
 
 [[apps]]
 id = "1001"
@@ -202,7 +204,8 @@ var fullWant = Config{
 	Metrics: MetricsConfig{Enabled: false, Host: "0.0.0.0", Port: 9700, Prefix: "soketi_"},
 	Pprof:   PprofConfig{Addr: "127.0.0.1:6060", MutexFraction: 5, BlockRate: 1000},
 	Log:     LogConfig{Level: "debug", Format: "json"},
-	Cluster: ClusterConfig{URL: "nats://127.0.0.1:4222,nats://127.0.0.2:4222", NodeID: "node-1", Prefix: "prod.herald"},
+	Cluster: ClusterConfig{URL: "nats://127.0.0.1:4222,nats://127.0.0.2:4222", NodeID: "node-1", Prefix: "prod.herald",
+		Heartbeat: Duration{500 * time.Millisecond}, NodeTimeout: secs(4)},
 	Apps: []AppConfig{
 		{ID: "1001", Key: "key-one", Secret: "secret-one", EnableClientMessages: true,
 			AllowedOrigins: []string{"https://app.example.com", "*.example.org"},
@@ -283,6 +286,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 			"HERALD_REST_REQUEST_TIMEOUT": "19", "HERALD_REST_IDLE_TIMEOUT": "20", "HERALD_MAX_HTTP_CONNECTIONS": "21",
 			"HERALD_REST_REPLAY_PROTECTION": "true", "HERALD_SOCKET_SEND_BUFFER_BYTES": "0", "HERALD_FRAME_TIMEOUT": "22",
 			"HERALD_CLUSTER_URL": "redis://:pw@10.0.0.1:6379/2", "HERALD_CLUSTER_NODE_ID": "n-2", "HERALD_CLUSTER_PREFIX": "p",
+			"HERALD_CLUSTER_HEARTBEAT": "1", "HERALD_CLUSTER_NODE_TIMEOUT": "3500ms",
 		}, func(c *Config) {
 			*c = Config{Host: "h", Port: 1, MaxConnections: 2, ShutdownTimeout: secs(3), ActivityTimeout: secs(4),
 				PongTimeout: secs(5), MaxMessageBytes: 6000, OutboundBufferBytes: 7000, Workers: 8,
@@ -293,7 +297,8 @@ func TestLoadConfigPrecedence(t *testing.T) {
 				Metrics: MetricsConfig{Enabled: false, Host: "m", Port: 15, Prefix: "p_"},
 				Pprof:   PprofConfig{Addr: "127.0.0.1:16", MutexFraction: 17, BlockRate: 18},
 				Log:     LogConfig{"warn", "json"}, Apps: c.Apps,
-				Cluster:      ClusterConfig{URL: "redis://:pw@10.0.0.1:6379/2", NodeID: "n-2", Prefix: "p"},
+				Cluster: ClusterConfig{URL: "redis://:pw@10.0.0.1:6379/2", NodeID: "n-2", Prefix: "p",
+					Heartbeat: secs(1), NodeTimeout: Duration{3500 * time.Millisecond}},
 				FrameTimeout: secs(22)}
 		}},
 		{"every flag", []string{"--host", "h", "--port", "1", "--max-connections", "2", "--shutdown-timeout", "3",
@@ -307,7 +312,8 @@ func TestLoadConfigPrecedence(t *testing.T) {
 			"--log-level", "warn", "--log-format", "json",
 			"--rest-request-timeout", "19", "--rest-idle-timeout", "20", "--max-http-connections", "21", "--rest-replay-protection",
 			"--socket-send-buffer-bytes", "8192", "--frame-timeout", "23s",
-			"--cluster-url", "rediss://u:pw@redis.example:6380", "--cluster-node-id", "n.3", "--cluster-prefix", "a.b"}, nil,
+			"--cluster-url", "rediss://u:pw@redis.example:6380", "--cluster-node-id", "n.3", "--cluster-prefix", "a.b",
+			"--cluster-heartbeat", "250ms", "--cluster-node-timeout", "1s"}, nil,
 			func(c *Config) {
 				*c = Config{Host: "h", Port: 1, MaxConnections: 2, ShutdownTimeout: secs(3), ActivityTimeout: secs(4),
 					PongTimeout: secs(5), MaxMessageBytes: 6000, OutboundBufferBytes: 7000, Workers: 8,
@@ -318,7 +324,8 @@ func TestLoadConfigPrecedence(t *testing.T) {
 					Metrics: MetricsConfig{Enabled: false, Host: "m", Port: 15, Prefix: "p_"},
 					Pprof:   PprofConfig{Addr: "127.0.0.1:16", MutexFraction: 17, BlockRate: 18},
 					Log:     LogConfig{"warn", "json"}, Apps: c.Apps,
-					Cluster:               ClusterConfig{URL: "rediss://u:pw@redis.example:6380", NodeID: "n.3", Prefix: "a.b"},
+					Cluster: ClusterConfig{URL: "rediss://u:pw@redis.example:6380", NodeID: "n.3", Prefix: "a.b",
+						Heartbeat: Duration{250 * time.Millisecond}, NodeTimeout: secs(1)},
 					SocketSendBufferBytes: 8192, FrameTimeout: secs(23)}
 			}},
 	} {
@@ -506,6 +513,13 @@ func TestLoadConfigProblems(t *testing.T) {
 		{"cluster prefix wildcard", "", nil, map[string]string{"HERALD_CLUSTER_PREFIX": "herald.*"}, `cluster.prefix: "herald.*": want `},
 		{"cluster prefix emptied", `c.yaml:cluster: {prefix: ""}`, nil, nil, `cluster.prefix: "": want `},
 		{"unknown cluster key", "c.yaml:cluster: {urls: nats://a}", nil, nil, "cluster.urls: unknown key (from file "},
+		{"cluster heartbeat zero", "", []string{"--cluster-heartbeat", "0"}, nil, "cluster.heartbeat: 0s must be positive (from flag --cluster-heartbeat)"},
+		{"cluster heartbeat negative", "c.yaml:cluster: {heartbeat: -1s}", nil, nil, "cluster.heartbeat: -1s must be positive (from file "},
+		{"cluster node timeout under 3 heartbeats", "", nil, map[string]string{"HERALD_CLUSTER_NODE_TIMEOUT": "5s"},
+			"cluster.node_timeout: 5s must be at least 3 × cluster.heartbeat (2s × 3 = 6s) (from env HERALD_CLUSTER_NODE_TIMEOUT)"},
+		{"cluster heartbeat raised past the node timeout", "c.toml:[cluster]\nheartbeat = \"4s\"", nil, nil,
+			"cluster.node_timeout: 10s must be at least 3 × cluster.heartbeat (4s × 3 = 12s) (default)"},
+		{"cluster node timeout bad duration", "", []string{"--cluster-node-timeout", "later"}, nil, `cluster.node_timeout: invalid duration "later"`},
 		{"no apps", "c.yaml:apps: []", nil, nil, "apps: at least one app is required (from file "},
 		{"null apps", "c.yaml:apps:", nil, nil, "apps: at least one app is required (from file "},
 		{"apps not a list", "c.yaml:apps: {id: a}", nil, nil, "apps: line 1: want a list (from file "},
@@ -602,6 +616,7 @@ func TestLoadConfigNoEchoes(t *testing.T) {
 		{"c.yaml", "port: '6001'"},
 		{"c.toml", "apps = [1]"},
 		{"c.toml", "port = 1.5"},
+		{"c.yaml", "cluster: {heartbeat: soon, node_timeout: 5s}"}, // not compared with the default heartbeat
 	} {
 		_, err := load(t, []string{"--config", writeFile(t, tc.name, tc.content+"\n")}, nil)
 		if err == nil {

@@ -118,6 +118,11 @@ func (l *loader) cluster(c *ClusterConfig) {
 	if !broker.ValidPrefix(c.Prefix) {
 		l.problem("cluster.prefix", "%q: want printable ASCII without spaces, '*' or '>', and no empty part between dots", c.Prefix)
 	}
+	l.longerThan("cluster.heartbeat", c.Heartbeat, 0)
+	// Three heartbeats: a node is not declared dead for one or two announcements lost or late.
+	if hb := c.Heartbeat.Duration; hb > 0 && !l.failed["cluster.heartbeat"] && c.NodeTimeout.Duration < 3*hb {
+		l.problem("cluster.node_timeout", "%v must be at least 3 × cluster.heartbeat (%v × 3 = %v)", c.NodeTimeout, c.Heartbeat, 3*hb)
+	}
 }
 
 // problem records a problem with the field at path, unless reading it or a table holding it

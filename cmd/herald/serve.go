@@ -89,6 +89,8 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 		CacheMaxBytes:       cfg.Cache.MaxBytes,
 		CacheMaxBytesPerApp: cfg.Cache.MaxBytesPerApp,
 		CacheTTL:            cfg.Cache.TTL.Duration,
+		ClusterHeartbeat:    cfg.Cluster.Heartbeat.Duration,
+		ClusterNodeTimeout:  cfg.Cluster.NodeTimeout.Duration,
 		Memory:              mem,
 		IPRate:              ipRate,
 		PublishLatency:      reg.PublishLatency,
