@@ -87,14 +87,24 @@ type BusHandler func(msg BusMessage)
 // can share a bus.
 type BusKind uint8
 
-// Bus message kinds. Kinds for presence and user termination will be added here.
+// Bus message kinds.
 const (
 	// BusEvent: deliver Payload to the subscribers of Channel, except ExcludeSocket.
 	BusEvent BusKind = iota + 1
 	// BusUser: deliver Payload to the connections signed in as the user whose channel is
-	// Channel (UserChannelPrefix + user id). A node has interest in that channel while a
-	// connection signed in as the user is on it.
+	// Channel (UserChannelPrefix + user id). Unused: sendToUser is a BusEvent on that
+	// channel, which the user's connections subscribe to.
 	BusUser
+	// BusState: a node's share of the cluster's state (subscription counts, presence
+	// members), its heartbeat and its requests for the others' shares; on an internal key
+	// that every node has interest in. The payload's encoding is the hub's.
+	BusState
+	// BusCache: an event of a cache channel, for every node to keep (and deliver to its
+	// subscribers); on an internal key that every node has interest in.
+	BusCache
+	// BusTerminate: close the connections of a signed-in user on every node; on an
+	// internal key that every node has interest in.
+	BusTerminate
 )
 
 // BusMessage is what one node sends the others through the bus. Payload is opaque to the

@@ -29,10 +29,12 @@ const registryShards = 32
 type registry struct {
 	seed      maphash.Seed
 	workers   int
-	clustered bool          // channels carry bus interest (Channel.bus)
-	total     *atomic.Int64 // hub-wide channel count
-	count     atomic.Int64  // this app's occupied channels
-	subs      atomic.Int64  // this app's subscriptions
+	clustered bool              // channels carry bus interest (Channel.bus)
+	pres      *presenceTable    // in a cluster: presence channels' members, local and remote
+	changed   func(name string) // in a cluster: a channel's subscription count changed
+	total     *atomic.Int64     // hub-wide channel count
+	count     atomic.Int64      // this app's occupied channels
+	subs      atomic.Int64      // this app's subscriptions
 	shards    [registryShards]struct {
 		mu sync.RWMutex
 		m  map[string]*Channel
@@ -71,7 +73,11 @@ func (r *registry) acquire(name string, info herald.ChannelInfo) (ch *Channel, f
 		first = true
 		ch = &Channel{name: name, info: info, wcount: make([]atomic.Int32, r.workers)}
 		if info.Kind == herald.Presence {
-			ch.presence = newPresence()
+			if r.pres != nil {
+				ch.presence = r.pres.hold(name)
+			} else {
+				ch.presence = newPresence()
+			}
 		}
 		if r.clustered {
 			ch.bus = &busInterest{}
@@ -83,6 +89,9 @@ func (r *registry) acquire(name string, info herald.ChannelInfo) (ch *Channel, f
 	ch.subs++
 	r.subs.Add(1)
 	s.mu.Unlock()
+	if r.changed != nil {
+		r.changed(name)
+	}
 	return ch, first
 }
 
@@ -100,7 +109,34 @@ func (r *registry) release(ch *Channel) (last bool) {
 		last = true
 	}
 	s.mu.Unlock()
+	if r.changed != nil {
+		r.changed(ch.name)
+	}
 	return last
+}
+
+// localSubs is this node's subscription count of channel name (0 when not occupied).
+func (r *registry) localSubs(name string) int {
+	s := &r.shards[r.shard(name)]
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if ch := s.m[name]; ch != nil {
+		return ch.subs
+	}
+	return 0
+}
+
+// eachLocal calls f with every occupied channel's name and subscription count, one shard
+// at a time under its read lock.
+func (r *registry) eachLocal(f func(name string, subs int)) {
+	for i := range r.shards {
+		s := &r.shards[i]
+		s.mu.RLock()
+		for name, ch := range s.m {
+			f(name, ch.subs)
+		}
+		s.mu.RUnlock()
+	}
 }
 
 // stats returns every occupied channel whose name starts with prefix.

@@ -28,24 +28,54 @@ func (f *core) UseBroker(b herald.Broker) {
 	f.bus = b
 	ctx, cancel := context.WithCancel(context.Background())
 	f.busOps = &busOps{ctx: ctx, cancel: cancel}
+	f.state = newClusterState(f)
 	for _, a := range f.apps {
 		a.channels.clustered = true
+		a.channels.pres = newPresenceTable()
+		id := a.app.ID
+		a.channels.changed = func(name string) { f.state.markSubs(id, name) }
 	}
+	// Interest in the internal keys before any client or publish: kept by the engine, and
+	// restored when the bus comes back, even when the bus is unreachable now.
+	sctx, scancel := context.WithTimeout(ctx, 5*time.Second)
+	for _, k := range []string{stateKey, cacheKey, controlKey} {
+		_ = b.Subscribe(sctx, "", k)
+	}
+	scancel()
+	f.busOps.run(f.state.run)
 }
 
+// Internal bus keys (app id ""): every node has interest in them.
+const (
+	cacheKey   = "cache"   // BusCache: cache channels' events, kept by every node
+	controlKey = "control" // BusTerminate
+)
+
 // Receive is the herald.BusHandler of the hub's broker: it delivers a message another node
-// published to this node's subscribers of its channel, except the socket it excludes (when
-// that socket is here). Messages of unknown kinds or apps, and for channels nobody here
-// subscribes to any more, are ignored.
+// (or this one) published to this node's subscribers of its channel, except the socket it
+// excludes (when that socket is here), and applies the other nodes' state. Messages of
+// unknown kinds or apps, and for channels nobody here subscribes to any more, are ignored.
 func (f *core) Receive(msg herald.BusMessage) {
-	if msg.Kind != herald.BusEvent {
-		return
+	switch msg.Kind {
+	case herald.BusEvent:
+		if a := f.apps[msg.App]; a != nil {
+			f.publish(a, msg.Channel, msg.Payload, parseSocketID(f.prefix, msg.ExcludeSocket), nil)
+		}
+	case herald.BusState:
+		f.state.receive(msg.Node, msg.Payload)
+	case herald.BusCache:
+		r := stateReader{b: msg.Payload}
+		app, channel := r.string(), r.string()
+		if a := f.apps[app]; a != nil && r.err == nil && herald.Classify(channel).Cache {
+			f.publish(a, channel, r.b, parseSocketID(f.prefix, msg.ExcludeSocket), nil)
+		}
+	case herald.BusTerminate:
+		r := stateReader{b: msg.Payload}
+		app, user := r.string(), r.string()
+		if r.err == nil && f.terminate != nil {
+			f.terminate(app, user)
+		}
 	}
-	a := f.apps[msg.App]
-	if a == nil {
-		return
-	}
-	f.publish(a, msg.Channel, msg.Payload, parseSocketID(f.prefix, msg.ExcludeSocket), nil)
 }
 
 // busPublish is Publish in a cluster: it sends the frames of evs through the bus to every
@@ -65,17 +95,7 @@ func (f *core) busPublish(a *appState, evs []herald.Event, frames [][]byte) erro
 	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.PublishTimeout)
 	defer cancel()
 	for i := range evs {
-		name := evs[i].Channel
-		if herald.Classify(name).Cache {
-			// The bus brings the event back only while this node has interest in the
-			// channel; a later subscriber here must find it all the same.
-			if ch := a.channels.lookup(name); ch == nil || !ch.bus.ready.Load() {
-				a.cache.with(name, f.now(), func([]byte) []byte { return frames[i] })
-			}
-		}
-		err := f.bus.Publish(ctx, herald.BusMessage{Kind: herald.BusEvent, App: a.app.ID, Channel: name,
-			ExcludeSocket: evs[i].SocketID, Payload: frames[i]})
-		if err != nil {
+		if err := f.bus.Publish(ctx, busEvent(a.app.ID, evs[i].Channel, evs[i].SocketID, frames[i])); err != nil {
 			return err
 		}
 	}
@@ -89,9 +109,24 @@ func (f *core) busForward(a *appState, channel, from string, frame []byte) bool 
 	if !f.bus.Connected() {
 		return false
 	}
-	err := f.bus.Publish(context.Background(), herald.BusMessage{Kind: herald.BusEvent, App: a.app.ID, Channel: channel,
-		ExcludeSocket: from, Payload: frame})
-	return err == nil
+	return f.bus.Publish(context.Background(), busEvent(a.app.ID, channel, from, frame)) == nil
+}
+
+// busEvent is the bus message of an event's frame: to the nodes with interest in its
+// channel or, for a cache channel, to every node, so that each keeps it as the channel's
+// last event.
+func busEvent(app, channel, exclude string, frame []byte) herald.BusMessage {
+	if herald.Classify(channel).Cache {
+		p := appendString(appendString(make([]byte, 0, len(app)+len(channel)+4+len(frame)), app), channel)
+		return herald.BusMessage{Kind: herald.BusCache, Channel: cacheKey, ExcludeSocket: exclude, Payload: append(p, frame...)}
+	}
+	return herald.BusMessage{Kind: herald.BusEvent, App: app, Channel: channel, ExcludeSocket: exclude, Payload: frame}
+}
+
+// busTerminate asks every node to close the connections of a signed-in user.
+func (f *core) busTerminate(app, user string) {
+	p := appendString(appendString(nil, app), user)
+	_ = f.bus.Publish(context.Background(), herald.BusMessage{Kind: herald.BusTerminate, Channel: controlKey, Payload: p})
 }
 
 // busInterest is one Channel's interest on the bus. The Channel takes it when created and
@@ -146,6 +181,9 @@ func (f *core) takeInterest(a *appState, ch *Channel, confirmed func()) {
 func (f *core) forget(a *appState, ch *Channel) {
 	if !a.channels.release(ch) || ch.bus == nil {
 		return
+	}
+	if ch.presence != nil && a.channels.pres != nil {
+		a.channels.pres.unhold(ch.presence, ch)
 	}
 	b := ch.bus
 	b.mu.Lock()

@@ -29,6 +29,9 @@ type core struct {
 	cache   *cacheNode
 	bus     herald.Broker // nil: a single node
 	busOps  *busOps       // the bus operations in flight; nil on a single node
+	state   *clusterState // the other nodes' shares of the state; nil on a single node
+	// terminate closes a user's connections here (the session side's, for BusTerminate).
+	terminate func(app, user string)
 
 	clock    atomic.Int64 // ms, advanced by the clock goroutine
 	conns    atomic.Int64

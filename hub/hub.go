@@ -154,6 +154,7 @@ func New(cfg Config, apps []*herald.App, log *slog.Logger) (*Hub, error) {
 		return nil, err
 	}
 	h.engine = eng
+	h.terminate = func(app, user string) { h.closeUser(app, user) }
 	h.core.start()
 	return h, nil
 }

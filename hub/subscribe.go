@@ -125,17 +125,21 @@ func (h *Hub) join(c *Conn, ch *Channel, mb herald.Member, extra []byte) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	m := p.members[mb.UserID]
-	if m == nil && len(p.members) >= c.app.app.Limits.MaxPresenceMembers {
+	known := p.hasLocked(mb.UserID) // a member here or, in a cluster, on another node
+	if !known && p.countLocked() >= c.app.app.Limits.MaxPresenceMembers {
 		return false
 	}
-	added := m == nil
-	if added {
+	if m == nil {
 		m = &member{info: mb.Info}
 		p.members[mb.UserID] = m
+		if h.state != nil {
+			p.ch = ch
+			h.state.markMember(c.app.app.ID, ch.name, mb.UserID)
+		}
 	}
 	m.conns++
 	h.sendSub(c, ch, ws.TextFrame(pusher.AppendSubscriptionSucceeded(nil, ch.name, p.snapshotLocked(), true)), extra)
-	if added {
+	if !known {
 		h.dispatch(ch, ws.TextFrame(pusher.AppendMemberAdded(nil, ch.name, herald.Member{UserID: mb.UserID, Info: m.info})), c.num, nil, nil)
 	}
 	return true
@@ -163,7 +167,12 @@ func (h *Hub) leave(c *Conn, s sub) {
 		if m := p.members[uid]; m != nil {
 			if m.conns--; m.conns == 0 {
 				delete(p.members, uid)
-				h.dispatch(ch, ws.TextFrame(pusher.AppendMemberRemoved(nil, ch.name, uid)), c.num, nil, nil)
+				if h.state != nil {
+					h.state.markMember(c.app.app.ID, ch.name, uid)
+				}
+				if !p.hasLocked(uid) { // not a member on another node either
+					h.dispatch(ch, ws.TextFrame(pusher.AppendMemberRemoved(nil, ch.name, uid)), c.num, nil, nil)
+				}
 			}
 		}
 		p.mu.Unlock()

@@ -56,8 +56,17 @@ func (h *Hub) forgetUser(c *Conn) {
 	a.usersMu.Unlock()
 }
 
-// TerminateUser closes every connection signed in as userID with 4009 and returns how many.
+// TerminateUser closes every connection signed in as userID with 4009, on every node of a
+// cluster, and returns how many it closed on this one.
 func (h *Hub) TerminateUser(appID, userID string) int {
+	if h.bus != nil {
+		h.busTerminate(appID, userID)
+	}
+	return h.closeUser(appID, userID)
+}
+
+// closeUser closes the connections signed in as userID on this node.
+func (h *Hub) closeUser(appID, userID string) int {
 	a := h.apps[appID]
 	if a == nil {
 		return 0
@@ -71,20 +80,44 @@ func (h *Hub) TerminateUser(appID, userID string) int {
 	return len(list)
 }
 
-// Channels lists the app's occupied channels whose names start with prefix.
+// Channels lists the app's occupied channels whose names start with prefix: in a cluster,
+// those occupied on any node, with the cluster's counts.
 func (h *Hub) Channels(appID, prefix string) []herald.ChannelStat {
-	if a := h.apps[appID]; a != nil {
-		return a.channels.stats(prefix)
+	a := h.apps[appID]
+	if a == nil {
+		return nil
 	}
-	return nil
+	stats := a.channels.stats(prefix)
+	if h.state == nil {
+		return stats
+	}
+	at := make(map[string]int, len(stats))
+	for i, st := range stats {
+		at[st.Name] = i
+	}
+	h.state.remoteChannels(appID, prefix, func(name string, subs int) {
+		if i, ok := at[name]; ok {
+			stats[i].SubscriptionCount += subs
+			return
+		}
+		stats = append(stats, herald.ChannelStat{Name: name, SubscriptionCount: subs, UserCount: a.channels.pres.lookup(name).count()})
+	})
+	return stats
 }
 
-// Channel reports one channel; occupied is false when nobody is subscribed.
+// Channel reports one channel; occupied is false when nobody is subscribed (on any node).
 func (h *Hub) Channel(appID, name string) (stat herald.ChannelStat, occupied bool) {
-	if a := h.apps[appID]; a != nil {
-		return a.channels.stat(name)
+	a := h.apps[appID]
+	if a == nil {
+		return herald.ChannelStat{Name: name}, false
 	}
-	return herald.ChannelStat{Name: name}, false
+	st, ok := a.channels.stat(name)
+	if h.state == nil {
+		return st, ok
+	}
+	st.SubscriptionCount += h.state.remoteSubs(appID, name)
+	st.UserCount = a.channels.pres.lookup(name).count()
+	return st, st.SubscriptionCount > 0
 }
 
 // Cached reports whether a cache channel holds an event.
@@ -95,12 +128,17 @@ func (h *Hub) Cached(appID, name string) bool {
 	return false
 }
 
-// Users lists the user ids in a presence channel.
+// Users lists the user ids in a presence channel (on every node of a cluster).
 func (h *Hub) Users(appID, name string) []string {
-	if a := h.apps[appID]; a != nil {
-		if ch := a.channels.lookup(name); ch != nil {
-			return ch.presence.users()
-		}
+	a := h.apps[appID]
+	if a == nil {
+		return nil
+	}
+	if h.state != nil {
+		return a.channels.pres.lookup(name).users()
+	}
+	if ch := a.channels.lookup(name); ch != nil {
+		return ch.presence.users()
 	}
 	return nil
 }

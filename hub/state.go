@@ -1,0 +1,557 @@
+package hub
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/pusher"
+	"github.com/herald-rt/herald/ws"
+)
+
+// clusterState makes a cluster one server to its users: every node keeps a copy of every
+// other node's share of the state (its subscription count of each channel, its presence
+// members) and answers from its own share plus those, so counts, member lists and presence
+// events are the same on every node, without asking the others at query time.
+//
+// Each node streams its share on an internal bus key every node has interest in: batches of
+// absolute records (a channel's count on the sender, whether a user is a member there) as
+// they change, an empty batch every heartbeat, a full snapshot when another node asks for it
+// (a new node, a node that missed a batch, a node back from a bus outage). A node not heard
+// from for the node timeout, while this one has had its bus that long, is dead: its share is
+// dropped, and each of its members that no other node has gets one member_removed. A node that
+// restarts comes back with a new epoch and its share replaces the old one.
+type clusterState struct {
+	f         *core
+	epoch     uint64 // this process's incarnation; its own batches come back with it
+	heartbeat time.Duration
+	timeout   int64 // ms
+
+	applyMu sync.Mutex // serializes applying other nodes' batches and expiring nodes
+	mu      sync.Mutex // guards peers and totals (REST reads them)
+	peers   map[string]*peer
+	totals  map[chanKey]int // other nodes' subscriptions, by channel
+
+	// This node's share, as it changes: keys whose records are due.
+	dmu          sync.Mutex
+	dirtySubs    map[chanKey]struct{}
+	dirtyMembers map[memberKey]struct{}
+	wake         chan struct{}
+	snapshot     atomic.Bool // send a snapshot next
+	syncAll      atomic.Bool // ask every node for its snapshot next
+	askOne       sync.Map    // epoch string -> struct{}: ask that node for its snapshot next
+
+	// Sender goroutine only.
+	seq        uint64
+	busUp      bool
+	reconnects uint64
+	busUpSince atomic.Int64 // ms; 0 while the bus is down
+}
+
+type chanKey struct{ app, channel string }
+
+type memberKey struct{ app, channel, user string }
+
+// peer is another node as this one knows it.
+type peer struct {
+	epoch, seq uint64
+	lastSeen   int64 // ms
+	askedAt    int64 // ms; when this node last asked it for a snapshot
+	share      *share
+	staging    *share // a snapshot being received
+}
+
+// share is one node's part of the state.
+type share struct {
+	subs    map[chanKey]int
+	members map[chanKey]map[string][]byte
+}
+
+func newShare() *share {
+	return &share{subs: map[chanKey]int{}, members: map[chanKey]map[string][]byte{}}
+}
+
+// stateKey is the internal bus key of the state stream (an empty app id is never an app's).
+const stateKey = "state"
+
+func newClusterState(f *core) *clusterState {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return &clusterState{f: f, epoch: binary.LittleEndian.Uint64(b[:]) | 1, heartbeat: f.cfg.ClusterHeartbeat,
+		timeout: f.cfg.ClusterNodeTimeout.Milliseconds(), peers: map[string]*peer{}, totals: map[chanKey]int{},
+		dirtySubs: map[chanKey]struct{}{}, dirtyMembers: map[memberKey]struct{}{}, wake: make(chan struct{}, 1)}
+}
+
+func (s *clusterState) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// markSubs and markMember queue a record of this node's share.
+func (s *clusterState) markSubs(app, channel string) {
+	s.dmu.Lock()
+	s.dirtySubs[chanKey{app, channel}] = struct{}{}
+	s.dmu.Unlock()
+	s.poke()
+}
+
+func (s *clusterState) markMember(app, channel, user string) {
+	s.dmu.Lock()
+	s.dirtyMembers[memberKey{app, channel, user}] = struct{}{}
+	s.dmu.Unlock()
+	s.poke()
+}
+
+// run streams this node's share until ctx is done, then says goodbye.
+func (s *clusterState) run(ctx context.Context) {
+	s.snapshot.Store(true)
+	s.syncAll.Store(true)
+	s.poke()
+	t := time.NewTicker(s.heartbeat)
+	defer t.Stop()
+	for {
+		beat := false
+		select {
+		case <-s.wake:
+		case <-t.C:
+			beat = true
+			s.watchBus()
+			s.expire()
+		case <-ctx.Done():
+			s.bye()
+			return
+		}
+		s.send(ctx, beat)
+	}
+}
+
+// watchBus notices the bus going and coming back: after a return, this node sends its whole
+// share and asks for everyone's, since batches were lost both ways.
+func (s *clusterState) watchBus() {
+	st := s.f.bus.Stats()
+	up := st.Connected
+	if up && (!s.busUp || st.Reconnects != s.reconnects) {
+		s.busUpSince.Store(s.f.now())
+		s.snapshot.Store(true)
+		s.syncAll.Store(true)
+	}
+	if !up {
+		s.busUpSince.Store(0)
+	}
+	s.busUp, s.reconnects = up, st.Reconnects
+}
+
+// send publishes what is due: a snapshot when asked for, else the dirty records; an empty
+// batch when beat and nothing else went out.
+func (s *clusterState) send(ctx context.Context, beat bool) {
+	if !s.f.bus.Connected() {
+		return // a snapshot follows the bus's return (watchBus)
+	}
+	var flags byte
+	if s.syncAll.Swap(false) {
+		flags |= flagSyncAll
+	}
+	var asks []string
+	s.askOne.Range(func(k, _ any) bool {
+		asks = append(asks, k.(string))
+		s.askOne.Delete(k)
+		return true
+	})
+	var recs []stateRecord
+	snap := s.snapshot.Swap(false)
+	if snap {
+		s.takeDirty() // the snapshot has everything they say
+		recs = s.snapshotRecords()
+	} else {
+		recs = s.dirtyRecords()
+	}
+	if len(recs) == 0 && flags == 0 && len(asks) == 0 && !snap && !beat {
+		return
+	}
+	ok := s.publish(ctx, flags, snap, recs)
+	for _, target := range asks {
+		ok = ok && s.publishHeader(ctx, stateHeader{flags: flagSyncOne, target: target})
+	}
+	if !ok {
+		s.snapshot.Store(true) // records were lost: the next batch is a snapshot
+	}
+}
+
+// maxStateBatch bounds one batch's payload.
+const maxStateBatch = 64 << 10
+
+// publish sends recs as one batch or more; a snapshot is marked by its first and last batch.
+func (s *clusterState) publish(ctx context.Context, flags byte, snap bool, recs []stateRecord) bool {
+	first := true
+	for {
+		var body []byte
+		n := 0
+		for n < len(recs) && len(body) < maxStateBatch {
+			body = appendStateRecord(body, recs[n])
+			n++
+		}
+		recs = recs[n:]
+		h := stateHeader{flags: flags}
+		if snap && first {
+			h.flags |= flagSnapStart
+		}
+		if snap && len(recs) == 0 {
+			h.flags |= flagSnapEnd
+		}
+		if !s.publishBatch(ctx, h, body) {
+			return false
+		}
+		first, flags = false, 0
+		if len(recs) == 0 {
+			return true
+		}
+	}
+}
+
+func (s *clusterState) publishHeader(ctx context.Context, h stateHeader) bool {
+	return s.publishBatch(ctx, h, nil)
+}
+
+func (s *clusterState) publishBatch(ctx context.Context, h stateHeader, body []byte) bool {
+	s.seq++
+	h.epoch, h.seq = s.epoch, s.seq
+	payload := append(appendStateHeader(nil, h), body...)
+	return s.f.bus.Publish(ctx, herald.BusMessage{Kind: herald.BusState, Channel: stateKey, Payload: payload}) == nil
+}
+
+// bye tells the others this node leaves, so they drop its share at once.
+func (s *clusterState) bye() {
+	if !s.f.bus.Connected() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	s.send(ctx, false) // the last leaves of the drain
+	if s.publishHeader(ctx, stateHeader{flags: flagBye}) {
+		_ = s.f.bus.Flush(ctx)
+	}
+}
+
+func (s *clusterState) takeDirty() (map[chanKey]struct{}, map[memberKey]struct{}) {
+	s.dmu.Lock()
+	defer s.dmu.Unlock()
+	var subs map[chanKey]struct{}
+	var members map[memberKey]struct{}
+	if len(s.dirtySubs) > 0 {
+		subs, s.dirtySubs = s.dirtySubs, map[chanKey]struct{}{}
+	}
+	if len(s.dirtyMembers) > 0 {
+		members, s.dirtyMembers = s.dirtyMembers, map[memberKey]struct{}{}
+	}
+	return subs, members
+}
+
+// dirtyRecords reads the current value of every key marked since the last batch.
+func (s *clusterState) dirtyRecords() []stateRecord {
+	subs, members := s.takeDirty()
+	recs := make([]stateRecord, 0, len(subs)+len(members))
+	for k := range subs {
+		a := s.f.apps[k.app]
+		if a == nil {
+			continue
+		}
+		recs = append(recs, stateRecord{op: recSubs, app: k.app, channel: k.channel, subs: a.channels.localSubs(k.channel)})
+	}
+	for k := range members {
+		a := s.f.apps[k.app]
+		if a == nil {
+			continue
+		}
+		r := stateRecord{op: recMember, app: k.app, channel: k.channel, user: k.user}
+		if p := a.channels.pres.lookup(k.channel); p != nil {
+			p.mu.Lock()
+			if m := p.members[k.user]; m != nil {
+				r.present, r.info = true, m.info
+			}
+			p.mu.Unlock()
+		}
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+// snapshotRecords is this node's whole share.
+func (s *clusterState) snapshotRecords() []stateRecord {
+	var recs []stateRecord
+	for id, a := range s.f.apps {
+		a.channels.eachLocal(func(name string, subs int) {
+			recs = append(recs, stateRecord{op: recSubs, app: id, channel: name, subs: subs})
+		})
+		a.channels.pres.each("", func(name string, p *presence) {
+			p.mu.Lock()
+			for user, m := range p.members {
+				recs = append(recs, stateRecord{op: recMember, app: id, channel: name, user: user, present: true, info: m.info})
+			}
+			p.mu.Unlock()
+		})
+	}
+	return recs
+}
+
+// receive applies a batch another node sent.
+func (s *clusterState) receive(node string, payload []byte) {
+	r := stateReader{b: payload}
+	h := r.header()
+	if r.err != nil || h.epoch == s.epoch {
+		return // malformed, or this node's own batch back from the bus
+	}
+	if h.flags&flagSyncAll != 0 || h.flags&flagSyncOne != 0 && h.target == strconv.FormatUint(s.epoch, 10) {
+		s.snapshot.Store(true)
+		s.poke()
+	}
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	now := s.f.now()
+	s.mu.Lock()
+	p := s.peers[node]
+	s.mu.Unlock()
+	if p != nil && p.epoch != h.epoch {
+		s.drop(node, p) // restarted: its new share replaces the old one
+		p = nil
+	}
+	if p == nil {
+		p = &peer{epoch: h.epoch, share: newShare(), seq: h.seq - 1}
+		s.mu.Lock()
+		s.peers[node] = p
+		s.mu.Unlock()
+		if h.flags&flagSnapStart == 0 {
+			s.ask(p, now)
+		}
+	}
+	p.lastSeen = now
+	if h.flags&flagBye != 0 {
+		s.drop(node, p)
+		return
+	}
+	if h.seq != p.seq+1 {
+		s.ask(p, now) // a batch was lost: its snapshot puts right what it said
+		p.staging = nil
+	}
+	p.seq = h.seq
+	if h.flags&flagSnapStart != 0 {
+		p.staging = newShare()
+	}
+	for {
+		rec, ok := r.next()
+		if !ok {
+			break
+		}
+		if s.f.apps[rec.app] == nil {
+			continue
+		}
+		if p.staging != nil {
+			p.staging.set(rec)
+		} else {
+			s.apply(p.share, rec)
+		}
+	}
+	if h.flags&flagSnapEnd != 0 && p.staging != nil {
+		s.replace(p, p.staging)
+		p.staging = nil
+	}
+}
+
+// ask asks p for its snapshot, at most once a heartbeat.
+func (s *clusterState) ask(p *peer, now int64) {
+	if now-p.askedAt < s.heartbeat.Milliseconds() && p.askedAt != 0 {
+		return
+	}
+	p.askedAt = now
+	s.askOne.Store(strconv.FormatUint(p.epoch, 10), struct{}{})
+	s.poke()
+}
+
+// set records rec in a share that nobody reads yet (a snapshot being received).
+func (sh *share) set(rec stateRecord) {
+	k := chanKey{rec.app, rec.channel}
+	switch rec.op {
+	case recSubs:
+		if rec.subs > 0 {
+			sh.subs[k] = rec.subs
+		} else {
+			delete(sh.subs, k)
+		}
+	case recMember:
+		m := sh.members[k]
+		if rec.present {
+			if m == nil {
+				m = map[string][]byte{}
+				sh.members[k] = m
+			}
+			m[rec.user] = rec.info
+		} else if m != nil {
+			delete(m, rec.user)
+			if len(m) == 0 {
+				delete(sh.members, k)
+			}
+		}
+	}
+}
+
+// apply records rec in the live share sh of a node, updating the totals and the presence
+// channels, whose local subscribers get member_added / member_removed when a user becomes or
+// stops being a member anywhere.
+func (s *clusterState) apply(sh *share, rec stateRecord) {
+	k := chanKey{rec.app, rec.channel}
+	switch rec.op {
+	case recSubs:
+		s.mu.Lock()
+		old := sh.subs[k]
+		if rec.subs > 0 {
+			sh.subs[k] = rec.subs
+		} else {
+			delete(sh.subs, k)
+		}
+		if t := s.totals[k] + rec.subs - old; t > 0 {
+			s.totals[k] = t
+		} else {
+			delete(s.totals, k)
+		}
+		s.mu.Unlock()
+	case recMember:
+		_, was := sh.members[k][rec.user]
+		if was == rec.present {
+			return
+		}
+		sh.set(rec)
+		s.remoteMember(s.f.apps[rec.app], rec.channel, rec.user, rec.info, rec.present)
+	}
+}
+
+// remoteMember counts one other node more (present) or less with user as a member of the
+// presence channel, and tells the local subscribers when that changes whether the user is a
+// member anywhere.
+func (s *clusterState) remoteMember(a *appState, channel, user string, info []byte, present bool) {
+	t := a.channels.pres
+	p := t.lockRemote(channel)
+	before := p.hasLocked(user)
+	if p.remote == nil {
+		p.remote = map[string]*remoteMember{}
+	}
+	r := p.remote[user]
+	if present {
+		if r == nil {
+			r = &remoteMember{info: info}
+			p.remote[user] = r
+		}
+		r.nodes++
+	} else if r != nil {
+		if r.nodes--; r.nodes <= 0 {
+			delete(p.remote, user)
+		}
+	}
+	after := p.hasLocked(user)
+	if before != after && p.ch != nil {
+		var frame []byte
+		if after {
+			frame = ws.TextFrame(pusher.AppendMemberAdded(nil, channel, herald.Member{UserID: user, Info: r.info}))
+		} else {
+			frame = ws.TextFrame(pusher.AppendMemberRemoved(nil, channel, user))
+		}
+		s.f.dispatch(p.ch, frame, 0, nil, nil)
+	}
+	p.mu.Unlock()
+	t.tidy(p)
+}
+
+// replace makes next p's share, applying only the differences.
+func (s *clusterState) replace(p *peer, next *share) {
+	old := p.share
+	for k := range old.subs {
+		if _, ok := next.subs[k]; !ok {
+			s.apply(old, stateRecord{op: recSubs, app: k.app, channel: k.channel})
+		}
+	}
+	for k, n := range next.subs {
+		s.apply(old, stateRecord{op: recSubs, app: k.app, channel: k.channel, subs: n})
+	}
+	for k, m := range old.members {
+		for user := range m {
+			if _, ok := next.members[k][user]; !ok {
+				s.apply(old, stateRecord{op: recMember, app: k.app, channel: k.channel, user: user})
+			}
+		}
+	}
+	for k, m := range next.members {
+		for user, info := range m {
+			s.apply(old, stateRecord{op: recMember, app: k.app, channel: k.channel, user: user, present: true, info: info})
+		}
+	}
+}
+
+// drop forgets a node: its share leaves every count and member list. Called with applyMu.
+func (s *clusterState) drop(node string, p *peer) {
+	s.replace(p, newShare())
+	s.mu.Lock()
+	if s.peers[node] == p {
+		delete(s.peers, node)
+	}
+	s.mu.Unlock()
+}
+
+// expire drops the nodes not heard from for the timeout, if this node has had its bus that
+// long: while its own bus is down or just back, silence proves nothing.
+func (s *clusterState) expire() {
+	now := s.f.now()
+	up := s.busUpSince.Load()
+	if up == 0 || now-up < s.timeout {
+		return
+	}
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	s.mu.Lock()
+	var dead []string
+	for node, p := range s.peers {
+		if now-p.lastSeen >= s.timeout {
+			dead = append(dead, node)
+		}
+	}
+	s.mu.Unlock()
+	for _, node := range dead {
+		s.mu.Lock()
+		p := s.peers[node]
+		s.mu.Unlock()
+		s.f.log.Warn("cluster node gone: dropping its connections from counts and presence", "node_id", node,
+			"silent_for", (time.Duration(now-p.lastSeen) * time.Millisecond).String())
+		s.drop(node, p)
+	}
+}
+
+// remoteSubs is the other nodes' subscription count of a channel.
+func (s *clusterState) remoteSubs(app, channel string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.totals[chanKey{app, channel}]
+}
+
+// remoteChannels calls f for each channel of app with subscribers on other nodes whose name
+// starts with prefix.
+func (s *clusterState) remoteChannels(app, prefix string, f func(name string, subs int)) {
+	s.mu.Lock()
+	type kv struct {
+		name string
+		subs int
+	}
+	var list []kv
+	for k, n := range s.totals {
+		if k.app == app && len(k.channel) >= len(prefix) && k.channel[:len(prefix)] == prefix {
+			list = append(list, kv{k.channel, n})
+		}
+	}
+	s.mu.Unlock()
+	for _, x := range list {
+		f(x.name, x.subs)
+	}
+}

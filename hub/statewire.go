@@ -1,0 +1,149 @@
+package hub
+
+import (
+	"encoding/binary"
+	"errors"
+)
+
+// A BusState message is one batch of a node's state stream: a header, then records. Records
+// carry absolute values (a channel's subscription count on the sending node, whether a user
+// is a member there), so a batch can be applied twice and a snapshot is just every record.
+//
+//	header:  epoch uvarint, seq uvarint, flags byte, [target string when flagSyncOne]
+//	record:  recSubs   app, channel, subs uvarint
+//	         recMember app, channel, user, present byte, info (when present)
+//
+// Strings are a uvarint length and the bytes.
+
+const (
+	flagSnapStart byte = 1 << iota // the first batch of a snapshot: the sender's share starts empty
+	flagSnapEnd                    // the last batch of a snapshot
+	flagSyncAll                    // every node: send your snapshot
+	flagSyncOne                    // the node named by target: send your snapshot
+	flagBye                        // the sender leaves the cluster: drop its share now
+)
+
+const (
+	recSubs byte = iota + 1
+	recMember
+)
+
+type stateHeader struct {
+	epoch, seq uint64
+	flags      byte
+	target     string
+}
+
+type stateRecord struct {
+	op           byte
+	app, channel string
+	subs         int
+	user         string
+	present      bool
+	info         []byte
+}
+
+var errStateMalformed = errors.New("hub: malformed state message")
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendStateHeader(b []byte, h stateHeader) []byte {
+	b = binary.AppendUvarint(b, h.epoch)
+	b = binary.AppendUvarint(b, h.seq)
+	b = append(b, h.flags)
+	if h.flags&flagSyncOne != 0 {
+		b = appendString(b, h.target)
+	}
+	return b
+}
+
+func appendStateRecord(b []byte, r stateRecord) []byte {
+	b = append(b, r.op)
+	b = appendString(b, r.app)
+	b = appendString(b, r.channel)
+	switch r.op {
+	case recSubs:
+		b = binary.AppendUvarint(b, uint64(r.subs))
+	case recMember:
+		b = appendString(b, r.user)
+		if r.present {
+			b = append(b, 1)
+			b = appendString(b, string(r.info))
+		} else {
+			b = append(b, 0)
+		}
+	}
+	return b
+}
+
+// stateReader decodes a batch.
+type stateReader struct {
+	b   []byte
+	err error
+}
+
+func (r *stateReader) uvarint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.err = errStateMalformed
+		r.b = nil
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *stateReader) byte() byte {
+	if len(r.b) == 0 {
+		r.err = errStateMalformed
+		return 0
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	return c
+}
+
+func (r *stateReader) string() string {
+	n := r.uvarint()
+	if r.err != nil || n > uint64(len(r.b)) {
+		r.err = errStateMalformed
+		r.b = nil
+		return ""
+	}
+	s := string(r.b[:n])
+	r.b = r.b[n:]
+	return s
+}
+
+func (r *stateReader) header() stateHeader {
+	h := stateHeader{epoch: r.uvarint(), seq: r.uvarint(), flags: r.byte()}
+	if h.flags&flagSyncOne != 0 {
+		h.target = r.string()
+	}
+	return h
+}
+
+// next decodes the next record; ok is false at the end or on an error (see r.err).
+func (r *stateReader) next() (rec stateRecord, ok bool) {
+	if r.err != nil || len(r.b) == 0 {
+		return rec, false
+	}
+	rec.op = r.byte()
+	rec.app = r.string()
+	rec.channel = r.string()
+	switch rec.op {
+	case recSubs:
+		rec.subs = int(r.uvarint())
+	case recMember:
+		rec.user = r.string()
+		if rec.present = r.byte() == 1; rec.present {
+			rec.info = []byte(r.string())
+		}
+	default:
+		r.err = errStateMalformed
+	}
+	return rec, r.err == nil
+}
