@@ -79,7 +79,8 @@ func (r *registry) acquire(name string, info herald.ChannelInfo) (ch *Channel, f
 				ch.presence = newPresence()
 			}
 		}
-		if r.clustered {
+		if r.clustered && !info.Cache {
+			// Cache channels' events go to every node (BusCache): no interest of their own.
 			ch.bus = &busInterest{}
 		}
 		s.m[name] = ch

@@ -179,11 +179,14 @@ func (f *core) takeInterest(a *appState, ch *Channel, confirmed func()) {
 // forget drops one subscription's reference to ch; the last one forgets the channel and, in
 // a cluster, drops this node's interest in it.
 func (f *core) forget(a *appState, ch *Channel) {
-	if !a.channels.release(ch) || ch.bus == nil {
+	if !a.channels.release(ch) {
 		return
 	}
 	if ch.presence != nil && a.channels.pres != nil {
 		a.channels.pres.unhold(ch.presence, ch)
+	}
+	if ch.bus == nil {
+		return
 	}
 	b := ch.bus
 	b.mu.Lock()

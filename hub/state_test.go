@@ -235,6 +235,18 @@ func TestStateCacheAcrossNodes(t *testing.T) {
 	if _, err := c.Expect("pusher:cache_miss", patience); err != nil {
 		t.Fatal(err)
 	}
+	// A presence cache channel holds its members like any presence channel, and lets go.
+	p, _ := joinPresence(t, nodes[0], "presence-cache-room", "dora")
+	usersOn(t, nodes[1], "presence-cache-room", "dora")
+	p.Close()
+	c.Close()
+	for _, nd := range nodes {
+		usersOn(t, nd, "presence-cache-room")
+		eventually(t, patience, "no channel left", func() (bool, string) {
+			list := nd.h.Channels("app-id", "")
+			return len(list) == 0 && nd.h.Stats().Channels == 0, fmt.Sprint(list)
+		})
+	}
 }
 
 // TestStateDeadNodeLeaves: a node that stops talking (its bus connection closed under it,
