@@ -308,3 +308,25 @@ func TestStateNewNodeLearnsEverything(t *testing.T) {
 		return ok && st.SubscriptionCount == 1, fmt.Sprint(st)
 	})
 }
+
+// TestStateGoodbye: a node that shuts down tells the others, which drop its share at once
+// (the timeout here is an hour: only the goodbye can explain the drop).
+func TestStateGoodbye(t *testing.T) {
+	nodes := startClusterOn(t, memory.NewBus(), 2, hub.Config{ClusterHeartbeat: 50 * time.Millisecond, ClusterNodeTimeout: time.Hour}, nil)
+	watcher, _ := joinPresence(t, nodes[0], "presence-bye", "stays")
+	joinPresence(t, nodes[1], "presence-bye", "leaves")
+	expectMember(t, watcher, "pusher_internal:member_added", "leaves")
+	join(t, nodes[1], "plain-bye", "")
+	eventually(t, patience, "node 1's channel counted on node 0", func() (bool, string) {
+		_, ok := nodes[0].h.Channel("app-id", "plain-bye")
+		return ok, "not occupied"
+	})
+	if err := nodes[1].h.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	expectMember(t, watcher, "pusher_internal:member_removed", "leaves")
+	eventually(t, patience, "node 1's share gone from node 0", func() (bool, string) {
+		list := nodes[0].h.Channels("app-id", "")
+		return len(list) == 1 && list[0].Name == "presence-bye" && list[0].SubscriptionCount == 1, fmt.Sprint(list)
+	})
+}
