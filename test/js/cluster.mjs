@@ -12,6 +12,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { isDeepStrictEqual } from 'node:util';
 
 import {
   APP1,
@@ -318,11 +319,13 @@ export class LoadBalancer {
  * load balancer follows.
  */
 export class Cluster {
-  constructor({ engine, size, apps = [APP1, APP2], config = {} }) {
+  constructor({ engine, size, apps = [APP1, APP2], config = {}, clusterConfig = {} }) {
     this.engine = engine;
     this.size = size;
     this.apps = apps;
     this.extraConfig = config;
+    // More keys of every node's cluster section, e.g. {heartbeat: '500ms', node_timeout: '3s'}.
+    this.clusterConfig = clusterConfig;
     // Its own prefix, as if other clusters shared the bus (letters and digits only).
     this.prefix = uniq('herald').replace(/[^A-Za-z0-9]/g, '');
     this.bus = new BusServer(engine);
@@ -339,7 +342,7 @@ export class Cluster {
   nodeConfig(i) {
     return {
       ...this.extraConfig,
-      cluster: { url: this.bus.url, node_id: this.nodeId(i), prefix: this.prefix },
+      cluster: { url: this.bus.url, node_id: this.nodeId(i), prefix: this.prefix, ...this.clusterConfig },
     };
   }
 
@@ -452,3 +455,86 @@ export function useCluster(opts, onStart) {
 
 /** The cluster shapes the test files run: each bus engine, with 2 and with 3 nodes. */
 export const CLUSTER_SHAPES = BUS_ENGINES.flatMap((engine) => [2, 3].map((size) => ({ engine, size })));
+
+// ---------------------------------------------------------------------------------------------
+// Cluster-wide state: what clients and the REST API of each node see
+
+/**
+ * Short heartbeat settings (cluster.heartbeat, cluster.node_timeout) for the tests that wait
+ * for a dead node to be noticed; the ms fields are the same durations for the tests' bounds.
+ */
+export const FAST_HEARTBEAT = Object.freeze({ heartbeat: '500ms', node_timeout: '3s' });
+export const FAST_HEARTBEAT_MS = Object.freeze({ heartbeat: 500, nodeTimeout: 3000 });
+
+/**
+ * Records the presence frames a pusher-js client receives on channel, as they arrive and
+ * before pusher-js filters them (it drops a member_removed for a user it does not list, so a
+ * duplicate shows only here). added and removed are [{id, info, at}] in arrival order (at:
+ * Date.now() on arrival); succeeded holds the presence data ({ids, hash, count}) of each
+ * subscription_succeeded. wait('added' | 'removed', id) resolves the first such frame.
+ */
+export function presenceFrames(client, channel) {
+  const log = { added: [], removed: [], succeeded: [] };
+  const cb = (m) => {
+    if (m.channel !== channel) return;
+    const at = Date.now();
+    const d = m.data || {};
+    if (m.event === 'pusher_internal:member_added') log.added.push({ id: d.user_id, info: d.user_info, at });
+    else if (m.event === 'pusher_internal:member_removed') log.removed.push({ id: d.user_id, at });
+    else if (m.event === 'pusher_internal:subscription_succeeded') log.succeeded.push(d.presence);
+  };
+  client.connection.bind('message', cb);
+  log.ids = (kind) => log[kind].map((x) => x.id);
+  log.wait = (kind, id, ms = WAIT_MS) =>
+    eventually(
+      () => log[kind].find((x) => x.id === id),
+      ms,
+      () => `member_${kind} for ${id} on ${channel} (${kind} so far: ${JSON.stringify(log.ids(kind))})`,
+    );
+  log.stop = () => client.connection.unbind('message', cb);
+  return log;
+}
+
+/** The user ids of a pusher-js presence channel's members, sorted. */
+export function memberIds(channel) {
+  const ids = [];
+  channel.members.each((m) => ids.push(m.id));
+  return ids.sort();
+}
+
+/** GET path (params) through the SDK on node, as JSON. */
+export async function restGet(node, path, params = {}, app = APP1) {
+  return (await node.sdk(app).get({ path, params })).json();
+}
+
+/**
+ * Polls GET path on every node in nodes until view(json) deep-equals want on all of them
+ * (a failed request counts as not yet); returns the ms it took. The error names the last
+ * view of each node.
+ */
+export async function untilRestEverywhere(nodes, { path, params = {}, app = APP1, view = (j) => j, want, ms = WAIT_MS }) {
+  const start = Date.now();
+  let last = [];
+  await eventually(
+    async () => {
+      last = await Promise.all(
+        nodes.map(async (n) => {
+          try {
+            return view(await restGet(n, path, params, app));
+          } catch (e) {
+            return `error: ${e.status ?? ''} ${e.message}`;
+          }
+        }),
+      );
+      return last.every((v) => isDeepStrictEqual(v, want));
+    },
+    ms,
+    () =>
+      `GET ${path} ${JSON.stringify(params)} to give ${JSON.stringify(want)} on ${nodes.map((n) => n.nodeId).join(', ')} ` +
+      `(last, per node: ${JSON.stringify(last)})`,
+  );
+  return Date.now() - start;
+}
+
+/** The sorted user ids of a GET /channels/{presence}/users answer. */
+export const userIdsView = (j) => j.users.map((u) => u.id).sort();
