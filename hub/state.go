@@ -223,6 +223,9 @@ func (s *clusterState) publishBatch(ctx context.Context, h stateHeader, body []b
 	s.seq++
 	h.epoch, h.seq = s.epoch, s.seq
 	payload := append(appendStateHeader(nil, h), body...)
+	// Bounded: a bus queue full of events must not hold the heartbeat back for long.
+	ctx, cancel := context.WithTimeout(ctx, s.heartbeat)
+	defer cancel()
 	return s.f.bus.Publish(ctx, herald.BusMessage{Kind: herald.BusState, Channel: stateKey, Payload: payload}) == nil
 }
 
