@@ -5,7 +5,8 @@
 // node_timeout + heartbeat (+ a margin for a busy machine; the time is printed), none for a user
 // who also has a socket on a live node, and the REST counts of the live nodes leave the dead
 // node out. Restarted under the same node id, after it was noticed dead or at once, the node
-// replaces its old share: nothing is counted twice.
+// replaces its old share: nothing is counted twice. A node stopped with SIGTERM says goodbye:
+// its members leave the other nodes at once, well before node_timeout.
 
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -221,6 +222,43 @@ for (const shape of CLUSTER_SHAPES) {
         assert.equal(o.ch.members.count, final.length + 1);
       }
       await expectPresence(nodes, pres, [...final, 'marker'], observers.length + 2);
+    });
+
+    test('SIGTERM a node with presence members: the others drop its share at once, not after node_timeout', async (t) => {
+      const nodes = cluster.nodes;
+      const pres = uniq('presence-cs-goodbye-');
+      const observers = await observe(pres);
+      const obsIds = observers.map((o) => o.id);
+      const onVictim = [];
+      for (const id of ['leaving', 'both']) {
+        const client = await member(VICTIM, id);
+        await subscribe(client, pres);
+        onVictim.push(client);
+      }
+      await allSaw(observers, 'added', ['leaving', 'both']);
+      const bothLive = await member(0, 'both');
+      await subscribe(bothLive, pres);
+      await expectPresence(nodes, pres, [...obsIds, 'leaving', 'both'], observers.length + 3);
+
+      const stoppedAt = Date.now();
+      const exit = await nodes[VICTIM].stop();
+      assert.equal(exit.code, 0, `node ${VICTIM} exit after SIGTERM: ${JSON.stringify(exit)}`);
+      for (const c of onVictim) disconnectClient(c);
+      await allSaw(observers, 'removed', ['leaving']);
+      const removedAfter = Math.max(...observers.map((o) => o.frames.removed.find((r) => r.id === 'leaving').at - stoppedAt));
+      await expectPresence(liveNodes(), pres, [...obsIds, 'both'], observers.length + 1);
+      const restAfter = Date.now() - stoppedAt;
+      t.diagnostic(`${shape.engine}/${shape.size}: after SIGTERM, member_removed on every live node in ${removedAfter} ms, REST right by ${restAfter} ms`);
+      measured.push(`${shape.engine}/${shape.size} nodes: SIGTERM -> member_removed everywhere ${removedAfter} ms`);
+      assert.ok(removedAfter < FAST_HEARTBEAT_MS.nodeTimeout, `member_removed ${removedAfter} ms after SIGTERM: not before node_timeout`);
+
+      // Marker: a user joins on node 0; 'both' (still on node 0) was never removed.
+      const marker = await member(0, 'marker');
+      await subscribe(marker, pres);
+      await allSaw(observers, 'added', ['marker']);
+      for (const o of observers) assert.deepEqual(o.frames.ids('removed'), ['leaving'], `obs on node ${o.node}: member_removed`);
+      await cluster.restartNode(VICTIM);
+      await cluster.waitBusConnected();
     });
   });
 }
