@@ -37,6 +37,7 @@ type client struct {
 	shard  int32        // latency shard
 	node   int32        // the node it connected to, in --ws order
 	pings  atomic.Int32 // pusher:ping messages answered
+	index  int32        // its index in the run (presence: which member it is)
 
 	mu      sync.Mutex // guards what follows and every write to conn
 	pending []byte     // frames the kernel has not taken yet
@@ -70,36 +71,46 @@ func closedErrorOf(p []byte) *closedError {
 // subscribe per channel and their subscription_succeeded, recording any event that arrives on
 // the way. It returns the bytes read past the last of them.
 func (c *client) setup(nc net.Conn, ep endpoint) ([]byte, error) {
+	return converse(nc, ep, func(m *ws.MessageReader) error {
+		if _, _, err := c.await(nc, m, "pusher:connection_established"); err != nil {
+			return err
+		}
+		var subs []byte
+		for _, ch := range c.chans {
+			msg, _ := json.Marshal(map[string]any{"event": "pusher:subscribe", "data": map[string]string{"channel": c.rec.channels[ch]}})
+			subs = ws.AppendClientFrame(subs, ws.OpText, msg)
+		}
+		if _, err := nc.Write(subs); err != nil {
+			return fmt.Errorf("subscribe: %w", err)
+		}
+		for left := len(c.chans); left > 0; left-- {
+			name, _, err := c.await(nc, m, "pusher_internal:subscription_succeeded")
+			if err != nil {
+				return err
+			}
+			i := c.trackOf([]byte(name))
+			if i < 0 {
+				return fmt.Errorf("server confirmed a subscription to %q, which was not asked for", name)
+			}
+			if c.rec.started != nil {
+				c.tracks[i].from = c.rec.started(int(c.chans[i]))
+			}
+		}
+		return nil
+	})
+}
+
+// converse upgrades nc to a WebSocket connection to ep and runs talk over its messages,
+// reading through a pooled buffer; it returns the bytes read past talk's last message.
+func converse(nc net.Conn, ep endpoint, talk func(m *ws.MessageReader) error) ([]byte, error) {
 	br := readers.Get().(*bufio.Reader)
 	br.Reset(nc)
 	defer func() { br.Reset(nil); readers.Put(br) }()
 	if err := ws.ClientHandshake(nc, br, ep.host, ep.path); err != nil {
 		return nil, fmt.Errorf("websocket handshake: %w", err)
 	}
-	m := &ws.MessageReader{R: br, Max: maxMessageBytes}
-	if _, err := c.await(nc, m, "pusher:connection_established"); err != nil {
+	if err := talk(&ws.MessageReader{R: br, Max: maxMessageBytes}); err != nil {
 		return nil, err
-	}
-	var subs []byte
-	for _, ch := range c.chans {
-		msg, _ := json.Marshal(map[string]any{"event": "pusher:subscribe", "data": map[string]string{"channel": c.rec.channels[ch]}})
-		subs = ws.AppendClientFrame(subs, ws.OpText, msg)
-	}
-	if _, err := nc.Write(subs); err != nil {
-		return nil, fmt.Errorf("subscribe: %w", err)
-	}
-	for left := len(c.chans); left > 0; left-- {
-		name, err := c.await(nc, m, "pusher_internal:subscription_succeeded")
-		if err != nil {
-			return nil, err
-		}
-		i := c.trackOf([]byte(name))
-		if i < 0 {
-			return nil, fmt.Errorf("server confirmed a subscription to %q, which was not asked for", name)
-		}
-		if c.rec.started != nil {
-			c.tracks[i].from = c.rec.started(int(c.chans[i]))
-		}
 	}
 	var pre []byte
 	if n := br.Buffered(); n > 0 {
@@ -109,20 +120,21 @@ func (c *client) setup(nc net.Conn, ep endpoint) ([]byte, error) {
 	return pre, nil
 }
 
-// await reads messages until event arrives and returns its channel, answering pings and
-// recording events on the way, and failing on a Pusher error, a subscription error or a close.
-func (c *client) await(nc net.Conn, m *ws.MessageReader, event string) (string, error) {
+// await reads messages until event arrives and returns its channel and data, answering pings
+// and recording events on the way (others go to the recorder's other hook, when set), and
+// failing on a Pusher error, a subscription error or a close.
+func (c *client) await(nc net.Conn, m *ws.MessageReader, event string) (string, json.RawMessage, error) {
 	for {
 		op, p, err := m.Next()
 		if err != nil {
-			return "", fmt.Errorf("waiting for %s: %w", event, err)
+			return "", nil, fmt.Errorf("waiting for %s: %w", event, err)
 		}
 		switch op {
 		case ws.OpClose:
-			return "", fmt.Errorf("waiting for %s: %w", event, closedErrorOf(p))
+			return "", nil, fmt.Errorf("waiting for %s: %w", event, closedErrorOf(p))
 		case ws.OpPing:
 			if _, err := nc.Write(ws.AppendClientFrame(nil, ws.OpPong, p)); err != nil {
-				return "", err
+				return "", nil, err
 			}
 			continue
 		case ws.OpText, ws.OpBinary:
@@ -138,16 +150,20 @@ func (c *client) await(nc net.Conn, m *ws.MessageReader, event string) (string, 
 			Data    json.RawMessage `json:"data"`
 		}
 		if err := json.Unmarshal(p, &msg); err != nil {
-			return "", fmt.Errorf("waiting for %s: server sent invalid JSON %.200q", event, p)
+			return "", nil, fmt.Errorf("waiting for %s: server sent invalid JSON %.200q", event, p)
 		}
 		switch msg.Event {
 		case event:
-			return msg.Channel, nil
+			return msg.Channel, msg.Data, nil
 		case "pusher:error", "pusher:subscription_error":
-			return "", fmt.Errorf("waiting for %s: server sent %s %s", event, msg.Event, msg.Data)
+			return "", nil, fmt.Errorf("waiting for %s: server sent %s %s", event, msg.Event, msg.Data)
 		case "pusher:ping":
 			if _, err := nc.Write(ws.AppendClientFrame(nil, ws.OpText, pongMessage)); err != nil {
-				return "", err
+				return "", nil, err
+			}
+		default:
+			if c.rec.other != nil {
+				c.rec.other(c, p)
 			}
 		}
 	}
@@ -186,10 +202,15 @@ func (c *client) trackOf(name []byte) int {
 func (c *client) onMessage(op ws.Opcode, p []byte) {
 	switch op {
 	case ws.OpText, ws.OpBinary:
-		if !c.event(p, time.Now().UnixNano()) && isPusherPing(p) {
+		if c.event(p, time.Now().UnixNano()) {
+			return
+		}
+		if isPusherPing(p) {
 			c.rec.pings.Add(1)
 			c.pings.Add(1)
 			c.send(ws.OpText, pongMessage)
+		} else if c.rec.other != nil {
+			c.rec.other(c, p)
 		}
 	case ws.OpPing:
 		c.send(ws.OpPong, p)

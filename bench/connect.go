@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"sync"
 	"time"
@@ -53,6 +54,18 @@ func (s *Setup) merge(o Setup) {
 // the time the rate needs. It fails when no client could subscribe or the phase ran out of
 // time; otherwise failures are only counted.
 func connect(ctx context.Context, t Target, p *pool, first, n int, chansOf func(i int) []int32) (Setup, error) {
+	return connectWith(ctx, t, p, first, n, func(ctx context.Context, ep endpoint, node, i int, deadline time.Time) error {
+		return p.dial(ctx, ep, node, i, chansOf(i), deadline)
+	})
+}
+
+// dialFunc connects client i to ep, node node of the target, sets it up before deadline and
+// attaches it to its pool.
+type dialFunc func(ctx context.Context, ep endpoint, node, i int, deadline time.Time) error
+
+// connectWith is connect with each client set up by dial: connect's subscribes to public
+// channels, presence's signed joins.
+func connectWith(ctx context.Context, t Target, p *pool, first, n int, dial dialFunc) (Setup, error) {
 	setup := Setup{Requested: n}
 	eps, err := t.wsEndpoints()
 	if err != nil {
@@ -113,7 +126,7 @@ dispatch:
 				deadline = end
 			}
 			node := nodeOf(first+i, len(eps))
-			err := p.dial(abort, eps[node], node, i, chansOf(i), deadline)
+			err := dial(abort, eps[node], node, i, deadline)
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				err = fmt.Errorf("%w (the attempt's deadline of %v passed)", err, deadline.Sub(began).Round(time.Millisecond))
 			}
@@ -163,14 +176,20 @@ dispatch:
 // dial connects client i to ep, node node of the target, sets it up before deadline and
 // attaches it to the pool.
 func (p *pool) dial(ctx context.Context, ep endpoint, node, i int, chans []int32, deadline time.Time) error {
-	nc, err := ep.dialer(i, deadline).DialContext(ctx, "tcp", ep.addr)
+	c := &client{rec: p.rec, chans: chans, tracks: make([]track, len(chans)), shard: int32(i % latencyShards), node: int32(node), index: int32(i)}
+	return p.open(ctx, ep, c, deadline, func(nc net.Conn) ([]byte, error) { return c.setup(nc, ep) })
+}
+
+// open connects c (the run's client c.index) to ep, runs setup on the connection before
+// deadline and attaches c to the pool with the bytes setup read past its last message.
+func (p *pool) open(ctx context.Context, ep endpoint, c *client, deadline time.Time, setup func(net.Conn) ([]byte, error)) error {
+	nc, err := ep.dialer(int(c.index), deadline).DialContext(ctx, "tcp", ep.addr)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
 	_ = nc.SetDeadline(deadline)
 	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(aLongTimeAgo) })
-	c := &client{rec: p.rec, chans: chans, tracks: make([]track, len(chans)), shard: int32(i % latencyShards), node: int32(node)}
-	pre, err := c.setup(nc, ep)
+	pre, err := setup(nc)
 	if !stop() && err == nil {
 		err = ctx.Err()
 	}

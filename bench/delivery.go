@@ -22,8 +22,12 @@ type recorder struct {
 	// per event, multichannel's per round); buckets is how many there are.
 	bucket  func(seq int) int
 	buckets int
-	tl      *Timeline // nil: no timeline
-	shards  []latencyShard
+	// other, when set, gets every other text message a client receives (not a bench event,
+	// not a pusher:ping): presence's member events. It runs on the client's reader; p is
+	// only valid during the call.
+	other  func(c *client, p []byte)
+	tl     *Timeline // nil: no timeline
+	shards []latencyShard
 
 	frames   atomic.Int64 // event frames received, duplicates included
 	pings    atomic.Int64 // pusher:ping messages answered

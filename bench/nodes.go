@@ -119,6 +119,30 @@ func httpBase(wsURL string) (string, error) {
 	return u.Scheme + "://" + u.Host + strings.TrimSuffix(u.Path, "/"), nil
 }
 
+// restNodes returns the HTTP base URL of every node, for requests each node must answer
+// (/health, a presence channel's user count): the REST URL with one node; with several, each
+// --ws node's URL with http for ws (https for wss).
+func (t Target) restNodes() ([]string, error) {
+	nodes, err := t.wsNodes()
+	if err != nil {
+		return nil, err
+	}
+	if len(nodes) == 1 {
+		u, err := url.Parse(t.REST)
+		if err != nil || u.Host == "" {
+			return nil, fmt.Errorf("--rest %q: not a URL with a host", t.REST)
+		}
+		return []string{u.Scheme + "://" + u.Host + strings.TrimSuffix(u.Path, "/")}, nil
+	}
+	bases := make([]string, len(nodes))
+	for k, n := range nodes {
+		if bases[k], err = httpBase(n); err != nil {
+			return nil, fmt.Errorf("--ws node %d: no HTTP URL: %w", k+1, err)
+		}
+	}
+	return bases, nil
+}
+
 // metricsURLs returns the server's Prometheus endpoints: t.Metrics split at commas, each an
 // http:// or https:// URL; nil when t.Metrics is empty.
 func (t Target) metricsURLs() ([]string, error) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,8 +24,8 @@ const benchEventName = "bench"
 // maxChannelsPerTrigger is how many channels one trigger request names (Pusher's limit).
 const maxChannelsPerTrigger = 100
 
-// publisher triggers events through a server's signed REST API over keep-alive connections.
-// It is safe for concurrent use.
+// publisher triggers events through a server's signed REST API over keep-alive connections,
+// and reads it (get). It is safe for concurrent use.
 type publisher struct {
 	http                *http.Client
 	events, eventsPath  string // POST targets and the paths they are signed with
@@ -125,6 +126,35 @@ func (p *publisher) post(ctx context.Context, url, path string, body []byte, now
 		return fmt.Errorf("POST %s: %s: %.300s", path, resp.Status, bytes.TrimSpace(reply))
 	}
 	return nil
+}
+
+// maxGetReply bounds the body of a REST answer that get reads: /channels with 100,000
+// channels and their counts is about 5 MiB.
+const maxGetReply = 64 << 20
+
+// get makes a signed GET of full (the path it is signed with is path) with the query extra,
+// and returns the body of a 200 answer and how long the request took, the body read.
+func (p *publisher) get(ctx context.Context, full, path string, extra url.Values) ([]byte, time.Duration, error) {
+	start := time.Now()
+	q := pusher.SignRequest(p.app, http.MethodGet, path, extra, nil, start)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, full+"?"+q.Encode(), nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	resp, err := p.http.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxGetReply))
+	took := time.Since(start)
+	if err != nil {
+		return nil, took, fmt.Errorf("GET %s: %w", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, took, fmt.Errorf("GET %s: %s: %.300s", path, resp.Status, bytes.TrimSpace(body))
+	}
+	return body, took, nil
 }
 
 func (p *publisher) close() { p.http.CloseIdleConnections() }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 )
@@ -49,27 +48,17 @@ type counter struct {
 
 func newCounter(t Target) (*counter, error) {
 	c := &counter{http: &http.Client{Timeout: 5 * time.Second}, prefix: t.MetricsPrefix, prom: t.Metrics != ""}
-	switch nodes, err := t.wsNodes(); {
-	case c.prom:
-		if c.sources, err = t.metricsURLs(); err != nil {
-			return nil, err
+	var err error
+	if c.prom {
+		c.sources, err = t.metricsURLs()
+	} else {
+		c.sources, err = t.restNodes()
+		for k := range c.sources {
+			c.sources[k] += "/health"
 		}
-	case err != nil:
+	}
+	if err != nil {
 		return nil, err
-	case len(nodes) == 1:
-		u, err := url.Parse(t.REST)
-		if err != nil || u.Host == "" {
-			return nil, fmt.Errorf("--rest %q: not a URL for /health", t.REST)
-		}
-		c.sources = []string{u.Scheme + "://" + u.Host + strings.TrimSuffix(u.Path, "/") + "/health"}
-	default:
-		for k, n := range nodes {
-			base, err := httpBase(n)
-			if err != nil {
-				return nil, fmt.Errorf("--ws node %d: no URL for /health: %w", k+1, err)
-			}
-			c.sources = append(c.sources, base+"/health")
-		}
 	}
 	c.source = strings.Join(c.sources, ", ")
 	return c, nil

@@ -32,6 +32,11 @@ Scenarios (see BENCHMARKS.md), against any Pusher-protocol server:
                 server's connections, channels and goroutines return to baseline
   publish       K concurrent publishers over keep-alive HTTP (events or batch_events) to
                 channels with one subscriber each; accepted events/s, publish latency, delivery
+  presence      N clients join presence channels of M members, each signing its own join;
+                joins/s, join latency, whether every member saw every other exactly once,
+                every node's user counts and no channel after they leave, server CPU per join
+  channels      C subscribers on C channels, then K signed GET /channels on --rest;
+                latency, and whether every answer lists exactly C channels
 
 A cluster: --ws takes the nodes' WebSocket URLs, comma-separated (connection i of the run goes
 to node i mod N, also with --procs), --rest the one node publishes go to, --server-pid one
@@ -39,7 +44,8 @@ pid per node in the same order, --metrics one endpoint per node (summed).
 
 Run "herald bench <scenario> -h" for its flags. The exit status is 0 when the run was clean,
 1 when it failed, measured nothing (no request, connection, cycle or expected delivery), or
-any connection, delivery or order was lost, 2 for a usage error.
+any connection, delivery, order or presence member was lost or duplicated, or a REST check
+failed, 2 for a usage error.
 `
 
 // benchCmd runs one load scenario and prints its report.
@@ -183,8 +189,36 @@ func benchCmd(args []string, stdout, stderr io.Writer) int {
 			}
 			return rep, rep.FailedRequests == 0 && rep.Lost.Count == 0 && rep.Delivery.Clean(), nil
 		}
+	case "presence":
+		cfg := bench.PresenceConfig{}
+		fs.IntVar(&cfg.Clients, "clients", 3000, "members in all, one connection each; client i joins channel i / --per-channel")
+		fs.IntVar(&cfg.PerChannel, "per-channel", 100, "members per presence channel")
+		fs.DurationVar(&cfg.Wait, "wait", 10*time.Second, "after the last join, how long every member has to see every other")
+		restCheck := fs.Bool("rest-check", true, "ask every node's /channels for the user counts with every member joined, and for no channel after they leave")
+		fs.DurationVar(&cfg.Settle, "settle", 10*time.Second, "how long each REST check may take to hold")
+		run = func(ctx context.Context) (any, bool, error) {
+			cfg.Target, cfg.NoRESTCheck = t, !*restCheck
+			rep, err := bench.Presence(ctx, cfg)
+			if err != nil {
+				return nil, false, err
+			}
+			return rep, rep.Clean(), nil
+		}
+	case "channels":
+		cfg := bench.ChannelsConfig{}
+		fs.IntVar(&cfg.Channels, "channels", 10000, "channels, one subscriber each, spread over the --ws nodes")
+		fs.IntVar(&cfg.Requests, "requests", 100, "GET /channels requests to time on --rest, one after another")
+		fs.DurationVar(&cfg.Settle, "settle", 10*time.Second, "how long --rest has to list every channel before the timed requests")
+		run = func(ctx context.Context) (any, bool, error) {
+			cfg.Target = t
+			rep, err := bench.Channels(ctx, cfg)
+			if err != nil {
+				return nil, false, err
+			}
+			return rep, rep.Clean(), nil
+		}
 	default:
-		fmt.Fprintf(stderr, "herald bench: unknown scenario %q (scenarios: idle, fanout, multichannel, ramp, churn, publish)\n", scenario)
+		fmt.Fprintf(stderr, "herald bench: unknown scenario %q (scenarios: idle, fanout, multichannel, ramp, churn, publish, presence, channels)\n", scenario)
 		return 2
 	}
 	if err := fs.Parse(args); err != nil {

@@ -123,3 +123,44 @@ func TestBenchIdleTwoNodes(t *testing.T) {
 		}
 	}
 }
+
+// TestBenchPresence: herald bench presence joins, checks every member saw every other and the
+// REST counts, and exits 0; a channel over the server's 100 members exits 1.
+func TestBenchPresence(t *testing.T) {
+	server := benchServer(t, nil)
+	args := append([]string{"presence"}, server...)
+	args = append(args, "--clients", "12", "--per-channel", "5")
+	var stdout, stderr bytes.Buffer
+	if code := benchCmd(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d; want 0\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	// 5×4 + 5×4 + 2×1 pairs.
+	for _, want := range []string{"presence: 12 members in 3 channels of 5", "12 joined in", "42 of 42 seen (100.00%): missing 0, duplicated 0",
+		"every channel listed with its user count", "no channel listed"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, stdout.String())
+		}
+	}
+
+	args = append([]string{"presence"}, server...)
+	args = append(args, "--clients", "101", "--per-channel", "101", "--rest-check=false")
+	stdout.Reset()
+	stderr.Reset()
+	code := benchCmd(args, &stdout, &stderr)
+	if code != 1 || !strings.Contains(stdout.String(), "100 established, 1 failed") || !strings.Contains(stderr.String(), "the run was not clean") {
+		t.Fatalf("exit %d; want 1 with one join refused\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+}
+
+// TestBenchChannels: herald bench channels times GET /channels once every channel is listed.
+func TestBenchChannels(t *testing.T) {
+	args := append([]string{"channels"}, benchServer(t, nil)...)
+	args = append(args, "--channels", "20", "--requests", "3")
+	var stdout, stderr bytes.Buffer
+	if code := benchCmd(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d; want 0\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "all 20 channels listed after") || !strings.Contains(stdout.String(), "answers      3, 0 not listing exactly 20 channels") {
+		t.Fatalf("report lacks the listing and 3 answers:\n%s", stdout.String())
+	}
+}
