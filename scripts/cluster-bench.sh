@@ -8,12 +8,16 @@
 #   scripts/cluster-bench.sh multichannel [nats|redis]  40 channels x 475: 1 node, then 2 nodes
 #   scripts/cluster-bench.sh routing [nats|redis]       bus messages per publish, 3 nodes
 #   scripts/cluster-bench.sh publish [nats|redis]       REST publish throughput: 1 node, then 2
+#   scripts/cluster-bench.sh presence [nats|redis]      3,000 members joining presence channels of
+#                                                       100: 1 node, then 3 nodes, twice
+#   scripts/cluster-bench.sh channels [nats|redis]      GET /channels listing 10,000 channels:
+#                                                       1 node, then 3 nodes
 #
 # The bus server's CPU time over each run is printed beside herald's report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scenario=${1:?usage: cluster-bench.sh fanout|big|multichannel|routing|publish [nats|redis]}
+scenario=${1:?usage: cluster-bench.sh fanout|big|multichannel|routing|publish|presence|channels [nats|redis]}
 engine=${2:-nats}
 tmp=$(mktemp -d)
 pids=()
@@ -140,6 +144,16 @@ publish)
 		single publish --publishers 32
 		cluster 2 publish --publishers 32
 	done
+	;;
+presence)
+	for run in 1 2; do
+		single presence --clients 3000 --per-channel 100
+		cluster 3 presence --clients 3000 --per-channel 100
+	done
+	;;
+channels)
+	single channels --channels 10000 --requests 100
+	cluster 3 channels --channels 10000 --requests 100
 	;;
 routing)
 	start_bus
