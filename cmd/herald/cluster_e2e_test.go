@@ -97,16 +97,17 @@ type node struct {
 	client    *http.Client
 }
 
-// startNode starts a node on bus with node id name, and registers its stop on cleanup.
-func startNode(t *testing.T, name, bus string) *node {
+// startNode starts a node on bus with node id name and the extra flags, and registers its
+// stop on cleanup.
+func startNode(t *testing.T, name, bus string, extra ...string) *node {
 	t.Helper()
 	port, mport := freePort(t), freePort(t)
 	n := &node{name: name, api: fmt.Sprintf("127.0.0.1:%d", port), metrics: fmt.Sprintf("127.0.0.1:%d", mport), done: make(chan struct{}),
 		client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}}
 	n.cmd = exec.Command(os.Args[0], "-test.run=^TestHelperServe$")
 	n.cmd.Env = append(os.Environ(), "HERALD_HELPER_SERVE="+fmt.Sprintf(
-		"--port %d --metrics-port %d --cluster-url %s --cluster-node-id %s --log-format json --shutdown-timeout 20s",
-		port, mport, bus, name))
+		"--port %d --metrics-port %d --cluster-url %s --cluster-node-id %s --log-format json --shutdown-timeout 20s %s",
+		port, mport, bus, name, strings.Join(extra, " ")))
 	n.cmd.Stdout, n.cmd.Stderr = &n.logs, &n.logs
 	orphanProof(n.cmd)
 	if err := n.cmd.Start(); err != nil {
@@ -119,6 +120,10 @@ func startNode(t *testing.T, name, bus string) *node {
 		default:
 			_ = n.cmd.Process.Kill() // exactly this node's pid
 			<-n.done
+		}
+		// The node is this test binary: built with -race, it reports its own data races.
+		if strings.Contains(n.logs.String(), "WARNING: DATA RACE") {
+			t.Errorf("%s found a data race", n.name)
 		}
 		if t.Failed() {
 			t.Logf("%s's log:\n%s", n.name, n.logs.String())

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -176,4 +177,97 @@ func (n *node) usage(t *testing.T) nodeUsage {
 		}
 	}
 	return u
+}
+
+// TestClusterStateOutage stops the bus under two nodes with presence members, on each
+// engine, for longer than node_timeout: meanwhile one user leaves and another joins on
+// node-a, and every node keeps the members who stay. Once the bus is back, within 5 s every
+// node's REST agrees with the truth, the members on node-b learn of the leave and the join
+// once each, and no member ever gets member_added or member_removed for a user who stayed,
+// then or in the node_timeout that follows.
+func TestClusterStateOutage(t *testing.T) {
+	eachEngine(t, func(t *testing.T, c *stateCluster) {
+		nodes := c.startN(t, "node-a", "node-b")
+		a, b := nodes[0], nodes[1]
+		const room = "presence-room"
+		u1 := connectPeer(t, a, restApp, "u1")
+		u1.join(t, room)
+		waitOccupancy(t, nodes, restApp, room, occupancy{1, []string{"u1"}})
+		u2 := connectPeer(t, b, restApp, "u2")
+		u2.join(t, room)
+		waitOccupancy(t, nodes, restApp, room, occupancy{2, []string{"u1", "u2"}})
+		u3a := connectPeer(t, a, restApp, "u3")
+		u3a.join(t, room)
+		waitOccupancy(t, nodes, restApp, room, occupancy{3, []string{"u1", "u2", "u3"}})
+		u3b := connectPeer(t, b, restApp, "u3")
+		u3b.join(t, room)
+		waitOccupancy(t, nodes, restApp, room, occupancy{4, []string{"u1", "u2", "u3"}})
+		stay := []*peer{u2, u3a, u3b}
+		marker(t, a, room, append(stay, u1)...)
+
+		c.bus.Stop(t)
+		for _, n := range nodes {
+			n.waitHealth(t, "bus_down", func(h nodeHealth) error { return h.want("bus_down", c.engine, false) })
+		}
+		down := time.Now()
+		u1.close()
+		u4 := connectPeer(t, a, restApp, "u4")
+		u4.presenceSub(t, room) // confirmed now or once the bus is back
+		for time.Since(down) < stateNodeTimeout+2*stateHeartbeat {
+			for _, n := range nodes {
+				var users struct {
+					Users []struct {
+						ID string `json:"id"`
+					} `json:"users"`
+				}
+				if err := n.restJSON(restApp, "GET", "/apps/"+restApp.ID+"/channels/"+room+"/users", nil, nil, &users); err != nil {
+					t.Fatal(err)
+				}
+				var ids []string
+				for _, u := range users.Users {
+					ids = append(ids, u.ID)
+				}
+				if !slices.Contains(ids, "u2") || !slices.Contains(ids, "u3") {
+					t.Fatalf("%s: %v into the outage, users %v lack u2 or u3, who stay", n.name, time.Since(down).Round(time.Millisecond), ids)
+				}
+			}
+			time.Sleep(200 * time.Millisecond) // the pace of the probes, not a wait for an event
+		}
+
+		c.bus.Start(t)
+		back := time.Now()
+		want := occupancy{4, []string{"u2", "u3", "u4"}}
+		took := waitOccupancy(t, nodes, restApp, room, want)
+		t.Logf("%s: every node's REST right %v after the bus came back", c.engine, took.Round(time.Millisecond))
+		if took > 5*time.Second {
+			t.Errorf("REST was right %v after the bus came back; want within 5 s", took)
+		}
+		m := u4.wait(t, "u4's subscription_succeeded", event("pusher_internal:subscription_succeeded", room))
+		if got := presenceIDs(t, u4.name, m.Message); !slices.Equal(got, want.users) {
+			t.Errorf("u4, who joined on node-a during the outage, lists %v, want %v", got, want.users)
+		}
+		for _, p := range stay {
+			p.wait(t, "member_removed u1", memberEvent("member_removed", room, "u1"))
+			p.wait(t, "member_added u4", memberEvent("member_added", room, "u4"))
+		}
+		// Nothing changes in the node_timeout that follows.
+		for time.Since(back) < stateNodeTimeout+2*stateHeartbeat {
+			for _, n := range nodes {
+				if err := n.checkOccupancy(restApp, room, want); err != nil {
+					t.Fatalf("%v after the bus came back: %v", time.Since(back).Round(time.Millisecond), err)
+				}
+			}
+			time.Sleep(100 * time.Millisecond) // the pace of checking that nothing changes
+		}
+		marker(t, a, room, append(stay, u4)...)
+		marker(t, b, room, append(stay, u4)...)
+		wantMembers(t, u1, room, once("u2", "u3"), none())
+		wantMembers(t, u2, room, once("u3", "u4"), once("u1"))
+		wantMembers(t, u3a, room, once("u4"), once("u1"))
+		wantMembers(t, u3b, room, once("u4"), once("u1"))
+		wantMembers(t, u4, room, none(), none())
+		for _, p := range append(stay, u4) {
+			wantView(t, p, room, want.users...)
+		}
+	})
 }
