@@ -102,6 +102,9 @@ type node struct {
 func startNode(t *testing.T, name, bus string, extra ...string) *node {
 	t.Helper()
 	port, mport := freePort(t), freePort(t)
+	for mport == port { // a port freed a moment ago may come back at once
+		mport = freePort(t)
+	}
 	n := &node{name: name, api: fmt.Sprintf("127.0.0.1:%d", port), metrics: fmt.Sprintf("127.0.0.1:%d", mport), done: make(chan struct{}),
 		client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}}
 	n.cmd = exec.Command(os.Args[0], "-test.run=^TestHelperServe$")
