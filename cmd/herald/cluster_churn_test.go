@@ -31,7 +31,8 @@ const (
 // channels throughout. Then every client leaves: every node's REST must show no occupied
 // channel but the watchers' (and that one with the watchers only), and each watcher's
 // client, having applied every member_added and member_removed it got, must hold the
-// watchers only, with no event one too many.
+// watchers only, with no event one too many. Once the watchers leave too, no node lists a
+// channel.
 func TestClusterStateChurn(t *testing.T) {
 	eachEngine(t, func(t *testing.T, c *stateCluster) {
 		nodes := c.startN(t, "node-a", "node-b", "node-c")
@@ -101,6 +102,26 @@ func TestClusterStateChurn(t *testing.T) {
 		for _, w := range watchers {
 			wantView(t, w, channel(0), watcherIDs...)
 		}
+
+		// The watchers leave too: no node has an occupied channel left.
+		for _, w := range watchers {
+			w.close()
+		}
+		waitOccupancy(t, nodes, restApp, channel(0), occupancy{0, []string{}})
+		poll(t, "every node to list no channel", clusterWait, func() error {
+			for _, n := range nodes {
+				var list struct {
+					Channels map[string]map[string]int `json:"channels"`
+				}
+				if err := n.restJSON(restApp, "GET", "/apps/"+restApp.ID+"/channels", nil, nil, &list); err != nil {
+					return err
+				}
+				if len(list.Channels) != 0 {
+					return fmt.Errorf("%s lists %v", n.name, list.Channels)
+				}
+			}
+			return nil
+		})
 	})
 }
 
