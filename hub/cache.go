@@ -248,6 +248,46 @@ func (n *cacheNode) compact() {
 	}
 }
 
+// keep keeps frame as the channel's last event, written at the hub clock's at, unless the
+// channel holds a live one (a node that starts learns the others' cache channels this way).
+func (c *cache) keep(name string, frame []byte, at, now int64) {
+	if now-at >= c.node.ttl {
+		return
+	}
+	s := c.shard(name)
+	s.mu.Lock()
+	var victims *cacheEntry
+	if e := s.m[name]; e == nil || now-e.at >= c.node.ttl {
+		victims = c.store(s, name, e, frame, at)
+	}
+	s.mu.Unlock()
+	c.node.drop(victims)
+}
+
+// each calls f for every live cached event, a shard at a time (frames never change).
+func (c *cache) each(now int64, f func(name string, frame []byte, at int64)) {
+	type entry struct {
+		name  string
+		frame []byte
+		at    int64
+	}
+	var list []entry
+	for i := range c.shards {
+		s := &c.shards[i]
+		s.mu.Lock()
+		for _, e := range s.m {
+			if now-e.at < c.node.ttl {
+				list = append(list, entry{e.name, e.frame, e.at})
+			}
+		}
+		s.mu.Unlock()
+		for _, e := range list {
+			f(e.name, e.frame, e.at)
+		}
+		list = list[:0]
+	}
+}
+
 // has reports whether the channel has a live cached event (for the REST channel info).
 func (c *cache) has(name string, now int64) bool {
 	found := false

@@ -45,6 +45,8 @@ type clusterState struct {
 	snapshot     atomic.Bool // send a snapshot next
 	syncAll      atomic.Bool // ask every node for its snapshot next
 	askOne       sync.Map    // epoch string -> struct{}: ask that node for its snapshot next
+	cacheFor     sync.Map    // epoch string -> struct{}: send that node our cache channels' events
+	wantCache    atomic.Bool // ask every node for its cache channels' events next
 
 	// Sender goroutine only.
 	seq        uint64
@@ -113,6 +115,7 @@ func (s *clusterState) markMember(app, channel, user string) {
 func (s *clusterState) run(ctx context.Context) {
 	s.snapshot.Store(true)
 	s.syncAll.Store(true)
+	s.wantCache.Store(true)
 	s.poke()
 	t := time.NewTicker(s.heartbeat)
 	defer t.Stop()
@@ -158,6 +161,9 @@ func (s *clusterState) send(ctx context.Context, beat bool) {
 	if s.syncAll.Swap(false) {
 		flags |= flagSyncAll
 	}
+	if s.wantCache.Swap(false) {
+		flags |= flagWantCache
+	}
 	var asks []string
 	s.askOne.Range(func(k, _ any) bool {
 		asks = append(asks, k.(string))
@@ -179,6 +185,13 @@ func (s *clusterState) send(ctx context.Context, beat bool) {
 	for _, target := range asks {
 		ok = ok && s.publishHeader(ctx, stateHeader{flags: flagSyncOne, target: target})
 	}
+	s.cacheFor.Range(func(k, _ any) bool {
+		s.cacheFor.Delete(k)
+		if recs := s.cacheRecords(k.(string)); ok && len(recs) > 0 {
+			ok = s.publish(ctx, 0, false, recs)
+		}
+		return true
+	})
 	if !ok {
 		s.snapshot.Store(true) // records were lost: the next batch is a snapshot
 	}
@@ -285,6 +298,18 @@ func (s *clusterState) dirtyRecords() []stateRecord {
 	return recs
 }
 
+// cacheRecords are this node's cache channels' events, for the node whose epoch is target.
+func (s *clusterState) cacheRecords(target string) []stateRecord {
+	var recs []stateRecord
+	now := s.f.now()
+	for id, a := range s.f.apps {
+		a.cache.each(now, func(name string, frame []byte, at int64) {
+			recs = append(recs, stateRecord{op: recCache, app: id, channel: name, target: target, age: now - at, info: frame})
+		})
+	}
+	return recs
+}
+
 // snapshotRecords is this node's whole share.
 func (s *clusterState) snapshotRecords() []stateRecord {
 	var recs []stateRecord
@@ -310,8 +335,13 @@ func (s *clusterState) receive(node string, payload []byte) {
 	if r.err != nil || h.epoch == s.epoch {
 		return // malformed, or this node's own batch back from the bus
 	}
-	if h.flags&flagSyncAll != 0 || h.flags&flagSyncOne != 0 && h.target == strconv.FormatUint(s.epoch, 10) {
+	me := strconv.FormatUint(s.epoch, 10)
+	if h.flags&flagSyncAll != 0 || h.flags&flagSyncOne != 0 && h.target == me {
 		s.snapshot.Store(true)
+		s.poke()
+	}
+	if h.flags&flagWantCache != 0 {
+		s.cacheFor.Store(strconv.FormatUint(h.epoch, 10), struct{}{})
 		s.poke()
 	}
 	s.applyMu.Lock()
@@ -351,7 +381,14 @@ func (s *clusterState) receive(node string, payload []byte) {
 		if !ok {
 			break
 		}
-		if s.f.apps[rec.app] == nil {
+		a := s.f.apps[rec.app]
+		if a == nil {
+			continue
+		}
+		if rec.op == recCache {
+			if rec.target == me {
+				a.cache.keep(rec.channel, rec.info, now-rec.age, now)
+			}
 			continue
 		}
 		if p.staging != nil {

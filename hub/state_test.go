@@ -294,14 +294,32 @@ func TestStateDeadNodeLeaves(t *testing.T) {
 }
 
 // TestStateNewNodeLearnsEverything: a node that joins a running cluster gets every other
-// node's share (their snapshots), so its answers are the cluster's at once.
+// node's share (their snapshots) and their cache channels' last events, so its answers are
+// the cluster's at once.
 func TestStateNewNodeLearnsEverything(t *testing.T) {
 	bus := memory.NewBus()
 	nodes := startClusterOn(t, bus, 2, fastState, nil)
 	joinPresence(t, nodes[0], "presence-early", "a")
 	joinPresence(t, nodes[1], "presence-early", "b")
 	join(t, nodes[1], "plain", "")
+	if err := nodes[0].h.Publish("app-id", herald.Event{Name: "last", Channel: "cache-early", Data: "before"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, patience, "node 1 to keep the cache event", func() (bool, string) {
+		return nodes[1].h.Cached("app-id", "cache-early"), "not cached"
+	})
 	late := startClusterOn(t, bus, 1, fastState, nil)[0]
+	// The others' cache channels too: a subscriber on the late node gets the event published
+	// before it started, not a cache miss.
+	eventually(t, patience, "the late node to learn the cache event", func() (bool, string) {
+		return late.h.Cached("app-id", "cache-early"), "not cached"
+	})
+	c, sid := dial(t, late)
+	sendSubscribe(t, c, sid, "cache-early", "")
+	if _, err := c.Expect("pusher_internal:subscription_succeeded", patience); err != nil {
+		t.Fatal(err)
+	}
+	expectEvents(t, c, "last", []string{"before"})
 	usersOn(t, late, "presence-early", "a", "b")
 	eventually(t, patience, "the late node's counts", func() (bool, string) {
 		st, ok := late.h.Channel("app-id", "plain")

@@ -12,6 +12,7 @@ import (
 //	header:  epoch uvarint, seq uvarint, flags byte, [target string when flagSyncOne]
 //	record:  recSubs   app, channel, subs uvarint
 //	         recMember app, channel, user, present byte, info (when present)
+//	         recCache  app, channel, target, age uvarint (ms), frame
 //
 // Strings are a uvarint length and the bytes.
 
@@ -21,11 +22,13 @@ const (
 	flagSyncAll                    // every node: send your snapshot
 	flagSyncOne                    // the node named by target: send your snapshot
 	flagBye                        // the sender leaves the cluster: drop its share now
+	flagWantCache                  // every node: send me (the sender) your cache channels' events
 )
 
 const (
 	recSubs byte = iota + 1
 	recMember
+	recCache // for the node whose epoch is target only: a cache channel's last event
 )
 
 type stateHeader struct {
@@ -40,7 +43,9 @@ type stateRecord struct {
 	subs         int
 	user         string
 	present      bool
-	info         []byte
+	info         []byte // recMember: the member's info; recCache: the frame
+	target       string // recCache
+	age          int64  // recCache, ms
 }
 
 var errStateMalformed = errors.New("hub: malformed state message")
@@ -75,6 +80,10 @@ func appendStateRecord(b []byte, r stateRecord) []byte {
 		} else {
 			b = append(b, 0)
 		}
+	case recCache:
+		b = appendString(b, r.target)
+		b = binary.AppendUvarint(b, uint64(r.age))
+		b = appendString(b, string(r.info))
 	}
 	return b
 }
@@ -142,6 +151,10 @@ func (r *stateReader) next() (rec stateRecord, ok bool) {
 		if rec.present = r.byte() == 1; rec.present {
 			rec.info = []byte(r.string())
 		}
+	case recCache:
+		rec.target = r.string()
+		rec.age = int64(r.uvarint())
+		rec.info = []byte(r.string())
 	default:
 		r.err = errStateMalformed
 	}
