@@ -2,8 +2,9 @@
 // the REST channel queries (GET /channels, GET /channels/{name}, trigger's info) with the counts
 // of the whole cluster on every node; terminateUserConnections sent to one node closes the
 // user's pusher-js connections on every node (4009) and sendToUser reaches each of them; a cache
-// channel's last event, published on one node, is replayed to a later subscriber on any node,
-// and pusher:cache_miss comes only when nothing was published.
+// channel's last event, published on one node, is replayed to a later subscriber on any node
+// (also on a node restarted after the publish), and pusher:cache_miss comes only when nothing
+// was published.
 //
 // Counts reach the other nodes asynchronously (within milliseconds): the REST checks poll every
 // node with a deadline; a trigger's info is checked once every node's GET agrees.
@@ -28,8 +29,10 @@ import { CLUSTER_SHAPES, untilRestEverywhere, useCluster } from '../cluster.mjs'
 
 for (const shape of CLUSTER_SHAPES) {
   describe(`${shape.engine}, ${shape.size} nodes`, () => {
+    let cluster;
     let nodes;
     useCluster(shape, (c) => {
+      cluster = c;
       nodes = c.nodes;
     });
     const last = () => nodes.length - 1;
@@ -203,6 +206,21 @@ for (const shape of CLUSTER_SHAPES) {
         );
       });
     }
+
+    test('cache-: a node restarted after the publish still replays the last event to its subscribers', async () => {
+      const name = uniq('cache-cs-restart-');
+      await nodes[0].sdk(APP1).trigger(name, 'tick', { n: 1 });
+      const exit = await nodes[last()].stop();
+      assert.equal(exit.code, 0, `node ${last()} exit after SIGTERM: ${JSON.stringify(exit)}`);
+      await cluster.restartNode(last());
+      await cluster.waitBusConnected();
+      const { log } = await subscribeAndCollect(await cacheClient(last()), name, 'tick');
+      assert.deepEqual(
+        log.map(([e, d]) => (e === 'tick' ? [e, d] : e)),
+        ['pusher:subscription_succeeded', ['tick', { n: 1 }]],
+        `a subscriber on the restarted node ${last()}`,
+      );
+    });
 
     test('cache-: pusher:cache_miss on every node while nothing was published; then a publish on one node is replayed on the others', async () => {
       const name = uniq('cache-cs-miss-');
