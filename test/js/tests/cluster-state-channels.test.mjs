@@ -190,8 +190,12 @@ for (const shape of CLUSTER_SHAPES) {
         const subs = [];
         for (let i = 0; i < nodes.length; i++) {
           const { ch, log } = await subscribeAndCollect(await cacheClient(i), name, 'tick');
+          // On presence-cache- channels, member events come and go with the other cachers
+          // (one that joined on another node a moment ago may reach this node's state after
+          // this subscriber's snapshot, then as a member_added): not what is checked here.
+          const member = (e) => e === 'pusher:member_added' || e === 'pusher:member_removed';
           assert.deepEqual(
-            log.map(([e, d]) => (e === 'tick' ? [e, d] : e)),
+            log.filter(([e]) => !member(e)).map(([e, d]) => (e === 'tick' ? [e, d] : e)),
             ['pusher:subscription_succeeded', ['tick', { n: 2 }]],
             `subscriber on node ${i}: the last event replayed, no cache_miss`,
           );
