@@ -171,8 +171,11 @@ for (const engine of BUS_ENGINES) {
         assert.equal(w.ch.members.count, watchers.length, `${w.id}: members.count`);
         assert.equal(w.client.connection.state, 'connected', `${w.id}: still connected`);
       }
-      // On the raw frames: every watcher got one member_added per join of the watched channel
-      // and one member_removed per leave, for every churner (polled: the last may be in flight).
+      // On the raw frames (polled: the last may be in flight): a watcher got one member_added
+      // and one member_removed per join of each churner on its own node; for a churner on
+      // another node, as many member_removed as member_added and no more than its joins: a
+      // join and leave that both happen within the time the state takes to reach the other
+      // nodes may never appear there (README "Running a cluster": eventually consistent).
       for (const w of watchers) {
         let wrong = [];
         await eventually(
@@ -180,15 +183,16 @@ for (const engine of BUS_ENGINES) {
             wrong = churners
               .map((c) => ({
                 id: c.id,
+                local: c.node === w.node,
                 joins: c.watchedJoins,
                 added: w.frames.added.filter((x) => x.id === c.id).length,
                 removed: w.frames.removed.filter((x) => x.id === c.id).length,
               }))
-              .filter((x) => x.added !== x.joins || x.removed !== x.joins);
+              .filter((x) => x.added !== x.removed || x.added > x.joins || (x.local && x.added !== x.joins));
             return wrong.length === 0;
           },
           WAIT_MS,
-          () => `${w.id} (node ${w.node}): one member_added and one member_removed per join of each churner (wrong: ${JSON.stringify(wrong)})`,
+          () => `${w.id} (node ${w.node}): member_added and member_removed balanced per churner, one per join on the watcher's node (wrong: ${JSON.stringify(wrong)})`,
         );
       }
       const seen = watchers.map((w) => `${w.id}: ${w.frames.added.length} member_added, ${w.frames.removed.length} member_removed`);
