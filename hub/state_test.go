@@ -83,21 +83,7 @@ func expectMember(t *testing.T, c *wstest.Client, ev, user string) {
 // noMemberEvents checks, with a marker published through nd, that c got no presence event.
 func noMemberEvents(t *testing.T, c *wstest.Client, nd *node, channel string) {
 	t.Helper()
-	if err := nd.h.Publish("app-id", herald.Event{Name: "marker", Channel: channel, Data: "m"}); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		m, err := c.Read(patience)
-		if err != nil {
-			t.Fatal(err)
-		}
-		switch m.Event {
-		case "marker":
-			return
-		case "pusher_internal:member_added", "pusher_internal:member_removed":
-			t.Fatalf("unexpected %s %s", m.Event, m.DataString())
-		}
-	}
+	expectSilence(t, c, nd, channel, "pusher_internal:member_added", "pusher_internal:member_removed")
 }
 
 func TestStatePresenceAcrossNodes(t *testing.T) {
