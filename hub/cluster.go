@@ -68,6 +68,7 @@ func (f *core) Receive(msg herald.BusMessage) {
 		app, channel := r.string(), r.string()
 		if a := f.apps[app]; a != nil && r.err == nil && herald.Classify(channel).Cache {
 			f.publish(a, channel, r.b, parseSocketID(f.prefix, msg.ExcludeSocket), nil)
+			f.echo.arrived(app, channel, r.b)
 		}
 	case herald.BusTerminate:
 		r := stateReader{b: msg.Payload}
@@ -84,7 +85,10 @@ func (f *core) Receive(msg herald.BusMessage) {
 // them (Flush), so that a publisher whose next event goes to another node keeps its order
 // there too. It fails at once with a CodeUnavailable error when the bus is known to be down
 // (nothing was sent); a later error means the events before it were handed to the bus (the
-// caller answers 503, and a retry may deliver those twice).
+// caller answers 503, and a retry may deliver those twice). An event of a cache channel is
+// answered once it is back from the bus and kept here (echoes), so that a subscriber who
+// joins this node after the answer gets it replayed; waiting for that is bounded by the
+// publish timeout, after which the answer is given all the same (the bus has the event).
 //
 // Local subscribers are served from the bus like the others: the fan-out queues push back on
 // the broker's delivery, not on the publisher, who is refused only when the bus is.
@@ -94,12 +98,24 @@ func (f *core) busPublish(a *appState, evs []herald.Event, frames [][]byte) erro
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.PublishTimeout)
 	defer cancel()
+	var waits []*echoWait
 	for i := range evs {
+		if herald.Classify(evs[i].Channel).Cache {
+			waits = append(waits, f.echo.expect(a.app.ID, evs[i].Channel, frames[i]))
+		}
 		if err := f.bus.Publish(ctx, busEvent(a.app.ID, evs[i].Channel, evs[i].SocketID, frames[i])); err != nil {
+			f.echo.cancel(waits)
 			return err
 		}
 	}
-	return f.bus.Flush(ctx)
+	if err := f.bus.Flush(ctx); err != nil {
+		f.echo.cancel(waits)
+		return err
+	}
+	if len(waits) > 0 && !f.echo.wait(waits, f.cfg.PublishTimeout) {
+		f.log.Debug("cluster: a cache-channel event came back from the bus after its publish was answered", "app_id", a.app.ID)
+	}
+	return nil
 }
 
 // busForward sends a client event's frame through the bus, to this node's subscribers too,

@@ -30,6 +30,7 @@ type core struct {
 	bus     herald.Broker // nil: a single node
 	busOps  *busOps       // the bus operations in flight; nil on a single node
 	state   *clusterState // the other nodes' shares of the state; nil on a single node
+	echo    echoes        // cache-channel publishes waiting for the bus to bring them back
 	// terminate closes a user's connections here (the session side's, for BusTerminate).
 	terminate func(app, user string)
 
