@@ -2,10 +2,12 @@ package httpapi
 
 import (
 	"net/http"
-	"sort"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/pusher"
 )
 
 func infoAttrs(q *request) (sub, users bool, err error) {
@@ -36,19 +38,37 @@ func (s *Server) channels(w http.ResponseWriter, q *request) {
 		return
 	}
 	stats := s.hub.Channels(q.app.ID, prefix)
-	sort.Slice(stats, func(i, j int) bool { return stats[i].Name < stats[j].Name })
-	out := make(map[string]map[string]int, len(stats))
-	for _, st := range stats {
-		m := map[string]int{}
+	slices.SortFunc(stats, func(a, b herald.ChannelStat) int { return strings.Compare(a.Name, b.Name) })
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(appendChannels(make([]byte, 0, 16+len(stats)*(len(prefix)+48)), stats, sub, users))
+}
+
+// appendChannels appends the GET /channels body for stats, in their order, written directly
+// rather than through a map per channel and encoding/json: a cluster may list tens of
+// thousands of channels.
+func appendChannels(b []byte, stats []herald.ChannelStat, sub, users bool) []byte {
+	b = append(b, `{"channels":{`...)
+	for i, st := range stats {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = pusher.AppendString(b, st.Name)
+		b = append(b, ":{"...)
 		if sub {
-			m["subscription_count"] = st.SubscriptionCount
+			b = append(b, `"subscription_count":`...)
+			b = strconv.AppendInt(b, int64(st.SubscriptionCount), 10)
 		}
 		if users {
-			m["user_count"] = st.UserCount
+			if sub {
+				b = append(b, ',')
+			}
+			b = append(b, `"user_count":`...)
+			b = strconv.AppendInt(b, int64(st.UserCount), 10)
 		}
-		out[st.Name] = m
+		b = append(b, '}')
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"channels": out})
+	return append(b, "}}\n"...)
 }
 
 func (s *Server) channel(w http.ResponseWriter, q *request) {
