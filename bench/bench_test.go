@@ -390,18 +390,24 @@ func TestRateLimitsConnects(t *testing.T) {
 }
 
 func TestParseBench(t *testing.T) {
-	data := eventData(7, 1234567890123, 100)
+	data := eventData(7, 1234567890123, 1234567000000, 100)
 	herald, _ := json.Marshal(map[string]string{"event": "bench", "channel": "fanout", "data": data})
 	spaced := `{ "event" : "bench", "channel": "fanout", "data": ` + string(mustJSON(data)) + ` }`
-	object := `{"event":"bench","channel":"fanout","data":{"seq":7,"t":1234567890123}}`
+	object := `{"event":"bench","channel":"fanout","data":{"seq":7,"t":1234567890123,"s":1234567000000}}`
 	for _, p := range []string{string(herald), spaced, object} {
-		seq, sent, ch, ok := parseBench([]byte(p))
-		if !ok || seq != 7 || sent != 1234567890123 || string(ch) != "fanout" {
-			t.Errorf("parseBench(%s) = %d, %d, %q, %v; want 7, 1234567890123, fanout, true", p, seq, sent, ch, ok)
+		seq, sent, sched, ch, ok := parseBench([]byte(p))
+		if !ok || seq != 7 || sent != 1234567890123 || sched != 1234567000000 || string(ch) != "fanout" {
+			t.Errorf("parseBench(%s) = %d, %d, %d, %q, %v; want 7, 1234567890123, 1234567000000, fanout, true", p, seq, sent, sched, ch, ok)
+		}
+	}
+	// An event without a schedule (another generator's, or an older one) was scheduled when sent.
+	for _, p := range []string{`{"event":"bench","channel":"fanout","data":"{\"seq\":7,\"t\":99}"}`, `{"event":"bench","channel":"fanout","data":{"seq":7,"t":99}}`} {
+		if _, sent, sched, _, ok := parseBench([]byte(p)); !ok || sent != 99 || sched != 99 {
+			t.Errorf("parseBench(%s): sent %d, sched %d, %v; want 99, 99, true", p, sent, sched, ok)
 		}
 	}
 	for _, p := range []string{`{"event":"pusher:ping","data":{}}`, `{"event":"other","data":"{\"seq\":1,\"t\":2}"}`, `{"event":"bench","data":"{}"}`} {
-		if _, _, _, ok := parseBench([]byte(p)); ok {
+		if _, _, _, _, ok := parseBench([]byte(p)); ok {
 			t.Errorf("parseBench(%s) = true; want false", p)
 		}
 	}
@@ -412,15 +418,16 @@ func TestParseBench(t *testing.T) {
 
 func TestEventDataSize(t *testing.T) {
 	for _, size := range []int{0, 10, 100, 1000} {
-		d := eventData(3, time.Now().UnixNano(), size)
+		d := eventData(3, time.Now().UnixNano(), 0, size)
 		if size >= 60 && len(d) != size {
 			t.Errorf("eventData(size %d) is %d bytes", size, len(d))
 		}
 		var v struct {
 			Seq int   `json:"seq"`
 			T   int64 `json:"t"`
+			S   int64 `json:"s"`
 		}
-		if err := json.Unmarshal([]byte(d), &v); err != nil || v.Seq != 3 || v.T == 0 {
+		if err := json.Unmarshal([]byte(d), &v); err != nil || v.Seq != 3 || v.T == 0 || v.S != v.T {
 			t.Errorf("eventData(size %d) = %s: %v", size, d, err)
 		}
 	}

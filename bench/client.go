@@ -173,7 +173,7 @@ var pongMessage = []byte(`{"event":"pusher:pong","data":{}}`)
 
 // event records p when it is a bench event and reports whether it was one.
 func (c *client) event(p []byte, now int64) bool {
-	seq, sent, channel, ok := parseBench(p)
+	seq, sent, sched, channel, ok := parseBench(p)
 	if !ok {
 		return false
 	}
@@ -183,7 +183,7 @@ func (c *client) event(p []byte, now int64) bool {
 		return true // not a channel it joined: ignored, as no expectation covers it
 	}
 	if c.tracks[i].add(seq, c.rec.maxSeq) {
-		c.rec.hit(int(c.shard), seq, now-sent, now)
+		c.rec.hit(int(c.shard), seq, now-sent, now-sched, now)
 	}
 	return true
 }

@@ -8,25 +8,8 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald/hub"
+	"github.com/herald-rt/herald/internal/poll"
 )
-
-// waitFor polls cond every few milliseconds until it holds or d passes; a test gives d
-// generously (patience), as the machine may be busy. On failure it reports what it waited for
-// and, with seen, what it saw last.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool, seen ...func() string) {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > d {
-			msg := fmt.Sprintf("waited %v for %s; it did not happen", d, what)
-			for _, s := range seen {
-				msg += "; saw " + s()
-			}
-			t.Fatal(msg)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // pingsPerClient returns how many pusher:ping messages each client of p has answered.
 func pingsPerClient(p *pool) []int32 {
@@ -50,17 +33,16 @@ func TestAnswersPusherPing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	twice := func() bool {
+	poll.Until(t, patience, "every one of 20 clients to answer 2 pings", func() (bool, string) {
 		n := pingsPerClient(l.p)
+		seen := fmt.Sprintf("pings per client %v", n)
 		for _, k := range n {
 			if k < 2 {
-				return false
+				return false, seen
 			}
 		}
-		return len(n) == 20
-	}
-	waitFor(t, patience, "every one of 20 clients to answer 2 pings", twice,
-		func() string { return fmt.Sprintf("pings per client %v", pingsPerClient(l.p)) })
+		return len(n) == 20, seen
+	})
 	if n := l.p.active.Load(); n != 20 {
 		t.Fatalf("%d of 20 clients still open after the pings", n)
 	}
@@ -86,8 +68,10 @@ func TestLostCountsServerClose(t *testing.T) {
 	if err := h.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, patience, "every client to hang up", func() bool { return l.p.active.Load() == 0 },
-		func() string { return fmt.Sprintf("%d still open", l.p.active.Load()) })
+	poll.Until(t, patience, "every client to hang up", func() (bool, string) {
+		n := l.p.active.Load()
+		return n == 0, fmt.Sprintf("%d still open", n)
+	})
 	tl, err := l.finish(t.Context())
 	if err != nil {
 		t.Fatal(err)

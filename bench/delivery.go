@@ -41,11 +41,17 @@ type recorder struct {
 // index % latencyShards.
 const latencyShards = 2
 
+// latencyShard keeps latencies twice: from the send time stamped just before each request,
+// and from the time the schedule meant to send it (fromSched), which a server slow to answer
+// the publisher cannot hide (coordinated omission).
 type latencyShard struct {
-	mu     sync.Mutex
-	all    histogram
-	bucket []histogram
-	lastNs int64 // receive time of the latest first receipt
+	mu          sync.Mutex
+	all         histogram
+	fromSched   histogram
+	bucket      []histogram
+	bucketSched []histogram
+	bucketLast  []int64 // per bucket: receive time of its latest first receipt
+	lastNs      int64   // receive time of the latest first receipt
 }
 
 func newRecorder(channels []string, maxSeq int, tl *Timeline) *recorder {
@@ -53,6 +59,7 @@ func newRecorder(channels []string, maxSeq int, tl *Timeline) *recorder {
 	r.expected.Store(1 << 62)
 	for i := range r.shards {
 		r.shards[i].all = newHistogram()
+		r.shards[i].fromSched = newHistogram()
 	}
 	return r
 }
@@ -61,10 +68,8 @@ func newRecorder(channels []string, maxSeq int, tl *Timeline) *recorder {
 func (r *recorder) withBuckets(n int, bucket func(seq int) int) *recorder {
 	r.buckets, r.bucket = n, bucket
 	for i := range r.shards {
-		r.shards[i].bucket = make([]histogram, n)
-		for j := range n {
-			r.shards[i].bucket[j] = newHistogram()
-		}
+		s := &r.shards[i]
+		s.bucket, s.bucketSched, s.bucketLast = newHistograms(n), newHistograms(n), make([]int64, n)
 	}
 	return r
 }
@@ -77,14 +82,18 @@ func (r *recorder) expect(n int64) {
 	}
 }
 
-// hit records the first receipt of an expected event.
-func (r *recorder) hit(shard int, seq int, latNs, nowNs int64) {
+// hit records the first receipt, at nowNs, of an expected event, latNs after it was sent and
+// schedNs after it was scheduled.
+func (r *recorder) hit(shard int, seq int, latNs, schedNs, nowNs int64) {
 	s := &r.shards[shard%len(r.shards)]
 	s.mu.Lock()
 	s.all.record(latNs)
+	s.fromSched.record(schedNs)
 	if r.bucket != nil {
 		if b := r.bucket(seq); b >= 0 && b < len(s.bucket) {
 			s.bucket[b].record(latNs)
+			s.bucketSched[b].record(schedNs)
+			s.bucketLast[b] = max(s.bucketLast[b], nowNs)
 		}
 	}
 	s.lastNs = max(s.lastNs, nowNs)
@@ -122,17 +131,19 @@ var (
 	channelKey    = []byte(`"channel":"`)
 	escSeqKey     = []byte(`\"seq\":`)
 	escTimeKey    = []byte(`\"t\":`)
+	escSchedKey   = []byte(`\"s\":`)
 	pusherPing    = []byte(`"pusher:ping"`)
 )
 
-// parseBench returns the seq, send time (unix nanoseconds) and channel of a bench event, and
-// false for any other message. channel aliases p.
-func parseBench(p []byte) (seq int, sent int64, channel []byte, ok bool) {
-	if seq, sent, channel, ok = parseBenchFast(p); ok {
-		return seq, sent, channel, true
+// parseBench returns the seq, send and scheduled times (unix nanoseconds; the send time when
+// the event has no schedule) and channel of a bench event, and false for any other message.
+// channel aliases p.
+func parseBench(p []byte) (seq int, sent, sched int64, channel []byte, ok bool) {
+	if seq, sent, sched, channel, ok = parseBenchFast(p); ok {
+		return seq, sent, sched, channel, true
 	}
 	if !bytes.Contains(p, []byte("bench")) {
-		return 0, 0, nil, false
+		return 0, 0, 0, nil, false
 	}
 	var m struct {
 		Event   string          `json:"event"`
@@ -140,7 +151,7 @@ func parseBench(p []byte) (seq int, sent int64, channel []byte, ok bool) {
 		Data    json.RawMessage `json:"data"`
 	}
 	if json.Unmarshal(p, &m) != nil || m.Event != benchEventName {
-		return 0, 0, nil, false
+		return 0, 0, 0, nil, false
 	}
 	data := []byte(m.Data)
 	var s string
@@ -150,32 +161,41 @@ func parseBench(p []byte) (seq int, sent int64, channel []byte, ok bool) {
 	var d struct {
 		Seq *int   `json:"seq"`
 		T   *int64 `json:"t"`
+		S   *int64 `json:"s"`
 	}
 	if json.Unmarshal(data, &d) != nil || d.Seq == nil || d.T == nil {
-		return 0, 0, nil, false
+		return 0, 0, 0, nil, false
 	}
-	return *d.Seq, *d.T, []byte(m.Channel), true
+	sched = *d.T
+	if d.S != nil {
+		sched = *d.S
+	}
+	return *d.Seq, *d.T, sched, []byte(m.Channel), true
 }
 
 // parseBenchFast reads the compact form every known server writes, whatever the order of its
 // members: `"event":"bench"`, `"channel":"name"` and the data's fields JSON-escaped inside the
 // data string. It runs once per delivery and allocates nothing.
-func parseBenchFast(p []byte) (seq int, sent int64, channel []byte, ok bool) {
+func parseBenchFast(p []byte) (seq int, sent, sched int64, channel []byte, ok bool) {
 	if !bytes.Contains(p, benchEventKey) {
-		return 0, 0, nil, false
+		return 0, 0, 0, nil, false
 	}
 	s, ok1 := intAfter(p, escSeqKey)
 	t, ok2 := intAfter(p, escTimeKey)
 	i := bytes.Index(p, channelKey)
 	if !ok1 || !ok2 || i < 0 {
-		return 0, 0, nil, false
+		return 0, 0, 0, nil, false
 	}
 	channel = p[i+len(channelKey):]
 	j := bytes.IndexByte(channel, '"')
 	if j < 0 || bytes.IndexByte(channel[:j], '\\') >= 0 {
-		return 0, 0, nil, false
+		return 0, 0, 0, nil, false
 	}
-	return int(s), t, channel[:j], true
+	sched, ok = intAfter(p, escSchedKey)
+	if !ok {
+		sched = t
+	}
+	return int(s), t, sched, channel[:j], true
 }
 
 // intAfter parses the decimal integer (at most 19 digits, under 2^63) that follows the

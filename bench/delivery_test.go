@@ -9,7 +9,7 @@ import (
 // frames as herald writes them (event first) and as floor's encoding/json map writes them
 // (members sorted): the fast path must read both, since it runs once per delivery.
 func benchFrames(seq int, sent int64) [][]byte {
-	data := eventData(seq, sent, 100)
+	data := eventData(seq, sent, sent-int64(time.Second), 100)
 	herald := []byte(`{"event":"bench","channel":"room-1","data":` + string(mustJSON(data)) + `}`)
 	floor, _ := json.Marshal(map[string]string{"event": "bench", "channel": "room-1", "data": data})
 	return [][]byte{herald, floor}
@@ -18,9 +18,9 @@ func benchFrames(seq int, sent int64) [][]byte {
 func TestParseBenchFast(t *testing.T) {
 	sent := time.Now().UnixNano() // 19 digits
 	for _, f := range benchFrames(12, sent) {
-		seq, got, ch, ok := parseBenchFast(f)
-		if !ok || seq != 12 || got != sent || string(ch) != "room-1" {
-			t.Errorf("parseBenchFast(%s) = %d, %d, %q, %v", f, seq, got, ch, ok)
+		seq, got, sched, ch, ok := parseBenchFast(f)
+		if !ok || seq != 12 || got != sent || sched != sent-int64(time.Second) || string(ch) != "room-1" {
+			t.Errorf("parseBenchFast(%s) = %d, %d, %d, %q, %v", f, seq, got, sched, ch, ok)
 		}
 	}
 	for _, p := range []string{
@@ -28,7 +28,7 @@ func TestParseBenchFast(t *testing.T) {
 		`{"event":"bench","channel":"x","data":"{\"seq\":,\"t\":1}"}`,
 		`{"event":"bench","data":"{\"seq\":1,\"t\":1}"}`,
 	} {
-		if _, _, _, ok := parseBenchFast([]byte(p)); ok {
+		if _, _, _, _, ok := parseBenchFast([]byte(p)); ok {
 			t.Errorf("parseBenchFast(%s) = true; want false", p)
 		}
 	}

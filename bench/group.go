@@ -59,11 +59,15 @@ type subscribers interface {
 
 // tally is what a set of subscribers saw; tallies of several processes merge.
 type tally struct {
-	Delivery Delivery    `json:"delivery"`
-	Lost     Lost        `json:"lost"`
-	Latency  histogram   `json:"latency"`
-	Buckets  []histogram `json:"buckets,omitempty"`
-	LastNs   int64       `json:"last_ns"` // receive time of the last first receipt, unix ns
+	Delivery Delivery  `json:"delivery"`
+	Lost     Lost      `json:"lost"`
+	Latency  histogram `json:"latency"`
+	// FromSchedule is the latency from the time each event was scheduled to be sent.
+	FromSchedule histogram   `json:"from_schedule"`
+	Buckets      []histogram `json:"buckets,omitempty"`
+	BucketsSched []histogram `json:"buckets_sched,omitempty"`
+	BucketLastNs []int64     `json:"bucket_last_ns,omitempty"` // per bucket: its last first receipt, unix ns
+	LastNs       int64       `json:"last_ns"`                  // receive time of the last first receipt, unix ns
 }
 
 func (t *tally) merge(o *tally) {
@@ -71,8 +75,15 @@ func (t *tally) merge(o *tally) {
 	t.Delivery.finish()
 	t.Lost.merge(o.Lost)
 	t.Latency.merge(o.Latency)
+	t.FromSchedule.merge(o.FromSchedule)
 	for i := range min(len(t.Buckets), len(o.Buckets)) {
 		t.Buckets[i].merge(o.Buckets[i])
+	}
+	for i := range min(len(t.BucketsSched), len(o.BucketsSched)) {
+		t.BucketsSched[i].merge(o.BucketsSched[i])
+	}
+	for i := range min(len(t.BucketLastNs), len(o.BucketLastNs)) {
+		t.BucketLastNs[i] = max(t.BucketLastNs[i], o.BucketLastNs[i])
 	}
 	t.LastNs = max(t.LastNs, o.LastNs)
 }
@@ -140,16 +151,17 @@ func (l *local) finish(context.Context) (*tally, error) {
 
 // tally merges the recorder's latency shards; the delivery counts come from the pool.
 func (r *recorder) tally() *tally {
-	t := &tally{Latency: newHistogram(), Buckets: make([]histogram, r.buckets)}
-	for i := range t.Buckets {
-		t.Buckets[i] = newHistogram()
-	}
+	t := &tally{Latency: newHistogram(), FromSchedule: newHistogram(), Buckets: newHistograms(r.buckets),
+		BucketsSched: newHistograms(r.buckets), BucketLastNs: make([]int64, r.buckets)}
 	for i := range r.shards {
 		s := &r.shards[i]
 		s.mu.Lock()
 		t.Latency.merge(s.all)
+		t.FromSchedule.merge(s.fromSched)
 		for j := range min(len(t.Buckets), len(s.bucket)) {
 			t.Buckets[j].merge(s.bucket[j])
+			t.BucketsSched[j].merge(s.bucketSched[j])
+			t.BucketLastNs[j] = max(t.BucketLastNs[j], s.bucketLast[j])
 		}
 		t.LastNs = max(t.LastNs, s.lastNs)
 		s.mu.Unlock()

@@ -27,6 +27,15 @@ func newHistogram() histogram {
 	return histogram{hdrhistogram.New(1, int64(time.Hour/time.Microsecond), 3)}
 }
 
+// newHistograms returns n empty histograms.
+func newHistograms(n int) []histogram {
+	h := make([]histogram, n)
+	for i := range h {
+		h[i] = newHistogram()
+	}
+	return h
+}
+
 // record adds one latency; values under a microsecond (or negative, from a clock step) count
 // as 1 µs and values over an hour as an hour.
 func (h histogram) record(ns int64) {

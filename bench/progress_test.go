@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/herald-rt/herald/internal/poll"
 )
 
 func TestProgressFormat(t *testing.T) {
@@ -62,13 +64,6 @@ func (s *lineBuffer) String() string {
 	return s.b.String()
 }
 
-// pollUntil polls cond until it holds or patience runs out; on failure it reports what it
-// waited for and, with seen, what it saw last.
-func pollUntil(t *testing.T, what string, cond func() bool, seen ...func() string) {
-	t.Helper()
-	waitFor(t, patience, what, cond, seen...)
-}
-
 // elapsedPrefix matches the elapsed time that starts a progress frame: a test cannot know it,
 // as a busy machine may draw a frame seconds after Start.
 var elapsedPrefix = regexp.MustCompile(`^\d\d:\d\d  `)
@@ -90,7 +85,7 @@ func TestProgressRunner(t *testing.T) {
 	})
 	p.Start()
 	p.Start() // a second Start starts nothing
-	pollUntil(t, "three frames", func() bool { return strings.Count(out.String(), clearLine) >= 3 }, out.String)
+	poll.Until(t, patience, "three frames", func() (bool, string) { s := out.String(); return strings.Count(s, clearLine) >= 3, s })
 	p.Stop()
 	p.Stop()
 	got := out.String()
@@ -113,7 +108,7 @@ func TestProgressWidth(t *testing.T) {
 	var out lineBuffer
 	p := NewProgress(&out, ProgressConfig{Interval: time.Hour, Width: 10})
 	p.Start()
-	pollUntil(t, "the first frame", func() bool { return strings.Contains(out.String(), "  st") }, out.String)
+	poll.Until(t, patience, "the first frame", func() (bool, string) { s := out.String(); return strings.Contains(s, "  st"), s })
 	p.Stop()
 	got := out.String()
 	frame, ok := strings.CutPrefix(got, clearLine)
@@ -198,8 +193,8 @@ func TestReportMonitorMetrics(t *testing.T) {
 		t.Error("server samples before Stop")
 	}
 	m.Timeline().Connected(1)
-	pollUntil(t, "a background sample", func() bool { _, ok := m.sampler.Latest(); return ok })
-	pollUntil(t, "the progress line to show the server", func() bool { return strings.Contains(out.String(), "| server conns") }, out.String)
+	poll.Until(t, patience, "a background sample", func() (bool, string) { _, ok := m.sampler.Latest(); return ok, "no sample" })
+	poll.Until(t, patience, "the progress line to show the server", func() (bool, string) { s := out.String(); return strings.Contains(s, "| server conns"), s })
 	m.sampler.Stop() // no more background scrapes: the fake's state is the test's
 	fake.drain(5)
 	m.settle = patience // the after sample must see the drain to 0, however slow the scrapes

@@ -50,15 +50,22 @@ func newPublisher(t Target, payload, conns int) (*publisher, error) {
 	}, nil
 }
 
-// eventData is the data of event seq sent at sent (unix nanoseconds), padded with 'x' to size
-// bytes when it is shorter.
-func eventData(seq int, sent int64, size int) string {
+// eventData is the data of event seq sent at sent and scheduled for sched (unix nanoseconds;
+// 0: sent), padded with 'x' to size bytes when it is shorter. Subscribers measure latency
+// from both: sent hides a server that is slow to answer the publisher (each stamp waits for
+// the previous request), sched does not.
+func eventData(seq int, sent, sched int64, size int) string {
+	if sched == 0 {
+		sched = sent
+	}
 	var b strings.Builder
-	b.Grow(max(size, 64))
+	b.Grow(max(size, 80))
 	b.WriteString(`{"seq":`)
 	b.WriteString(strconv.Itoa(seq))
 	b.WriteString(`,"t":`)
 	b.WriteString(strconv.FormatInt(sent, 10))
+	b.WriteString(`,"s":`)
+	b.WriteString(strconv.FormatInt(sched, 10))
 	b.WriteString(`,"pad":"`)
 	pad := size - b.Len() - len(`"}`)
 	b.WriteString(strings.Repeat("x", max(pad, 0)))
@@ -75,8 +82,13 @@ type restEvent struct {
 
 // trigger publishes event seq to channels in one request and returns how long it took.
 func (p *publisher) trigger(ctx context.Context, channels []string, seq int) (time.Duration, error) {
+	return p.triggerAt(ctx, channels, seq, time.Time{})
+}
+
+// triggerAt is trigger for an event the schedule meant to send at sched (zero: now).
+func (p *publisher) triggerAt(ctx context.Context, channels []string, seq int, sched time.Time) (time.Duration, error) {
 	start := time.Now()
-	ev := restEvent{Name: benchEventName, Data: eventData(seq, start.UnixNano(), p.payload)}
+	ev := restEvent{Name: benchEventName, Data: eventData(seq, start.UnixNano(), unixNano(sched), p.payload)}
 	if len(channels) == 1 {
 		ev.Channel = channels[0]
 	} else {
@@ -100,13 +112,21 @@ func (p *publisher) batch(ctx context.Context, items []item) (time.Duration, err
 	start := time.Now()
 	evs := make([]restEvent, len(items))
 	for i, it := range items {
-		evs[i] = restEvent{Name: benchEventName, Channel: it.channel, Data: eventData(it.seq, start.UnixNano(), p.payload)}
+		evs[i] = restEvent{Name: benchEventName, Channel: it.channel, Data: eventData(it.seq, start.UnixNano(), 0, p.payload)}
 	}
 	body, _ := json.Marshal(map[string]any{"batch": evs})
 	if err := p.post(ctx, p.batches, p.batchPaths, body, start); err != nil {
 		return 0, fmt.Errorf("publish a batch of %d: %w", len(items), err)
 	}
 	return time.Since(start), nil
+}
+
+// unixNano is t in unix nanoseconds, or 0 for the zero time.
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
 }
 
 func (p *publisher) post(ctx context.Context, url, path string, body []byte, now time.Time) error {
@@ -193,12 +213,12 @@ func (s *sequence) failedOn(ch int) []int32 {
 	return s.failed[ch]
 }
 
-// triggerChunks publishes seq to every channel, maxChannelsPerTrigger at a time, and returns
-// the time of the slowest request.
-func (p *publisher) triggerChunks(ctx context.Context, channels []string, seq int) (time.Duration, error) {
+// triggerChunks publishes seq, scheduled for sched, to every channel, maxChannelsPerTrigger at
+// a time, and returns the time of the slowest request.
+func (p *publisher) triggerChunks(ctx context.Context, channels []string, seq int, sched time.Time) (time.Duration, error) {
 	var slowest time.Duration
 	for i := 0; i < len(channels); i += maxChannelsPerTrigger {
-		took, err := p.trigger(ctx, channels[i:min(i+maxChannelsPerTrigger, len(channels))], seq)
+		took, err := p.triggerAt(ctx, channels[i:min(i+maxChannelsPerTrigger, len(channels))], seq, sched)
 		if err != nil {
 			return 0, err
 		}
@@ -209,6 +229,8 @@ func (p *publisher) triggerChunks(ctx context.Context, channels []string, seq in
 
 // publishEvery publishes the next seq to every channel (one request) at once and then each
 // interval until stop is closed, letting a request in flight finish; it returns nil then.
+// Event k is scheduled for start + k × every: a request that takes longer than every delays
+// the next, and the subscribers' latency from the schedule shows it.
 // Failures are recorded in seq; a first publish that fails ends the run, as nothing would be
 // delivered.
 func publishEvery(ctx context.Context, stop <-chan struct{}, pub *publisher, channels []string, seq *sequence, every time.Duration) error {
@@ -230,7 +252,7 @@ func publishEvery(ctx context.Context, stop <-chan struct{}, pub *publisher, cha
 		for ch := range channels {
 			n = seq.next(ch)
 		}
-		if _, err := pub.trigger(ctx, channels, n); err != nil {
+		if _, err := pub.triggerAt(ctx, channels, n, start.Add(time.Duration(k)*every)); err != nil {
 			if n == 1 || ctx.Err() != nil {
 				return err
 			}

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/httpapi"
 	"github.com/herald-rt/herald/hub"
+	"github.com/herald-rt/herald/internal/poll"
 	"github.com/herald-rt/herald/pusher"
 )
 
@@ -99,13 +101,10 @@ func TestRESTRatePerApp(t *testing.T) {
 	}
 	// The rate refills: within a second a request passes again (given longer: a busy machine
 	// may be slower, never faster).
-	deadline := time.Now().Add(wait)
-	for post("slow").StatusCode != http.StatusOK {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v after the limit was hit for a request to be accepted again; every one was refused", wait)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	poll.Until(t, wait, "a request to be accepted again after the limit was hit", func() (bool, string) {
+		st := post("slow").StatusCode
+		return st == http.StatusOK, fmt.Sprintf("status %d", st)
+	})
 
 	m.mu.Lock()
 	defer m.mu.Unlock()

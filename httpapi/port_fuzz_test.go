@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald/httpapi"
+	"github.com/herald-rt/herald/internal/poll"
 )
 
 // FuzzRawRequest sends arbitrary bytes to a Port serving the API, as one client would, then
@@ -48,7 +49,7 @@ func FuzzRawRequest(f *testing.F) {
 			t.Fatalf("no answer and no close within 15 s for %q", data)
 		}
 		c.Close()
-		eventually(t, "the port to count the connection out", 15*time.Second, func() error {
+		poll.NoError(t, 15*time.Second, "the port to count the connection out", func() error {
 			if st := e.port.Stats(); st.Open != 0 {
 				return fmt.Errorf("%+v", st)
 			}

@@ -20,6 +20,7 @@ import (
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/httpapi"
 	"github.com/herald-rt/herald/hub"
+	"github.com/herald-rt/herald/internal/poll"
 	"github.com/herald-rt/herald/internal/wstest"
 	"github.com/herald-rt/herald/metrics"
 	"github.com/herald-rt/herald/pusher"
@@ -111,23 +112,6 @@ func get(url string) (int, string, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b), err
-}
-
-// eventually retries f until it returns nil or the deadline passes, and fails with what f
-// saw last.
-func eventually(t *testing.T, what string, d time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s; last saw: %v", d, what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // issuePath is the slow-body attack's request: unsigned, a valid signature was never needed to
@@ -228,21 +212,21 @@ func TestSlowBodyFlood(t *testing.T) {
 	if st := e.port.Stats(); st.Open > st.Max {
 		t.Fatalf("port holds %d connections, over its cap of %d", st.Open, st.Max)
 	}
-	eventually(t, "/health to answer 200 during the flood", 20*time.Second, func() error {
+	poll.NoError(t, 20*time.Second, "/health to answer 200 during the flood", func() error {
 		code, body, err := get("http://" + e.addr + "/health")
 		if err == nil && code != http.StatusOK {
 			err = fmt.Errorf("status %d: %s", code, body)
 		}
 		return err
 	})
-	eventually(t, "the metrics port to answer during the flood", 20*time.Second, func() error {
+	poll.NoError(t, 20*time.Second, "the metrics port to answer during the flood", func() error {
 		code, body, err := get("http://" + e.metrics + "/metrics")
 		if err == nil && (code != http.StatusOK || !strings.Contains(body, "herald_connected")) {
 			err = fmt.Errorf("status %d, %d bytes", code, len(body))
 		}
 		return err
 	})
-	eventually(t, "a new WebSocket client to connect during the flood", 20*time.Second, func() error {
+	poll.NoError(t, 20*time.Second, "a new WebSocket client to connect during the flood", func() error {
 		cl, err := wstest.Dial(e.addr, "/app/key-one?protocol=7")
 		if err != nil {
 			return err
@@ -252,7 +236,7 @@ func TestSlowBodyFlood(t *testing.T) {
 		return err
 	})
 	body := `{"name":"tick","channel":"flood","data":"during"}`
-	eventually(t, "a signed publish to be accepted during the flood", 20*time.Second, func() error {
+	poll.NoError(t, 20*time.Second, "a signed publish to be accepted during the flood", func() error {
 		resp, err := fresh.Post("http://"+e.addr+signedPath(e.app, "POST", "/apps/1/events", body), "application/json", strings.NewReader(body))
 		if err != nil {
 			return err
@@ -267,13 +251,13 @@ func TestSlowBodyFlood(t *testing.T) {
 	expectEvent(t, sub, "tick", "flood", "during")
 
 	// Every slow socket is closed: evicted for room, or cut off at the request deadline.
-	eventually(t, "every slow socket to be closed", 30*time.Second, func() error {
+	poll.NoError(t, 30*time.Second, "every slow socket to be closed", func() error {
 		if n := closed.Load(); n < attackers {
 			return fmt.Errorf("%d of %d closed; port %+v", n, attackers, e.port.Stats())
 		}
 		return nil
 	})
-	eventually(t, "the port to count no connection but the idle ones", wait, func() error {
+	poll.NoError(t, wait, "the port to count no connection but the idle ones", func() error {
 		if st := e.port.Stats(); st.Open-st.Idle != 0 {
 			return fmt.Errorf("%+v", st)
 		}
@@ -396,7 +380,7 @@ func TestPortEvictsIdleThenSlowest(t *testing.T) {
 	}
 	waitStats := func(open, idle int) {
 		t.Helper()
-		eventually(t, fmt.Sprintf("the port to hold %d connections, %d idle", open, idle), wait, func() error {
+		poll.NoError(t, wait, fmt.Sprintf("the port to hold %d connections, %d idle", open, idle), func() error {
 			if st := e.port.Stats(); st.Open != open || st.Idle != idle {
 				return fmt.Errorf("%+v", st)
 			}
@@ -506,7 +490,7 @@ func TestReadyAtMaxConnections(t *testing.T) {
 	_, body, _ = get("http://" + e.addr + "/health")
 	wantJSON(t, []byte(body), `{"status":"full","connections":{"current":2,"max":2},"channels":0,"version":"v1.2.3"}`)
 	cls[0].Close()
-	eventually(t, "/ready to answer 200 below max_connections", wait, func() error {
+	poll.NoError(t, wait, "/ready to answer 200 below max_connections", func() error {
 		code, body, err := get("http://" + e.addr + "/ready")
 		if err == nil && code != http.StatusOK {
 			err = fmt.Errorf("%d %s", code, body)
@@ -603,7 +587,7 @@ func TestPortBurstWaitsInsteadOfEvicting(t *testing.T) {
 		return c
 	}
 	first, second := dial(), dial() // connected, request not sent yet
-	eventually(t, "the port to hold the two silent connections", wait, func() error {
+	poll.NoError(t, wait, "the port to hold the two silent connections", func() error {
 		if st := port.Stats(); st.Open != 2 {
 			return fmt.Errorf("%+v", st)
 		}
@@ -663,7 +647,7 @@ func TestPortOutOfDescriptors(t *testing.T) {
 	if resp, _ := readAnswer(t, idle, wait); resp.StatusCode != 200 {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
-	eventually(t, "the first connection to be idle", wait, func() error {
+	poll.NoError(t, wait, "the first connection to be idle", func() error {
 		if st := port.Stats(); st.Idle != 1 {
 			return fmt.Errorf("%+v", st)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/hub"
+	"github.com/herald-rt/herald/internal/poll"
 	"github.com/herald-rt/herald/internal/wstest"
 )
 
@@ -65,7 +66,7 @@ func TestRefusals(t *testing.T) {
 	}
 	// A slot freed is a slot available again.
 	held[0].Close()
-	eventually(t, patience, "slot freed", func() (bool, string) {
+	poll.Until(t, patience, "slot freed", func() (bool, string) {
 		n := h.Stats().Connections
 		return n == 2, fmt.Sprint(n, " connections")
 	})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/hub"
+	"github.com/herald-rt/herald/internal/poll"
 	"github.com/herald-rt/herald/internal/wstest"
 	"github.com/herald-rt/herald/pusher"
 )
@@ -211,7 +212,7 @@ func TestCacheBoundClientEvents(t *testing.T) {
 			t.Fatalf("after %d clients the app's cache holds %d bytes, over its bound of %d", i+1, m.CacheBytes, perApp)
 		}
 	}
-	eventually(t, 10*time.Second, "every client gone", func() (bool, string) {
+	poll.Until(t, 10*time.Second, "every client gone", func() (bool, string) {
 		m := appMetrics(t, h, app.ID)
 		return m.Connections == 0 && m.Channels == 0, fmt.Sprintf("%d connections, %d channels", m.Connections, m.Channels)
 	})
@@ -234,7 +235,7 @@ func TestCacheTTL(t *testing.T) {
 	if m := appMetrics(t, h, app.ID); m.CacheEntries != 1 || m.CacheBytes == 0 {
 		t.Fatalf("after one publish: %d entries, %d bytes; want 1 entry", m.CacheEntries, m.CacheBytes)
 	}
-	eventually(t, 10*time.Second, "the entry to expire", func() (bool, string) {
+	poll.Until(t, 10*time.Second, "the entry to expire", func() (bool, string) {
 		m := appMetrics(t, h, app.ID)
 		return m.CacheEntries == 0 && m.CacheBytes == 0, fmt.Sprintf("%d entries, %d bytes", m.CacheEntries, m.CacheBytes)
 	})

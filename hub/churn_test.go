@@ -15,6 +15,7 @@ import (
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/hub"
+	"github.com/herald-rt/herald/internal/poll"
 	"github.com/herald-rt/herald/internal/wstest"
 	"github.com/herald-rt/herald/pusher"
 )
@@ -211,7 +212,7 @@ offer:
 
 	// The churn left nothing behind: only the steady connections and channels remain, with
 	// exactly the steady subscriptions.
-	eventually(t, patience, "churn connections released", func() (bool, string) {
+	poll.Until(t, patience, "churn connections released", func() (bool, string) {
 		st := h.Stats()
 		return st.Connections == int64(plan.steady) && st.Channels == int64(plan.channels),
 			fmt.Sprintf("connections=%d (want %d) channels=%d (want %d)", st.Connections, plan.steady, st.Channels, plan.channels)
@@ -233,7 +234,7 @@ offer:
 		s.c.Close()
 	}
 	readers.Wait()
-	eventually(t, patience, "back to baseline", func() (bool, string) {
+	poll.Until(t, patience, "back to baseline", func() (bool, string) {
 		st := h.Stats()
 		g, fd := runtime.NumGoroutine(), openFDs()
 		return st.Connections == 0 && st.Channels == 0 && g <= baseG && fd <= baseFD,

@@ -13,6 +13,7 @@ import (
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/broker/memory"
 	"github.com/herald-rt/herald/hub"
+	"github.com/herald-rt/herald/internal/poll"
 	"github.com/herald-rt/herald/internal/wstest"
 	"github.com/herald-rt/herald/pusher"
 )
@@ -278,7 +279,7 @@ func TestClusterConfirmsOnlyOnceTheBusHasTheInterest(t *testing.T) {
 	sendSubscribe(t, c, sid, "private-slow", "")
 	quitter, qsid := dial(t, nodes[0])
 	sendSubscribe(t, quitter, qsid, "private-slow", "")
-	eventually(t, patience, "the subscribe on the bus", func() (bool, string) {
+	poll.Until(t, patience, "the subscribe on the bus", func() (bool, string) {
 		return g.calls.Load() == 1, fmt.Sprint(g.calls.Load(), " calls")
 	})
 	// Still waiting: a client event is refused, nothing is confirmed.
@@ -290,7 +291,7 @@ func TestClusterConfirmsOnlyOnceTheBusHasTheInterest(t *testing.T) {
 		t.Fatalf("client event before confirmation: got %+v, %v; want pusher:error", m, err)
 	}
 	quitter.Close()
-	eventually(t, patience, "the quitter to leave", func() (bool, string) {
+	poll.Until(t, patience, "the quitter to leave", func() (bool, string) {
 		st := nodes[0].h.Stats()
 		return st.Connections == 1, fmt.Sprint(st.Connections, " connections")
 	})
@@ -303,7 +304,7 @@ func TestClusterConfirmsOnlyOnceTheBusHasTheInterest(t *testing.T) {
 	}
 	expectEvents(t, c, "e", []string{"after"})
 	c.Close()
-	eventually(t, patience, "the interest to go", func() (bool, string) {
+	poll.Until(t, patience, "the interest to go", func() (bool, string) {
 		st := nodes[0].b.Stats()
 		return st.Interests == internalInterests && nodes[0].h.Stats().Channels == 0, fmt.Sprint(st.Interests, " interests")
 	})
@@ -323,7 +324,7 @@ func TestClusterSubscribeWaitsOutABusOutage(t *testing.T) {
 	g.down.Store(true)
 	c, sid := dial(t, nodes[0])
 	sendSubscribe(t, c, sid, "outage", "")
-	eventually(t, patience, "subscribes refused by the bus", func() (bool, string) {
+	poll.Until(t, patience, "subscribes refused by the bus", func() (bool, string) {
 		return g.failed.Load() >= 2, fmt.Sprint(g.failed.Load(), " failed")
 	})
 	// A REST publish on the node whose bus is down is refused and reaches no one.
@@ -357,12 +358,12 @@ func TestClusterPresenceFullOnConfirmation(t *testing.T) {
 	g.close()
 	first, sid1 := dial(t, nd)
 	sendSubscribe(t, first, sid1, "presence-room", "u1")
-	eventually(t, patience, "the subscribe on the bus", func() (bool, string) {
+	poll.Until(t, patience, "the subscribe on the bus", func() (bool, string) {
 		return g.calls.Load() == 1, fmt.Sprint(g.calls.Load(), " calls")
 	})
 	second, sid2 := dial(t, nd)
 	sendSubscribe(t, second, sid2, "presence-room", "u2")
-	eventually(t, patience, "both waiting", func() (bool, string) {
+	poll.Until(t, patience, "both waiting", func() (bool, string) {
 		st, _ := h.Channel("app-id", "presence-room")
 		return st.SubscriptionCount == 2, fmt.Sprint(st.SubscriptionCount, " subscriptions")
 	})
@@ -374,7 +375,7 @@ func TestClusterPresenceFullOnConfirmation(t *testing.T) {
 	if err != nil || !strings.Contains(string(m.Data), "4100") {
 		t.Fatalf("second member: %+v %v; want subscription_error 4100", m, err)
 	}
-	eventually(t, patience, "the refused member's reference to go", func() (bool, string) {
+	poll.Until(t, patience, "the refused member's reference to go", func() (bool, string) {
 		st, _ := h.Channel("app-id", "presence-room")
 		return st.SubscriptionCount == 1 && st.UserCount == 1, fmt.Sprintf("%+v", st)
 	})
@@ -385,7 +386,7 @@ func TestClusterPresenceFullOnConfirmation(t *testing.T) {
 	}
 	first.Close()
 	second.Close()
-	eventually(t, patience, "channels and interests back to 0", func() (bool, string) {
+	poll.Until(t, patience, "channels and interests back to 0", func() (bool, string) {
 		return h.Stats().Channels == 0 && g.Stats().Interests == internalInterests, fmt.Sprint(h.Stats().Channels, " channels, ", g.Stats().Interests, " interests")
 	})
 }
@@ -447,7 +448,7 @@ func TestClusterChurnLeavesNoInterest(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	eventually(t, patience, "connections, channels and interests back to 0", func() (bool, string) {
+	poll.Until(t, patience, "connections, channels and interests back to 0", func() (bool, string) {
 		st := nodes[0].h.Stats()
 		bs := g.Stats()
 		return st.Connections == 0 && st.Channels == 0 && bs.Interests == internalInterests,

@@ -16,6 +16,7 @@ import (
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/hub"
+	"github.com/herald-rt/herald/internal/poll"
 	"github.com/herald-rt/herald/internal/wstest"
 	"github.com/herald-rt/herald/pusher"
 )
@@ -58,24 +59,6 @@ func startHubApps(t *testing.T, cfg hub.Config, apps ...*herald.App) (*hub.Hub, 
 // a close, a count to settle. Tests run on busy machines (two cores shared with other builds,
 // -race), so it is generous; a passing test never waits it out.
 const patience = 30 * time.Second
-
-// eventually polls cond until it holds or d passes; cond returns what it saw, which the
-// failure reports beside what was waited for. Give d generously (patience): the machine may be
-// busy.
-func eventually(t *testing.T, d time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	start := time.Now()
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Since(start) > d {
-			t.Fatalf("waited %v for %s; saw %s", d, what, state)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 func openFDs() int {
 	ents, _ := os.ReadDir("/proc/self/fd")
@@ -191,7 +174,7 @@ func TestLifecycleReturnsToBaseline(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, patience, "slow consumers closed", func() (bool, string) {
+	poll.Until(t, patience, "slow consumers closed", func() (bool, string) {
 		n := h.Stats().SlowConsumers - before
 		return n == slow, fmt.Sprintf("%d of %d closed", n, slow)
 	})
@@ -199,7 +182,7 @@ func TestLifecycleReturnsToBaseline(t *testing.T) {
 		nc.Close()
 	}
 
-	eventually(t, patience, "back to baseline", func() (bool, string) {
+	poll.Until(t, patience, "back to baseline", func() (bool, string) {
 		st := h.Stats()
 		g, fd := runtime.NumGoroutine(), openFDs()
 		state := fmt.Sprintf("connections=%d channels=%d goroutines=%d (baseline %d) fds=%d (baseline %d)",

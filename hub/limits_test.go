@@ -12,6 +12,7 @@ import (
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/guard"
 	"github.com/herald-rt/herald/hub"
+	"github.com/herald-rt/herald/internal/poll"
 	"github.com/herald-rt/herald/internal/wstest"
 	"github.com/herald-rt/herald/pusher"
 )
@@ -279,7 +280,7 @@ func TestAppMetricsAreExact(t *testing.T) {
 	for _, c := range cs {
 		c.Close()
 	}
-	eventually(t, patience, "disconnections counted", func() (bool, string) {
+	poll.Until(t, patience, "disconnections counted", func() (bool, string) {
 		m := h.AppMetrics()[0]
 		return m.Disconnections == 3 && m.Connections == 0 && m.Channels == 0 && m.Subscriptions == 0, fmt.Sprintf("%+v", m)
 	})

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/internal/poll"
 	"github.com/herald-rt/herald/internal/wstest"
 	"github.com/herald-rt/herald/pusher"
 	"github.com/herald-rt/herald/ws"
@@ -268,14 +269,10 @@ func TestNastyMessagesOverSocket(t *testing.T) {
 			}
 		}
 	}
-	deadline := time.Now().Add(patience)
-	for st := h.Stats(); st.Connections != base.Connections || st.Channels != base.Channels; st = h.Stats() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v after the nasty clients left for %d connections and %d channels; saw %d and %d",
-				patience, base.Connections, base.Channels, st.Connections, st.Channels)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(t, patience, fmt.Sprintf("%d connections and %d channels after the nasty clients left", base.Connections, base.Channels), func() (bool, string) {
+		st := h.Stats()
+		return st.Connections == base.Connections && st.Channels == base.Channels, fmt.Sprintf("%d and %d", st.Connections, st.Channels)
+	})
 }
 
 // patience is how long a test waits for anything that normally takes milliseconds. Tests run

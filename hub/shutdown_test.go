@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald/hub"
+	"github.com/herald-rt/herald/internal/poll"
 	"github.com/herald-rt/herald/internal/wstest"
 )
 
@@ -40,7 +41,7 @@ func TestShutdownDuringHandshakes(t *testing.T) {
 		}()
 	}
 	// Shut down while some have connected and the rest are on their way.
-	eventually(t, patience, "a first connection", func() (bool, string) {
+	poll.Until(t, patience, "a first connection", func() (bool, string) {
 		n := h.Stats().Connections
 		return n > 0, fmt.Sprint(n, " connections")
 	})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/hub"
+	"github.com/herald-rt/herald/internal/poll"
 	"github.com/herald-rt/herald/internal/wstest"
 )
 
@@ -217,7 +218,7 @@ func expect4100(t *testing.T, ends []ending) {
 // where they were before the clients connected.
 func backToBaseline(t *testing.T, h *hub.Hub, baseG, baseFD int) {
 	t.Helper()
-	eventually(t, 20*time.Second, "back to baseline", func() (bool, string) {
+	poll.Until(t, 20*time.Second, "back to baseline", func() (bool, string) {
 		st := h.Stats()
 		g, fd := runtime.NumGoroutine(), openFDs()
 		return st.Connections == 0 && st.Channels == 0 && g <= baseG && fd <= baseFD,
@@ -239,7 +240,7 @@ func TestNonReadingSlowConsumersGet4100(t *testing.T) {
 	clients := dialSubscribers(t, addr, "flood", n, nil)
 
 	flood(t, h, "flood", 4000, 0, n)
-	eventually(t, 30*time.Second, "the server to release every slow consumer", func() (bool, string) {
+	poll.Until(t, 30*time.Second, "the server to release every slow consumer", func() (bool, string) {
 		st := h.Stats()
 		return st.Connections == 0, fmt.Sprintf("%d connections open", st.Connections)
 	})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald/hub"
+	"github.com/herald-rt/herald/internal/poll"
 )
 
 // TestStalledFrameClosedWith1008 sends, on subscribed connections, a frame header announcing
@@ -41,7 +42,7 @@ func TestStalledFrameClosedWith1008(t *testing.T) {
 		}
 	}
 	t.Logf("20 stalled frames closed with 1008 %v after they started", time.Since(start).Round(time.Millisecond))
-	eventually(t, 10*time.Second, "the stalled connections released", func() (bool, string) {
+	poll.Until(t, 10*time.Second, "the stalled connections released", func() (bool, string) {
 		st := h.Stats()
 		return st.Connections == 0 && st.Channels == 0, fmt.Sprintf("connections=%d channels=%d", st.Connections, st.Channels)
 	})

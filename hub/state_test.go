@@ -13,6 +13,7 @@ import (
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/broker/memory"
 	"github.com/herald-rt/herald/hub"
+	"github.com/herald-rt/herald/internal/poll"
 	"github.com/herald-rt/herald/internal/wstest"
 	"github.com/herald-rt/herald/pusher"
 )
@@ -51,7 +52,7 @@ func joinPresence(t *testing.T, nd *node, channel, user string) (*wstest.Client,
 func usersOn(t *testing.T, nd *node, channel string, want ...string) {
 	t.Helper()
 	slices.Sort(want)
-	eventually(t, patience, fmt.Sprintf("members %v", want), func() (bool, string) {
+	poll.Until(t, patience, fmt.Sprintf("members %v", want), func() (bool, string) {
 		got := nd.h.Users("app-id", channel)
 		st, _ := nd.h.Channel("app-id", channel)
 		return slices.Equal(got, want) && st.UserCount == len(want), fmt.Sprint(got, " user_count ", st.UserCount)
@@ -109,7 +110,7 @@ func TestStatePresenceAcrossNodes(t *testing.T) {
 		usersOn(t, nd, ch, "alice", "bob")
 		// Polled: the member list can be complete (bob is a member through node 1) before
 		// bob's second subscription has reached this node's counts.
-		eventually(t, patience, "3 subscriptions on every node", func() (bool, string) {
+		poll.Until(t, patience, "3 subscriptions on every node", func() (bool, string) {
 			st, ok := nd.h.Channel("app-id", ch)
 			return ok && st.SubscriptionCount == 3, fmt.Sprintf("%+v %v", st, ok)
 		})
@@ -117,7 +118,7 @@ func TestStatePresenceAcrossNodes(t *testing.T) {
 	noMemberEvents(t, alice, nodes[0], ch)
 	// bob leaves node 1 but is still on node 2: no member_removed.
 	bob.Close()
-	eventually(t, patience, "bob's node-1 socket to leave every count", func() (bool, string) {
+	poll.Until(t, patience, "bob's node-1 socket to leave every count", func() (bool, string) {
 		st, _ := nodes[0].h.Channel("app-id", ch)
 		return st.SubscriptionCount == 2, fmt.Sprint(st.SubscriptionCount)
 	})
@@ -129,7 +130,7 @@ func TestStatePresenceAcrossNodes(t *testing.T) {
 	}
 	alice.Close()
 	for _, nd := range nodes {
-		eventually(t, patience, "no channel anywhere", func() (bool, string) {
+		poll.Until(t, patience, "no channel anywhere", func() (bool, string) {
 			list := nd.h.Channels("app-id", "")
 			return len(list) == 0, fmt.Sprint(list)
 		})
@@ -142,7 +143,7 @@ func TestStateCountsAcrossNodes(t *testing.T) {
 		join(t, nodes[i%3], "counted-"+strconv.Itoa(i%2), "")
 	}
 	for _, nd := range nodes {
-		eventually(t, patience, "cluster-wide counts", func() (bool, string) {
+		poll.Until(t, patience, "cluster-wide counts", func() (bool, string) {
 			list := nd.h.Channels("app-id", "counted-")
 			slices.SortFunc(list, func(a, b herald.ChannelStat) int { return strings.Compare(a.Name, b.Name) })
 			ok := len(list) == 2 && list[0].SubscriptionCount == 3 && list[1].SubscriptionCount == 3
@@ -210,7 +211,7 @@ func TestStateCacheAcrossNodes(t *testing.T) {
 	if err := nodes[0].h.Publish("app-id", herald.Event{Name: "price", Channel: "cache-btc", Data: "42"}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, patience, "node 1 to keep the event", func() (bool, string) {
+	poll.Until(t, patience, "node 1 to keep the event", func() (bool, string) {
 		return nodes[1].h.Cached("app-id", "cache-btc"), "not cached"
 	})
 	c, sid := dial(t, nodes[1])
@@ -231,7 +232,7 @@ func TestStateCacheAcrossNodes(t *testing.T) {
 	c.Close()
 	for _, nd := range nodes {
 		usersOn(t, nd, "presence-cache-room")
-		eventually(t, patience, "no channel left", func() (bool, string) {
+		poll.Until(t, patience, "no channel left", func() (bool, string) {
 			list := nd.h.Channels("app-id", "")
 			return len(list) == 0 && nd.h.Stats().Channels == 0, fmt.Sprint(list)
 		})
@@ -260,7 +261,7 @@ func TestStateDeadNodeLeaves(t *testing.T) {
 	noMemberEvents(t, watcher, nodes[0], ch)
 	for _, nd := range nodes[:2] {
 		usersOn(t, nd, ch, "watcher", "both")
-		eventually(t, patience, "node 2's sockets out of the count", func() (bool, string) {
+		poll.Until(t, patience, "node 2's sockets out of the count", func() (bool, string) {
 			st, _ := nd.h.Channel("app-id", ch)
 			return st.SubscriptionCount == 2, fmt.Sprint(st.SubscriptionCount)
 		})
@@ -275,7 +276,7 @@ func TestStateDeadNodeLeaves(t *testing.T) {
 	expectMember(t, watcher, "pusher_internal:member_added", "gone")
 	for _, nd := range []*node{nodes[0], nodes[1], back} {
 		usersOn(t, nd, ch, "watcher", "gone", "both")
-		eventually(t, patience, "three subscriptions", func() (bool, string) {
+		poll.Until(t, patience, "three subscriptions", func() (bool, string) {
 			st, _ := nd.h.Channel("app-id", ch)
 			return st.SubscriptionCount == 3, fmt.Sprint(st.SubscriptionCount)
 		})
@@ -294,13 +295,13 @@ func TestStateNewNodeLearnsEverything(t *testing.T) {
 	if err := nodes[0].h.Publish("app-id", herald.Event{Name: "last", Channel: "cache-early", Data: "before"}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, patience, "node 1 to keep the cache event", func() (bool, string) {
+	poll.Until(t, patience, "node 1 to keep the cache event", func() (bool, string) {
 		return nodes[1].h.Cached("app-id", "cache-early"), "not cached"
 	})
 	late := startClusterOn(t, bus, 1, fastState, nil)[0]
 	// The others' cache channels too: a subscriber on the late node gets the event published
 	// before it started, not a cache miss.
-	eventually(t, patience, "the late node to learn the cache event", func() (bool, string) {
+	poll.Until(t, patience, "the late node to learn the cache event", func() (bool, string) {
 		return late.h.Cached("app-id", "cache-early"), "not cached"
 	})
 	c, sid := dial(t, late)
@@ -310,7 +311,7 @@ func TestStateNewNodeLearnsEverything(t *testing.T) {
 	}
 	expectEvents(t, c, "last", []string{"before"})
 	usersOn(t, late, "presence-early", "a", "b")
-	eventually(t, patience, "the late node's counts", func() (bool, string) {
+	poll.Until(t, patience, "the late node's counts", func() (bool, string) {
 		st, ok := late.h.Channel("app-id", "plain")
 		return ok && st.SubscriptionCount == 1, fmt.Sprint(st)
 	})
@@ -324,7 +325,7 @@ func TestStateGoodbye(t *testing.T) {
 	joinPresence(t, nodes[1], "presence-bye", "leaves")
 	expectMember(t, watcher, "pusher_internal:member_added", "leaves")
 	join(t, nodes[1], "plain-bye", "")
-	eventually(t, patience, "node 1's channel counted on node 0", func() (bool, string) {
+	poll.Until(t, patience, "node 1's channel counted on node 0", func() (bool, string) {
 		_, ok := nodes[0].h.Channel("app-id", "plain-bye")
 		return ok, "not occupied"
 	})
@@ -332,7 +333,7 @@ func TestStateGoodbye(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectMember(t, watcher, "pusher_internal:member_removed", "leaves")
-	eventually(t, patience, "node 1's share gone from node 0", func() (bool, string) {
+	poll.Until(t, patience, "node 1's share gone from node 0", func() (bool, string) {
 		list := nodes[0].h.Channels("app-id", "")
 		return len(list) == 1 && list[0].Name == "presence-bye" && list[0].SubscriptionCount == 1, fmt.Sprint(list)
 	})

@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/herald-rt/herald/internal/poll"
 )
 
 // TestMemoryPerConnectionBounded holds the worst a client can make a connection keep over
@@ -83,15 +85,14 @@ func TestMemoryPerConnectionBounded(t *testing.T) {
 	// Every byte sent has been read by the engine once the servers' receive queues are
 	// empty; stopping the engine then waits until the pollers have parsed them.
 	all := slices.Concat(held, huge)
-	deadline := time.Now().Add(waitFor)
-	for _, p := range all {
-		for unread(t, p.c.fd) > 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("fd %d: %d bytes still unread by the engine", p.c.fd, unread(t, p.c.fd))
+	poll.Until(t, waitFor, "every byte sent to be read by the engine", func() (bool, string) {
+		for _, p := range all {
+			if n := unread(t, p.c.fd); n > 0 {
+				return false, fmt.Sprintf("fd %d: %d bytes unread", p.c.fd, n)
 			}
-			time.Sleep(5 * time.Millisecond)
 		}
-	}
+		return true, ""
+	})
 	e.Close()
 	runtime.GC()
 	var after runtime.MemStats
@@ -440,17 +441,10 @@ func TestNastySeedsOverSocket(t *testing.T) {
 			}
 		}
 	}
-	deadline := time.Now().Add(waitFor)
-	for {
+	poll.Until(t, waitFor, fmt.Sprintf("the goroutines and fds to return to their baseline (%d and %d) after %d connections", baseG, baseFD, seq), func() (bool, string) {
 		g, fd := runtime.NumGoroutine(), countFDs()
-		if g <= baseG && fd <= baseFD {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %d connections: %d goroutines (baseline %d), %d fds (baseline %d)", seq, g, baseG, fd, baseFD)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return g <= baseG && fd <= baseFD, fmt.Sprintf("%d goroutines, %d fds", g, fd)
+	})
 }
 
 func countFDs() int {

@@ -2,6 +2,7 @@ package ws
 
 import (
 	"bytes"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-rt/herald/internal/poll"
 	"github.com/herald-rt/herald/internal/wstest"
 )
 
@@ -91,13 +93,10 @@ func TestFloodingClientDoesNotStarveItsPoller(t *testing.T) {
 	defer func() { close(stop); <-flooding }()
 
 	// Wait until the flood has filled the socket: its reader is busy for good.
-	deadline := time.Now().Add(waitFor)
-	for h.flood.Load() < 2000 {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for 2000 flood messages to be handled; saw %d", waitFor, h.flood.Load())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, waitFor, "2000 flood messages to be handled", func() (bool, string) {
+		n := h.flood.Load()
+		return n >= 2000, fmt.Sprint(n)
+	})
 	sentAt := h.flood.Load()
 	if err := victim.WriteText("victim"); err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/internal/poll"
 )
 
 // Node is one broker the suite asks a factory to build.
@@ -74,7 +75,7 @@ func (r *recorder) on(channel string) []herald.BusMessage {
 func (r *recorder) waitCount(t *testing.T, channel string, n int) []herald.BusMessage {
 	t.Helper()
 	var got []herald.BusMessage
-	poll(t, fmt.Sprintf("node %s to receive %d messages on %q", r.id, n, channel), func() (bool, string) {
+	poll.Until(t, Wait, fmt.Sprintf("node %s to receive %d messages on %q", r.id, n, channel), func() (bool, string) {
 		got = r.on(channel)
 		return len(got) >= n, fmt.Sprintf("%d received (%s)", len(got), summary(got))
 	})
@@ -101,23 +102,6 @@ func summary(ms []herald.BusMessage) string {
 		fmt.Fprintf(&b, "%s/%s from %s: %q", m.App, m.Channel, m.Node, p)
 	}
 	return b.String()
-}
-
-// poll calls cond until it reports true or Wait passes; the failure says what was awaited
-// and what cond saw last.
-func poll(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(Wait)
-	for {
-		ok, seen := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s; last saw: %s", Wait, what, seen)
-		}
-		time.Sleep(2 * time.Millisecond) // polling interval, not a wait for an event
-	}
 }
 
 // cluster is a started cluster with its recorders.

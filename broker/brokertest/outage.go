@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/internal/poll"
 )
 
 // Restore bounds the time from the bus server answering again to cross-node delivery
@@ -40,7 +41,7 @@ func testOutage(t *testing.T, nc NewCluster) {
 
 	c.Stop(t)
 	stopped := time.Now()
-	poll(t, "both brokers to report the bus down", func() (bool, string) {
+	poll.Until(t, Wait, "both brokers to report the bus down", func() (bool, string) {
 		return !a.Connected() && !b.Connected(), fmt.Sprintf("connected: node0 %v, node1 %v", a.Connected(), b.Connected())
 	})
 	base, fds := runtime.NumGoroutine(), openFiles()
@@ -95,17 +96,16 @@ func testOutage(t *testing.T, nc NewCluster) {
 	restarted := time.Now()
 	// Interests restored: messages published now on both channels reach node1. Each
 	// publish attempt is a probe; the first ones may find node1 not yet back.
-	deadline := restarted.Add(Wait)
-	for len(c.rec[1].on("during")) == 0 || len(c.rec[1].on("before")) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%v after the restart node1 has %d messages on \"before\" (want 2) and %d on \"during\" (want 1); connected: node0 %v, node1 %v",
-				Wait, len(c.rec[1].on("before")), len(c.rec[1].on("during")), a.Connected(), b.Connected())
+	poll.Until(t, Wait, `node1 to have 2 messages on "before" and 1 on "during" after the restart`, func() (bool, string) {
+		before, during := len(c.rec[1].on("before")), len(c.rec[1].on("during"))
+		if during > 0 && before >= 2 {
+			return true, ""
 		}
 		for _, ch := range []string{"before", "during"} {
 			_ = a.Publish(context.Background(), herald.BusMessage{Kind: herald.BusEvent, App: "app", Channel: ch, Payload: []byte("after")})
 		}
-		time.Sleep(10 * time.Millisecond) // probe interval, not a wait for an event
-	}
+		return false, fmt.Sprintf("%d on \"before\" and %d on \"during\"; connected: node0 %v, node1 %v", before, during, a.Connected(), b.Connected())
+	})
 	if d := time.Since(restarted); d > Restore {
 		t.Errorf("delivery came back %v after the server answered again; want within %v", d, Restore)
 	} else {
@@ -129,7 +129,7 @@ func testOutage(t *testing.T, nc NewCluster) {
 			publish(t, a, "app", ch, "again"+strconv.Itoa(i))
 		}
 		var again []string
-		poll(t, fmt.Sprintf("node1 to receive again0..again99 on %q", ch), func() (bool, string) {
+		poll.Until(t, Wait, fmt.Sprintf("node1 to receive again0..again99 on %q", ch), func() (bool, string) {
 			again = again[:0]
 			for _, m := range c.rec[1].on(ch) {
 				if p := string(m.Payload); strings.HasPrefix(p, "again") {
@@ -194,15 +194,13 @@ func testStartWithoutBus(t *testing.T, nc NewCluster) {
 	probe.Start(t)
 	restarted = true
 	up := time.Now()
-	deadline := up.Add(Wait)
-	for len(c.rec[1].on("late")) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%v after the server started node1 has received nothing; connected: node0 %v, node1 %v; node1 %+v",
-				Wait, a.Connected(), b.Connected(), b.Stats())
+	poll.Until(t, Wait, "node1 to receive a message after the server started", func() (bool, string) {
+		if len(c.rec[1].on("late")) > 0 {
+			return true, ""
 		}
 		_ = a.Publish(context.Background(), herald.BusMessage{Kind: herald.BusEvent, App: "app", Channel: "late", Payload: []byte("x")})
-		time.Sleep(10 * time.Millisecond) // probe interval, not a wait for an event
-	}
+		return false, fmt.Sprintf("nothing; connected: node0 %v, node1 %v; node1 %+v", a.Connected(), b.Connected(), b.Stats())
+	})
 	if d := time.Since(up); d > Restore {
 		t.Errorf("delivery began %v after the server answered; want within %v", d, Restore)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/internal/poll"
 )
 
 // Run runs every case of the contract against clusters built by newCluster. The outage
@@ -61,7 +62,7 @@ func testInterestRouting(t *testing.T, nc NewCluster) {
 	if seen := c.rec[2].snapshot(); len(seen) != 1 {
 		t.Errorf("node2 has no interest in app1/routed but received %d messages: %s", len(seen), summary(seen))
 	}
-	poll(t, "the received counters to match (node1: 10, node2: 1)", func() (bool, string) {
+	poll.Until(t, Wait, "the received counters to match (node1: 10, node2: 1)", func() (bool, string) {
 		s1, s2 := b.Stats(), idle.Stats()
 		return s1.MessagesReceived == 10 && s2.MessagesReceived == 1 && s1.BytesReceived > 0,
 			fmt.Sprintf("node1 %+v, node2 %+v", s1, s2)
@@ -83,7 +84,7 @@ func testSubscribeThenPublish(t *testing.T, nc NewCluster) {
 		subscribe(t, c.Brokers[1], "app", ch)
 		publish(t, c.Brokers[0], "app", ch, "first")
 	}
-	poll(t, fmt.Sprintf("node1 to receive the first publish on each of %d channels it had just subscribed to", n),
+	poll.Until(t, Wait, fmt.Sprintf("node1 to receive the first publish on each of %d channels it had just subscribed to", n),
 		func() (bool, string) {
 			got := c.rec[1].snapshot()
 			return len(got) == n, fmt.Sprintf("%d messages", len(got))
@@ -248,7 +249,7 @@ func testChannelNames(t *testing.T, nc NewCluster) {
 	for _, n := range names {
 		publish(t, c.Brokers[0], n[0], n[1], n[0]+"/"+n[1])
 	}
-	poll(t, fmt.Sprintf("node1 to receive one message on each of %d channels", len(names)), func() (bool, string) {
+	poll.Until(t, Wait, fmt.Sprintf("node1 to receive one message on each of %d channels", len(names)), func() (bool, string) {
 		got := c.rec[1].snapshot()
 		return len(got) >= len(names), fmt.Sprintf("%d: %s", len(got), summary(got))
 	})
@@ -320,7 +321,7 @@ func testClose(t *testing.T, nc NewCluster) {
 	if b.Connected() {
 		t.Error("Connected after Close")
 	}
-	poll(t, fmt.Sprintf("the goroutines to return to %d after Close", base), func() (bool, string) {
+	poll.Until(t, Wait, fmt.Sprintf("the goroutines to return to %d after Close", base), func() (bool, string) {
 		n := runtime.NumGoroutine()
 		return n <= base, fmt.Sprintf("%d goroutines", n)
 	})

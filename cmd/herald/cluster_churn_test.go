@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-rt/herald/internal/poll"
 	"github.com/herald-rt/herald/internal/wstest"
 	"github.com/herald-rt/herald/pusher"
 )
@@ -81,7 +82,7 @@ func TestClusterStateChurn(t *testing.T) {
 		for i := 1; i < churnChannels; i++ {
 			waitOccupancy(t, nodes, restApp, channel(i), occupancy{0, []string{}})
 		}
-		poll(t, "every node to list only the watchers' channel", clusterWait, func() error {
+		poll.NoError(t, clusterWait, "every node to list only the watchers' channel", func() error {
 			for _, n := range nodes {
 				var list struct {
 					Channels map[string]map[string]int `json:"channels"`
@@ -108,7 +109,7 @@ func TestClusterStateChurn(t *testing.T) {
 			w.close()
 		}
 		waitOccupancy(t, nodes, restApp, channel(0), occupancy{0, []string{}})
-		poll(t, "every node to list no channel", clusterWait, func() error {
+		poll.NoError(t, clusterWait, "every node to list no channel", func() error {
 			for _, n := range nodes {
 				var list struct {
 					Channels map[string]map[string]int `json:"channels"`

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/internal/poll"
 	"github.com/herald-rt/herald/internal/servicetest"
 	"github.com/herald-rt/herald/internal/wstest"
 	"github.com/herald-rt/herald/pusher"
@@ -191,7 +192,7 @@ func (h nodeHealth) want(status, engine string, connected bool) error {
 // waitHealth polls /health until check accepts it.
 func (n *node) waitHealth(t *testing.T, what string, check func(nodeHealth) error) {
 	t.Helper()
-	poll(t, n.name+": "+what, clusterWait, func() error {
+	poll.NoError(t, clusterWait, n.name+": "+what, func() error {
 		status, body, err := n.get(t, "/health")
 		if err != nil {
 			return err
@@ -210,7 +211,7 @@ func (n *node) waitHealth(t *testing.T, what string, check func(nodeHealth) erro
 // waitReady polls /ready until it answers status with exactly body.
 func (n *node) waitReady(t *testing.T, status int, body string) {
 	t.Helper()
-	poll(t, fmt.Sprintf("%s: /ready %d %s", n.name, status, body), clusterWait, func() error {
+	poll.NoError(t, clusterWait, fmt.Sprintf("%s: /ready %d %s", n.name, status, body), func() error {
 		s, b, err := n.get(t, "/ready")
 		if err != nil {
 			return err
@@ -309,7 +310,7 @@ const attemptWait = 2 * time.Second
 func deliver(t *testing.T, from *node, s *subscriber, channel string) {
 	t.Helper()
 	attempt := 0
-	poll(t, fmt.Sprintf("a publish on %s to reach a subscriber on %s", from.name, s.node.name), clusterWait, func() error {
+	poll.NoError(t, clusterWait, fmt.Sprintf("a publish on %s to reach a subscriber on %s", from.name, s.node.name), func() error {
 		attempt++
 		data := fmt.Sprintf("attempt %d", attempt)
 		if status, _, body := from.publish(t, channel, data); status != http.StatusOK {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/internal/poll"
 	"github.com/herald-rt/herald/internal/wstest"
 	"github.com/herald-rt/herald/pusher"
 )
@@ -297,7 +298,7 @@ func marker(t *testing.T, n *node, channel string, peers ...*peer) {
 	has := func(p *peer) bool {
 		return slices.ContainsFunc(p.history(), func(m received) bool { return isMarker(m.Message) })
 	}
-	poll(t, "marker "+data+" to reach every peer", clusterWait, func() error {
+	poll.NoError(t, clusterWait, "marker "+data+" to reach every peer", func() error {
 		body, _ := json.Marshal(map[string]string{"name": "tick", "channel": channel, "data": data})
 		if status, b, err := n.rest(app, "POST", "/apps/"+app.ID+"/events", nil, body); err != nil || status != http.StatusOK {
 			return fmt.Errorf("publish: %d %s %v", status, b, err)
@@ -444,7 +445,7 @@ func (n *node) checkOccupancy(app *herald.App, channel string, want occupancy) e
 func waitOccupancy(t *testing.T, nodes []*node, app *herald.App, channel string, want occupancy) time.Duration {
 	t.Helper()
 	start := time.Now()
-	poll(t, fmt.Sprintf("every node to see %s with %v", channel, want), clusterWait, func() error {
+	poll.NoError(t, clusterWait, fmt.Sprintf("every node to see %s with %v", channel, want), func() error {
 		var errs []error
 		for _, n := range nodes {
 			errs = append(errs, n.checkOccupancy(app, channel, want))

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/internal/poll"
 	"github.com/herald-rt/herald/internal/servicetest"
 	"github.com/herald-rt/herald/metrics"
 )
@@ -125,7 +126,7 @@ func TestStartClusterLogsNoSecret(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			poll(t, "the engine to log "+c.logged, 30*time.Second, func() error {
+			poll.NoError(t, 30*time.Second, "the engine to log "+c.logged, func() error {
 				if !strings.Contains(logs.String(), c.logged) {
 					return errors.New("log so far: " + logs.String())
 				}

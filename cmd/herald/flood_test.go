@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/internal/poll"
 	"github.com/herald-rt/herald/internal/wstest"
 	"github.com/herald-rt/herald/pusher"
 )
@@ -73,22 +74,6 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// poll retries f until it returns nil or d passes, then fails with what f saw last.
-func poll(t *testing.T, what string, d time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s; last saw: %v", d, what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestServeSlowBodyFlood reproduces the slow-body attack against `herald serve` itself, scaled to a
 // node with 1,024 descriptors: 1,500 sockets (more than the node's descriptors) each send an
 // unsigned POST with Content-Length 1000 and 10 bytes of body, and a further 1,500 a captured
@@ -130,7 +115,7 @@ func TestServeSlowBodyFlood(t *testing.T) {
 		Status      string
 		Connections struct{ Current, Max int }
 	}
-	poll(t, "herald to answer /health", 60*time.Second, func() error {
+	poll.NoError(t, 60*time.Second, "herald to answer /health", func() error {
 		select {
 		case err := <-exited:
 			return fmt.Errorf("herald exited: %v\n%s", err, logs.String())
@@ -233,9 +218,9 @@ func TestServeSlowBodyFlood(t *testing.T) {
 			return nil
 		}
 	}
-	poll(t, "/health during the flood", 20*time.Second, check("http://"+addr+"/health"))
-	poll(t, "/metrics during the flood", 20*time.Second, check("http://"+maddr+"/metrics"))
-	poll(t, "a new WebSocket client during the flood", 20*time.Second, func() error {
+	poll.NoError(t, 20*time.Second, "/health during the flood", check("http://"+addr+"/health"))
+	poll.NoError(t, 20*time.Second, "/metrics during the flood", check("http://"+maddr+"/metrics"))
+	poll.NoError(t, 20*time.Second, "a new WebSocket client during the flood", func() error {
 		cl, err := wstest.Dial(addr, "/app/app-key?protocol=7")
 		if err != nil {
 			return err
@@ -245,7 +230,7 @@ func TestServeSlowBodyFlood(t *testing.T) {
 		return err
 	})
 	body := `{"name":"tick","channel":"flood","data":"during"}`
-	poll(t, "a signed publish during the flood", 20*time.Second, func() error {
+	poll.NoError(t, 20*time.Second, "a signed publish during the flood", func() error {
 		q := pusher.SignRequest(app, "POST", "/apps/app-id/events", nil, []byte(body), time.Now())
 		resp, err := client.Post("http://"+addr+"/apps/app-id/events?"+q.Encode(), "application/json", strings.NewReader(body))
 		if err != nil {
@@ -269,13 +254,13 @@ func TestServeSlowBodyFlood(t *testing.T) {
 	}
 
 	// Every slow socket is closed, and the node never ran short of descriptors.
-	poll(t, "every slow socket to be closed", 60*time.Second, func() error {
+	poll.NoError(t, 60*time.Second, "every slow socket to be closed", func() error {
 		if n := closed.Load(); n < int64(len(conns)) {
 			return fmt.Errorf("%d of %d closed", n, len(conns))
 		}
 		return nil
 	})
-	poll(t, "herald_http_connections to fall to 0", 20*time.Second, func() error {
+	poll.NoError(t, 20*time.Second, "herald_http_connections to fall to 0", func() error {
 		resp, err := client.Get("http://" + maddr + "/metrics")
 		if err != nil {
 			return err

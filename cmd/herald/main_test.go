@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/herald-rt/herald/internal/poll"
 )
 
 var commands = []string{"serve", "check-config", "bench", "version", "help"}
@@ -187,7 +189,7 @@ func TestBuiltBinary(t *testing.T) {
 		return string(b), err
 	}
 	var health struct{ Status, Version string }
-	poll(t, "/health to answer with the version", 60*time.Second, func() error {
+	poll.NoError(t, 60*time.Second, "/health to answer with the version", func() error {
 		body, err := get("http://127.0.0.1:" + strconv.Itoa(port) + "/health")
 		if err != nil {
 			return err
@@ -198,7 +200,7 @@ func TestBuiltBinary(t *testing.T) {
 		return nil
 	})
 	want := fmt.Sprintf(`herald_build_info{goversion=%q,version=%q} 1`, runtime.Version(), v)
-	poll(t, "/metrics to export herald_build_info", 60*time.Second, func() error {
+	poll.NoError(t, 60*time.Second, "/metrics to export herald_build_info", func() error {
 		body, err := get("http://127.0.0.1:" + strconv.Itoa(mport) + "/metrics")
 		if err != nil {
 			return err
