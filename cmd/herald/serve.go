@@ -100,12 +100,13 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 		return 1
 	}
 	reg.Attach(cfg.Metrics.Prefix, h)
+	route := &consoleBus{next: h.Receive}
 	var bus *cluster
 	if cfg.Cluster.URL != "" {
 		if cfg.Cluster.NodeID == "" {
 			cfg.Cluster.NodeID = newNodeID()
 		}
-		bus, err = startCluster(cfg.Cluster, h.Receive, reg, cfg.Metrics.Prefix, log)
+		bus, err = startCluster(cfg.Cluster, route.receive, reg, cfg.Metrics.Prefix, log)
 		if err != nil {
 			log.Error("start cluster bus", "err", err)
 			_ = h.Shutdown(context.Background())
@@ -165,14 +166,18 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 	ln = port
 	srv := port.Server(api)
 	exportPort(reg, cfg.Metrics.Prefix, port)
-	side, err := startSideListeners(cfg, reg, log)
+	con := startConsole(cfg, h, api.TrustedEvents, bus, log)
+	route.con.Store(con)
+	side, err := startSideListeners(cfg, reg, con, log)
 	if err != nil {
 		log.Error("listen", "err", err)
+		con.Close()
 		ln.Close()
 		_ = stopHub(context.Background())
 		return 1
 	}
 	defer side.close()
+	defer con.Close() // first: it ends the console's streams, which side.close waits for
 	if cfg.UsedDefaultApp() {
 		for _, a := range cfg.Apps {
 			if a.Key == devApp.Key && a.Secret == devApp.Secret {
