@@ -32,6 +32,9 @@ type Config struct {
 	// /apps/{id}/events does once the request is authenticated (same body, validation,
 	// errors and answer).
 	Publish func(w http.ResponseWriter, r *http.Request, appID string)
+	// Refresh, when set, is called after an app's observer turned on (its first page) or
+	// off (its last page left), outside the console's locks: the hub reads Wants again.
+	Refresh func(appID string)
 	// Bus, when set, carries this node's figures to the other nodes' consoles and theirs to
 	// this one, once a second (see BusKind).
 	Bus herald.Broker

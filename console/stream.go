@@ -47,8 +47,10 @@ func (c *Console) stream(w http.ResponseWriter, r *http.Request) {
 	}
 	var next uint64
 	if watch != nil {
-		next = watch.attach()
-		defer watch.detach()
+		var changed bool
+		next, changed = watch.attach()
+		c.refresh(appID, changed)
+		defer func() { c.refresh(appID, watch.detach()) }()
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -111,5 +113,12 @@ func (c *Console) stream(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 		}
+	}
+}
+
+// refresh tells the hub that the app's observer turned on or off.
+func (c *Console) refresh(appID string, changed bool) {
+	if changed && c.cfg.Refresh != nil {
+		c.cfg.Refresh(appID)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -54,7 +55,20 @@ func TestStreamOverview(t *testing.T) {
 }
 
 func TestStreamLogTurnsObserverOn(t *testing.T) {
-	c, srv, _, _ := newTestConsole(t, nil)
+	var mu sync.Mutex
+	var refreshed []string
+	c, srv, _, _ := newTestConsole(t, func(cfg *Config) {
+		cfg.Refresh = func(app string) {
+			mu.Lock()
+			refreshed = append(refreshed, app)
+			mu.Unlock()
+		}
+	})
+	refreshes := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Join(refreshed, ",")
+	}
 	o := c.Observer("a1")
 	if o == nil || c.Observer("nope") != nil {
 		t.Fatal("Observer: want one for a1, none for an unknown app")
@@ -64,6 +78,11 @@ func TestStreamLogTurnsObserverOn(t *testing.T) {
 	}
 	s := openStream(t, srv.URL, "a1")
 	eventually(t, "Wants on while a page watches", func() bool { return o.Wants() == logKinds })
+	eventually(t, "the hub told to read Wants again", func() bool { return refreshes() == "a1" })
+	s2 := openStream(t, srv.URL, "a1") // a second page: no change, no refresh
+	next(t, s2, "overview", "the second page's overview", func(overview) bool { return true })
+	s2.cancel()
+	<-s2.done
 	if c.Observer("a2").Wants() != 0 {
 		t.Error("a2's observer is on while only a1 is watched")
 	}
@@ -92,6 +111,9 @@ func TestStreamLogTurnsObserverOn(t *testing.T) {
 	s.cancel()
 	<-s.done
 	eventually(t, "Wants off once the page left", func() bool { return o.Wants() == 0 })
+	if r := refreshes(); r != "a1,a1" {
+		t.Errorf("refreshes %q; want a1 when the first page came and when the last left", r)
+	}
 	// Off, nothing is kept.
 	o.Observe(&herald.Activity{Kind: herald.ConnectionOpened, App: "a1", SocketID: "9.9"})
 	if w := c.watches["a1"]; w.seq != 4 {
@@ -121,7 +143,7 @@ func TestLogSampling(t *testing.T) {
 
 func TestLogRingKeepsTheLatest(t *testing.T) {
 	w := newWatch("a", 1<<20)
-	from := w.attach()
+	from, _ := w.attach()
 	at := time.Now()
 	for i := 0; i < ringSize+10; i++ {
 		w.Observe(&herald.Activity{Kind: herald.Subscribed, Time: at, Count: i})

@@ -99,8 +99,9 @@ func (w *watch) Observe(a *herald.Activity) {
 	w.mu.Unlock()
 }
 
-// attach and detach count the pages watching; the first turns the observer on, the last off.
-func (w *watch) attach() (next uint64) {
+// attach and detach count the pages watching; the first turns the observer on, the last
+// off, and each says whether it did (changed).
+func (w *watch) attach() (next uint64, changed bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.ring == nil {
@@ -108,15 +109,17 @@ func (w *watch) attach() (next uint64) {
 	}
 	w.watchers++
 	w.wants.Store(uint32(logKinds))
-	return w.seq
+	return w.seq, w.watchers == 1
 }
 
-func (w *watch) detach() {
+func (w *watch) detach() (changed bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.watchers--; w.watchers == 0 {
 		w.wants.Store(0)
+		return true
 	}
+	return false
 }
 
 // read returns the entries from seq from on (those still in the ring), the seq to read
