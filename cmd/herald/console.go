@@ -13,8 +13,8 @@ import (
 )
 
 // startConsole starts the console when console.token is set (nil otherwise): it reads the
-// hub, publishes through the REST API's path and, in a cluster, shares its figures on the
-// bus (bus may be nil).
+// hub, observes every app's activity (off until a page watches the app), publishes through
+// the REST API's path and, in a cluster, shares its figures on the bus (bus may be nil).
 func startConsole(cfg Config, h *hub.Hub, publish func(http.ResponseWriter, *http.Request, string), bus *cluster, log *slog.Logger) *console.Console {
 	if cfg.Console.Token == "" {
 		return nil
@@ -24,11 +24,18 @@ func startConsole(cfg Config, h *hub.Hub, publish func(http.ResponseWriter, *htt
 		ids = append(ids, a.ID)
 	}
 	cc := console.Config{Token: cfg.Console.Token, Node: cfg.Cluster.NodeID, EventsPerSecond: cfg.Console.EventsPerSecond,
-		Apps: ids, Source: consoleSource{h}, Publish: publish}
+		Apps: ids, Source: consoleSource{h}, Publish: publish, Refresh: h.RefreshObservers}
 	if bus != nil {
 		cc.Bus = bus.Broker
 	}
-	return console.New(cc, log)
+	con := console.New(cc, log)
+	for _, id := range ids {
+		// Off (Wants 0) until a page watches the app: then one atomic load per report.
+		if _, err := h.Observe(id, con.Observer(id)); err != nil {
+			log.Error("console: observe", "app_id", id, "err", err)
+		}
+	}
+	return con
 }
 
 // consoleBus hands the bus's console messages to the console once it exists, and every

@@ -20,6 +20,7 @@ const consoleToken = "console-test-token-0123456789"
 // consoleStream is an open /console/stream, read by its own goroutine into events.
 type consoleStream struct {
 	events chan [2]string // event name, data
+	logs   []string       // every log event await has read, whatever it waited for
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -62,9 +63,16 @@ func openConsoleStream(t *testing.T, n *node, query string) *consoleStream {
 }
 
 // await reads events until one named name satisfies ok (given its data), failing after
-// clusterWait.
+// clusterWait. Log events read while waiting for another are kept and searched first.
 func (s *consoleStream) await(t *testing.T, name, what string, ok func(data string) bool) string {
 	t.Helper()
+	if name == "log" {
+		for _, l := range s.logs {
+			if ok(l) {
+				return l
+			}
+		}
+	}
 	deadline := time.After(clusterWait)
 	last := ""
 	for {
@@ -72,6 +80,9 @@ func (s *consoleStream) await(t *testing.T, name, what string, ok func(data stri
 		case ev, open := <-s.events:
 			if !open {
 				t.Fatalf("stream ended waiting for %s (last %s: %s)", what, name, last)
+			}
+			if ev[0] == "log" {
+				s.logs = append(s.logs, ev[1])
 			}
 			if ev[0] == name {
 				last = ev[1]
