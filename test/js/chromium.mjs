@@ -12,6 +12,23 @@ import WebSocket from 'ws';
 
 import { WAIT_MS, eventually, withDeadline } from './harness.mjs';
 
+// Browsers started here and not closed yet: killed (their process groups, by the pids this
+// module started) if the test file exits without closing them.
+const live = new Set();
+process.on('exit', () => {
+  for (const p of live) killGroup(p);
+});
+
+function killGroup(proc) {
+  try {
+    process.kill(-proc.pid, 'SIGKILL');
+  } catch {
+    try {
+      proc.kill('SIGKILL');
+    } catch {}
+  }
+}
+
 /** The chromium binary: $CHROMIUM_BIN, else Debian's. */
 export function chromiumBinary() {
   if (process.env.CHROMIUM_BIN) return process.env.CHROMIUM_BIN;
@@ -40,8 +57,11 @@ export async function launchChromium({ width = 1280, height = 900 } = {}) {
       `--window-size=${width},${height}`,
       'about:blank',
     ],
-    { stdio: ['ignore', 'ignore', 'pipe'] },
+    // Its own process group: its zygote and renderers inherit stderr, and close() kills them
+    // with it, so no child keeps the pipe (and this process) alive.
+    { stdio: ['ignore', 'ignore', 'pipe'], detached: true },
   );
+  live.add(proc);
   let stderr = '';
   const exited = new Promise((resolve) => proc.on('exit', resolve));
   const browserUrl = await withDeadline(
@@ -72,10 +92,10 @@ export async function launchChromium({ width = 1280, height = 900 } = {}) {
   await page.send('Emulation.setDeviceMetricsOverride', { width, height, deviceScaleFactor: 1, mobile: false });
   page.close = async () => {
     page.ws.close();
-    try {
-      proc.kill('SIGKILL');
-    } catch {}
+    killGroup(proc);
     await exited;
+    proc.stderr.destroy();
+    live.delete(proc);
     rmSync(profile, { recursive: true, force: true });
   };
   page.stderr = () => stderr;

@@ -58,8 +58,9 @@ test('the console refuses a request without the token, and the token becomes a c
   // is HttpOnly: the page's own script cannot read it.
   await page.waitFor(`location.pathname === '/console' && !location.search.includes('token')`, 'the token dropped from the URL');
   assert.equal(await page.evaluate('document.cookie'), '');
-  await page.waitFor(`document.getElementById('status').textContent === 'live'`, 'the stream live');
   await page.waitFor(`document.getElementById('app').value === '${APP1.id}'`, 'the first app chosen');
+  await page.waitFor(`document.body.dataset.live === '${APP1.id}'`, `the stream of ${APP1.id}'s log open`);
+  assert.equal(await page.evaluate(`document.getElementById('status').textContent`), 'live');
 });
 
 test('the page shows a pusher-js connection and subscription, and its event creator reaches the client', async () => {
@@ -132,7 +133,7 @@ test('the event creator refuses what the REST API refuses, with its error', asyn
   const channel = uniq('console-app2-');
   const ch = await subscribe(client, channel);
   await page.evaluate(`(() => { const s = document.getElementById('app'); s.value = '${APP2.id}'; s.dispatchEvent(new Event('change')); })()`);
-  await page.waitFor(`document.getElementById('status').textContent === 'live' && new URLSearchParams(location.search).get('app') === '${APP2.id}'`, 'app2 chosen');
+  await page.waitFor(`document.body.dataset.live === '${APP2.id}' && new URLSearchParams(location.search).get('app') === '${APP2.id}'`, 'app2 chosen and its stream open');
   const got = waitForBind(ch, 'to-app2', WAIT_MS);
   await page.evaluate(`(() => {
     document.getElementById('ev-channel').value = ${JSON.stringify(channel)};
