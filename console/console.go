@@ -5,6 +5,7 @@ import (
 	"embed"
 	"encoding/json"
 	"log/slog"
+	"mime"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -200,14 +201,12 @@ func (c *Console) page(w http.ResponseWriter, r *http.Request) {
 func (c *Console) publish(w http.ResponseWriter, r *http.Request) {
 	// A JSON body cannot come from another site's form without a CORS preflight, which
 	// this listener never grants; with SameSite=Strict that closes cross-site requests.
-	if ct := r.Header.Get("Content-Type"); ct != "application/json" && !hasPrefix(ct, "application/json;") {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		writeJSON(w, http.StatusUnsupportedMediaType, map[string]any{"error": "console: send the event as application/json", "code": http.StatusUnsupportedMediaType})
 		return
 	}
 	c.cfg.Publish(w, r, r.PathValue("id"))
 }
-
-func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")

@@ -227,12 +227,26 @@ func TestCloseEndsStreams(t *testing.T) {
 func TestNodesFromTheBus(t *testing.T) {
 	c, srv, _, _ := newTestConsole(t, nil)
 	b, _ := json.Marshal(nodeStats{Node: "liar", Apps: []appStats{{ID: "a1", Connections: 11}}, Refused: map[string]int64{"memory": 2}})
-	c.Receive(herald.BusMessage{Kind: herald.BusConsole, Node: "n2", Payload: b})
-	c.Receive(herald.BusMessage{Kind: herald.BusConsole, Node: "n3", Payload: []byte("{not json")})
-	c.Receive(herald.BusMessage{Kind: herald.BusConsole, Node: "n1", Payload: b}) // our own
-	c.Receive(herald.BusMessage{Kind: herald.BusEvent, Node: "n4", Payload: b})   // not the console's
+	// n2 speaks every 20 ms (as a node does every interval) until the page has seen it.
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			c.Receive(herald.BusMessage{Kind: herald.BusConsole, Node: "n2", Payload: b})
+			c.Receive(herald.BusMessage{Kind: herald.BusConsole, Node: "n3", Payload: []byte("{not json")})
+			c.Receive(herald.BusMessage{Kind: herald.BusConsole, Node: "n1", Payload: b}) // our own
+			c.Receive(herald.BusMessage{Kind: herald.BusEvent, Node: "n4", Payload: b})   // not the console's
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}()
 	s := openStream(t, srv.URL, "a1")
 	ov := next(t, s, "overview", "node n2", func(ov overview) bool { return len(ov.Nodes) == 2 })
+	close(stop)
+	<-stopped
 	if ov.Nodes[0].Node != "n1" || ov.Nodes[1].Node != "n2" || ov.Nodes[1].Apps[0].Connections != 11 || ov.Nodes[1].Refused["memory"] != 2 {
 		t.Errorf("nodes %+v; want n1 (this one) then n2 with its figures", ov.Nodes)
 	}
