@@ -93,19 +93,21 @@ func TestStreamLogTurnsObserverOn(t *testing.T) {
 		{Kind: herald.Subscribed, App: "a1", Time: now, SocketID: "1.2", Channel: "room"},
 		{Kind: herald.APIEvent, App: "a1", Time: now, Channel: "room", Event: "greet", Data: strings.Repeat("d", 2000)},
 		{Kind: herald.ConnectionClosed, App: "a1", Time: now, SocketID: "1.2", Code: 4200},
+		{Kind: herald.WebhookSent, App: "a1", Time: now, Channel: "room", Event: "channel_vacated", Code: 200},
 	} {
 		o.Observe(&a)
 	}
 	var got []entry
-	next(t, s, "log", "four entries", func(b []entry) bool { got = append(got, b...); return len(got) >= 4 })
-	want := []string{"connection_opened", "subscribed", "api_event", "connection_closed"}
+	next(t, s, "log", "five entries", func(b []entry) bool { got = append(got, b...); return len(got) >= 5 })
+	want := []string{"connection_opened", "subscribed", "api_event", "connection_closed", "webhook_sent"}
 	for i, e := range got {
 		if i >= len(want) || e.Kind != want[i] {
 			t.Fatalf("log %+v; want kinds %v", got, want)
 		}
 	}
 	if got[0].SocketID != "1.2" || got[0].Origin != "https://example.com" || got[1].Channel != "room" ||
-		got[2].Event != "greet" || len(got[2].Data) > maxDataBytes+len("…") || got[3].Code != 4200 || got[0].TimeMS != now.UnixMilli() {
+		got[2].Event != "greet" || len(got[2].Data) > maxDataBytes+len("…") || got[3].Code != 4200 || got[0].TimeMS != now.UnixMilli() ||
+		got[4].Event != "channel_vacated" || got[4].Code != 200 {
 		t.Errorf("log entries %+v", got)
 	}
 	s.cancel()
@@ -116,8 +118,8 @@ func TestStreamLogTurnsObserverOn(t *testing.T) {
 	}
 	// Off, nothing is kept.
 	o.Observe(&herald.Activity{Kind: herald.ConnectionOpened, App: "a1", SocketID: "9.9"})
-	if w := c.watches["a1"]; w.seq != 4 {
-		t.Errorf("ring holds %d entries after an activity while off; want 4", w.seq)
+	if w := c.watches["a1"]; w.seq != 5 {
+		t.Errorf("ring holds %d entries after an activity while off; want 5", w.seq)
 	}
 }
 
