@@ -73,12 +73,34 @@ func (s consoleSource) Sample() console.Sample {
 
 func (s consoleSource) TopChannels(appID string, n int) ([]console.ChannelCount, int) {
 	stats := s.h.Channels(appID, "")
-	slices.SortFunc(stats, func(a, b herald.ChannelStat) int {
-		return cmp.Or(cmp.Compare(b.SubscriptionCount, a.SubscriptionCount), cmp.Compare(a.Name, b.Name))
-	})
-	top := make([]console.ChannelCount, 0, min(n, len(stats)))
-	for _, st := range stats[:min(n, len(stats))] {
-		top = append(top, console.ChannelCount{Name: st.Name, Subscriptions: st.SubscriptionCount})
+	return topOf(stats, n), len(stats)
+}
+
+// topOf returns the n channels with the most subscriptions, most first, ties by name: one
+// pass that keeps the n best in order (n is small; an app may have many channels).
+func topOf(stats []herald.ChannelStat, n int) []console.ChannelCount {
+	better := func(a, b herald.ChannelStat) bool {
+		return cmp.Or(cmp.Compare(b.SubscriptionCount, a.SubscriptionCount), cmp.Compare(a.Name, b.Name)) < 0
 	}
-	return top, len(stats)
+	best := make([]herald.ChannelStat, 0, n+1)
+	for _, st := range stats {
+		if len(best) == n && (n == 0 || !better(st, best[n-1])) {
+			continue
+		}
+		i, _ := slices.BinarySearchFunc(best, st, func(x, y herald.ChannelStat) int {
+			if better(x, y) {
+				return -1
+			}
+			return 1
+		})
+		best = slices.Insert(best, i, st)
+		if len(best) > n {
+			best = best[:n]
+		}
+	}
+	out := make([]console.ChannelCount, len(best))
+	for i, st := range best {
+		out[i] = console.ChannelCount{Name: st.Name, Subscriptions: st.SubscriptionCount}
+	}
+	return out
 }

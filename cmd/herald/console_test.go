@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/internal/servicetest"
 	"github.com/herald-rt/herald/internal/wstest"
 )
@@ -280,5 +281,22 @@ func TestConsoleCluster(t *testing.T) {
 		if err := n.stop(); err != nil {
 			t.Errorf("%s: %v", n.name, err)
 		}
+	}
+}
+
+func TestConsoleTopChannels(t *testing.T) {
+	var stats []herald.ChannelStat
+	for i, subs := range []int{3, 9, 1, 9, 0, 7, 2, 8, 5, 9} {
+		stats = append(stats, herald.ChannelStat{Name: fmt.Sprintf("c%d", i), SubscriptionCount: subs})
+	}
+	got := fmt.Sprint(topOf(stats, 4))
+	if want := "[{c1 9} {c3 9} {c9 9} {c7 8}]"; got != want {
+		t.Errorf("top 4: %s; want %s", got, want)
+	}
+	if got := fmt.Sprint(topOf(stats[:2], 4)); got != "[{c1 9} {c0 3}]" {
+		t.Errorf("top 4 of 2: %s", got)
+	}
+	if got := topOf(stats, 0); len(got) != 0 {
+		t.Errorf("top 0: %v", got)
 	}
 }
