@@ -206,6 +206,7 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 		return 1
 	}
 	log.Info("shutting down: closing connections with 4200", "connections", h.Stats().Connections, "deadline", cfg.ShutdownTimeout.Duration)
+	con.Close() // its pages first: they would only watch the connections go
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.Duration)
 	defer cancel()
 	// Both at once: srv.Shutdown waits for HTTP requests in progress (and up to 5 s for a
