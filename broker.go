@@ -121,6 +121,12 @@ type BusMessage struct {
 	Payload       []byte
 }
 
+// BusConsole: a node's figures (connections, rates, refusals) for the other nodes'
+// consoles, once a second from each node that runs one; on an internal key the consoles
+// have interest in. The payload's encoding is the console package's. Its value stands
+// apart from the hub's kinds above.
+const BusConsole BusKind = 32
+
 // BrokerStats are a broker's counters, for metrics and health.
 type BrokerStats struct {
 	Connected        bool

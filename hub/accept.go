@@ -77,10 +77,14 @@ func (h *Hub) ServeWS(w http.ResponseWriter, r *http.Request, key string) {
 	_, err = h.engine.Attach(nc, pre, func(wc *ws.Conn) {
 		wc.Data = c
 		c.t = wc
+		if a.wants(herald.ConnectionOpened) {
+			a.emit(&herald.Activity{Kind: herald.ConnectionOpened, SocketID: c.sid, Origin: r.Header.Get("Origin")})
+		}
 		c.w.inbox <- cmd{op: opAttach, c: c}
 		if h.draining.Load() {
 			// The client already has connection_established, but Shutdown's close-all may
 			// have passed this worker before the attach: close this one with 4200 too.
+			c.closedWith(herald.CodeReconnect.PusherCode())
 			c.w.inbox <- cmd{op: opClose, c: c, frame: h.closeShutdown}
 		}
 	})

@@ -29,12 +29,11 @@ const registryShards = 32
 type registry struct {
 	seed      maphash.Seed
 	workers   int
-	clustered bool              // channels carry bus interest (Channel.bus)
-	pres      *presenceTable    // in a cluster: presence channels' members, local and remote
-	changed   func(name string) // in a cluster: a channel's subscription count changed
-	total     *atomic.Int64     // hub-wide channel count
-	count     atomic.Int64      // this app's occupied channels
-	subs      atomic.Int64      // this app's subscriptions
+	clustered bool           // channels carry bus interest (Channel.bus)
+	pres      *presenceTable // in a cluster: presence channels' members, local and remote
+	total     *atomic.Int64  // hub-wide channel count
+	count     atomic.Int64   // this app's occupied channels
+	subs      atomic.Int64   // this app's subscriptions
 	shards    [registryShards]struct {
 		mu sync.RWMutex
 		m  map[string]*Channel
@@ -64,7 +63,7 @@ func (r *registry) lookup(name string) *Channel {
 
 // acquire returns the channel, creating it, and counts one more subscription. first is true
 // when the channel was created: its first local subscriber, when a cluster node takes
-// interest in it on the bus.
+// interest in it on the bus. The caller reports the change (core.subsChanged).
 func (r *registry) acquire(name string, info herald.ChannelInfo) (ch *Channel, first bool) {
 	s := &r.shards[r.shard(name)]
 	s.mu.Lock()
@@ -90,9 +89,6 @@ func (r *registry) acquire(name string, info herald.ChannelInfo) (ch *Channel, f
 	ch.subs++
 	r.subs.Add(1)
 	s.mu.Unlock()
-	if r.changed != nil {
-		r.changed(name)
-	}
 	return ch, first
 }
 
@@ -110,9 +106,6 @@ func (r *registry) release(ch *Channel) (last bool) {
 		last = true
 	}
 	s.mu.Unlock()
-	if r.changed != nil {
-		r.changed(ch.name)
-	}
 	return last
 }
 

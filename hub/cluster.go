@@ -32,8 +32,6 @@ func (f *core) UseBroker(b herald.Broker) {
 	for _, a := range f.apps {
 		a.channels.clustered = true
 		a.channels.pres = newPresenceTable()
-		id := a.app.ID
-		a.channels.changed = func(name string) { f.state.markSubs(id, name) }
 	}
 	// Interest in the internal keys before any client or publish: kept by the engine, and
 	// restored when the bus comes back, even when the bus is unreachable now.
@@ -196,8 +194,10 @@ func (f *core) takeInterest(a *appState, ch *Channel, confirmed func()) {
 // a cluster, drops this node's interest in it.
 func (f *core) forget(a *appState, ch *Channel) {
 	if !a.channels.release(ch) {
+		f.subsChanged(a, ch.name, 0)
 		return
 	}
+	f.subsChanged(a, ch.name, -1)
 	if ch.presence != nil && a.channels.pres != nil {
 		a.channels.pres.unhold(ch.presence, ch)
 	}

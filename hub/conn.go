@@ -30,7 +30,8 @@ type Conn struct {
 	sid string    // socket id "prefix.num"
 	m   *counters // the app's counters on this connection's worker
 
-	lastSeen atomic.Int64 // hub clock (ms) of the last frame received
+	lastSeen  atomic.Int64 // hub clock (ms) of the last frame received
+	closeCode atomic.Int32 // the first close code sent or received; 0: none yet (see closedWith)
 
 	// Read side: owned by the connection's poller goroutine until the hang-up, then by the
 	// worker.
@@ -66,6 +67,9 @@ func (s sub) userID() string {
 	}
 	return s.w.member.UserID
 }
+
+// closedWith records code as the connection's close code unless it has one.
+func (c *Conn) closedWith(code int) { c.closeCode.CompareAndSwap(0, int32(code)) }
 
 // SocketID returns the connection's Pusher socket id.
 func (c *Conn) SocketID() string { return c.sid }

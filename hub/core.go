@@ -68,6 +68,7 @@ type appState struct {
 	latency  Observer   // nil: not measured
 	usersMu  sync.Mutex
 	users    map[string][]*Conn // signed-in user id -> connections
+	obs      observers          // activity observers (activity.go)
 }
 
 func newCore(cfg Config, log *slog.Logger) *core {

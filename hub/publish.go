@@ -29,7 +29,11 @@ func (f *core) Publish(appID string, evs ...herald.Event) error {
 		frames[i] = eventFrame(evs[i])
 	}
 	if f.bus != nil {
-		return f.busPublish(a, evs, frames)
+		err := f.busPublish(a, evs, frames)
+		if err == nil && a.wants(herald.APIEvent) {
+			f.apiEvents(a, evs)
+		}
+		return err
 	}
 	// Per-worker slot counts; on the stack for up to 16 workers.
 	var wantBuf, heldBuf [16]int32
@@ -46,6 +50,9 @@ func (f *core) Publish(appID string, evs ...herald.Event) error {
 		f.publish(a, evs[i].Channel, frames[i], parseSocketID(f.prefix, evs[i].SocketID), held)
 	}
 	f.release(held) // what subscribers who left meanwhile did not use
+	if a.wants(herald.APIEvent) {
+		f.apiEvents(a, evs)
+	}
 	return nil
 }
 
@@ -201,6 +208,9 @@ func (h *Hub) clientEvent(c *Conn, m pusher.Message) {
 	}
 	ev := herald.Event{Name: m.Event, Channel: m.Channel, Data: data, UserID: s.userID()}
 	frame := eventFrame(ev)
+	if a.wants(herald.ClientEvent) {
+		a.emit(&herald.Activity{Kind: herald.ClientEvent, Channel: m.Channel, Event: m.Event, Data: data, SocketID: c.sid, UserID: ev.UserID})
+	}
 	if h.bus != nil && h.busForward(a, m.Channel, c.sid, frame) {
 		return // delivered here too when the bus brings it back
 	}

@@ -28,6 +28,7 @@ func (h *Hub) OnMessage(wc *ws.Conn, op ws.Opcode, payload []byte) {
 		if len(payload) >= 2 {
 			code = int(binary.BigEndian.Uint16(payload))
 		}
+		c.closedWith(code)
 		c.w.inbox <- cmd{op: opClose, c: c, frame: ws.CloseFrame(code, "")}
 	case ws.OpBinary:
 		h.sendError(c, herald.CodeInvalid, "binary frames are not supported")
@@ -37,6 +38,7 @@ func (h *Hub) OnMessage(wc *ws.Conn, op ws.Opcode, payload []byte) {
 // OnProtocolError implements ws.Handler.
 func (h *Hub) OnProtocolError(wc *ws.Conn, code int, reason string) {
 	c := wc.Data.(*Conn)
+	c.closedWith(code)
 	c.w.inbox <- cmd{op: opClose, c: c, frame: ws.CloseFrame(code, reason)}
 }
 
@@ -55,6 +57,10 @@ func (h *Hub) OnHangup(wc *ws.Conn) {
 	}
 	if c.user != "" {
 		h.forgetUser(c)
+	}
+	if c.app.wants(herald.ConnectionClosed) {
+		c.closedWith(ws.CloseAbnormal)
+		c.app.emit(&herald.Activity{Kind: herald.ConnectionClosed, SocketID: c.sid, Code: int(c.closeCode.Load())})
 	}
 	// c.subs now belongs to the worker, which drops c from those channels.
 	c.w.inbox <- cmd{op: opHangup, c: c}
@@ -102,5 +108,6 @@ func (h *Hub) sendError(c *Conn, code herald.Code, msg string) {
 
 // closeWith queues a pusher:error and a close frame with code, then ends the connection.
 func (h *Hub) closeWith(c *Conn, code herald.Code, msg string) {
+	c.closedWith(code.PusherCode())
 	c.w.inbox <- cmd{op: opClose, c: c, frame: closeFrames(code.PusherCode(), msg)}
 }

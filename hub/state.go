@@ -41,6 +41,11 @@ type clusterState struct {
 	dmu          sync.Mutex
 	dirtySubs    map[chanKey]struct{}
 	dirtyMembers map[memberKey]struct{}
+	// Whether this node fired the activity of its latest change of a key (a channel's count
+	// to or from zero, a member's first join or last leave here), sent with its record so
+	// that no other node fires it again (see activity.go).
+	firedSubs    map[chanKey]bool
+	firedMembers map[memberKey]bool
 	wake         chan struct{}
 	snapshot     atomic.Bool // send a snapshot next
 	syncAll      atomic.Bool // ask every node for its snapshot next
@@ -72,6 +77,9 @@ type peer struct {
 type share struct {
 	subs    map[chanKey]int
 	members map[chanKey]map[string][]byte
+	// A snapshot being received: its records that say the sender did not fire their change.
+	unfiredSubs    map[chanKey]bool
+	unfiredMembers map[memberKey]bool
 }
 
 func newShare() *share {
@@ -86,7 +94,8 @@ func newClusterState(f *core) *clusterState {
 	_, _ = rand.Read(b[:])
 	return &clusterState{f: f, epoch: binary.LittleEndian.Uint64(b[:]) | 1, heartbeat: f.cfg.ClusterHeartbeat,
 		timeout: f.cfg.ClusterNodeTimeout.Milliseconds(), peers: map[string]*peer{}, totals: map[chanKey]int{},
-		dirtySubs: map[chanKey]struct{}{}, dirtyMembers: map[memberKey]struct{}{}, wake: make(chan struct{}, 1)}
+		dirtySubs: map[chanKey]struct{}{}, dirtyMembers: map[memberKey]struct{}{}, wake: make(chan struct{}, 1),
+		firedSubs: map[chanKey]bool{}, firedMembers: map[memberKey]bool{}}
 }
 
 func (s *clusterState) poke() {
@@ -96,17 +105,25 @@ func (s *clusterState) poke() {
 	}
 }
 
-// markSubs and markMember queue a record of this node's share.
-func (s *clusterState) markSubs(app, channel string) {
+// markSubs and markMember queue a record of this node's share. edge says the channel's
+// count here went to or from zero, and fired whether this node reported that change's
+// activity; a member record is always such a change.
+func (s *clusterState) markSubs(app, channel string, edge, fired bool) {
+	k := chanKey{app, channel}
 	s.dmu.Lock()
-	s.dirtySubs[chanKey{app, channel}] = struct{}{}
+	s.dirtySubs[k] = struct{}{}
+	if edge {
+		s.firedSubs[k] = fired
+	}
 	s.dmu.Unlock()
 	s.poke()
 }
 
-func (s *clusterState) markMember(app, channel, user string) {
+func (s *clusterState) markMember(app, channel, user string, fired bool) {
+	k := memberKey{app, channel, user}
 	s.dmu.Lock()
-	s.dirtyMembers[memberKey{app, channel, user}] = struct{}{}
+	s.dirtyMembers[k] = struct{}{}
+	s.firedMembers[k] = fired
 	s.dmu.Unlock()
 	s.poke()
 }
@@ -173,8 +190,8 @@ func (s *clusterState) send(ctx context.Context, beat bool) {
 	var recs []stateRecord
 	snap := s.snapshot.Swap(false)
 	if snap {
-		s.takeDirty() // the snapshot has everything they say
-		recs = s.snapshotRecords()
+		d := s.takeDirty() // the snapshot has everything they say
+		recs = s.snapshotRecords(d)
 	} else {
 		recs = s.dirtyRecords()
 	}
@@ -255,37 +272,50 @@ func (s *clusterState) bye() {
 	}
 }
 
-func (s *clusterState) takeDirty() (map[chanKey]struct{}, map[memberKey]struct{}) {
+// dirty is what takeDirty takes: the keys marked since the last batch, with their fired flags.
+type dirty struct {
+	subs         map[chanKey]struct{}
+	members      map[memberKey]struct{}
+	firedSubs    map[chanKey]bool
+	firedMembers map[memberKey]bool
+}
+
+func (s *clusterState) takeDirty() dirty {
 	s.dmu.Lock()
 	defer s.dmu.Unlock()
-	var subs map[chanKey]struct{}
-	var members map[memberKey]struct{}
+	var d dirty
 	if len(s.dirtySubs) > 0 {
-		subs, s.dirtySubs = s.dirtySubs, map[chanKey]struct{}{}
+		d.subs, s.dirtySubs = s.dirtySubs, map[chanKey]struct{}{}
 	}
 	if len(s.dirtyMembers) > 0 {
-		members, s.dirtyMembers = s.dirtyMembers, map[memberKey]struct{}{}
+		d.members, s.dirtyMembers = s.dirtyMembers, map[memberKey]struct{}{}
 	}
-	return subs, members
+	if len(s.firedSubs) > 0 {
+		d.firedSubs, s.firedSubs = s.firedSubs, map[chanKey]bool{}
+	}
+	if len(s.firedMembers) > 0 {
+		d.firedMembers, s.firedMembers = s.firedMembers, map[memberKey]bool{}
+	}
+	return d
 }
 
 // dirtyRecords reads the current value of every key marked since the last batch.
 func (s *clusterState) dirtyRecords() []stateRecord {
-	subs, members := s.takeDirty()
-	recs := make([]stateRecord, 0, len(subs)+len(members))
-	for k := range subs {
+	d := s.takeDirty()
+	recs := make([]stateRecord, 0, len(d.subs)+len(d.members))
+	for k := range d.subs {
 		a := s.f.apps[k.app]
 		if a == nil {
 			continue
 		}
-		recs = append(recs, stateRecord{op: recSubs, app: k.app, channel: k.channel, subs: a.channels.localSubs(k.channel)})
+		recs = append(recs, stateRecord{op: recSubs, app: k.app, channel: k.channel, subs: a.channels.localSubs(k.channel), fired: d.firedSubs[k]})
 	}
-	for k := range members {
+	for k := range d.members {
 		a := s.f.apps[k.app]
 		if a == nil {
 			continue
 		}
-		r := stateRecord{op: recMember, app: k.app, channel: k.channel, user: k.user}
+		r := stateRecord{op: recMember, app: k.app, channel: k.channel, user: k.user, fired: d.firedMembers[k]}
 		if p := a.channels.pres.lookup(k.channel); p != nil {
 			p.mu.Lock()
 			if m := p.members[k.user]; m != nil {
@@ -310,20 +340,49 @@ func (s *clusterState) cacheRecords(target string) []stateRecord {
 	return recs
 }
 
-// snapshotRecords is this node's whole share.
-func (s *clusterState) snapshotRecords() []stateRecord {
+// snapshotRecords is this node's whole share. A record says it fired unless d (the changes
+// not sent yet) says otherwise: changes that reach the others only through a snapshot fire
+// nothing there (README "Webhooks").
+func (s *clusterState) snapshotRecords(d dirty) []stateRecord {
 	var recs []stateRecord
+	flag := func(f bool, ok bool) bool { return f || !ok }
 	for id, a := range s.f.apps {
 		a.channels.eachLocal(func(name string, subs int) {
-			recs = append(recs, stateRecord{op: recSubs, app: id, channel: name, subs: subs})
+			f, ok := d.firedSubs[chanKey{id, name}]
+			recs = append(recs, stateRecord{op: recSubs, app: id, channel: name, subs: subs, fired: flag(f, ok)})
 		})
 		a.channels.pres.each("", func(name string, p *presence) {
 			p.mu.Lock()
 			for user, m := range p.members {
-				recs = append(recs, stateRecord{op: recMember, app: id, channel: name, user: user, present: true, info: m.info})
+				f, ok := d.firedMembers[memberKey{id, name, user}]
+				recs = append(recs, stateRecord{op: recMember, app: id, channel: name, user: user, present: true, info: m.info, fired: flag(f, ok)})
 			}
 			p.mu.Unlock()
 		})
+	}
+	// The keys that changed since the last batch and are no longer in the share: their
+	// records carry whether this node fired them.
+	for k := range d.subs {
+		if a := s.f.apps[k.app]; a != nil && a.channels.localSubs(k.channel) == 0 {
+			f, ok := d.firedSubs[k]
+			recs = append(recs, stateRecord{op: recSubs, app: k.app, channel: k.channel, fired: flag(f, ok)})
+		}
+	}
+	for k := range d.members {
+		a := s.f.apps[k.app]
+		if a == nil {
+			continue
+		}
+		present := false
+		if p := a.channels.pres.lookup(k.channel); p != nil {
+			p.mu.Lock()
+			present = p.members[k.user] != nil
+			p.mu.Unlock()
+		}
+		if !present {
+			f, ok := d.firedMembers[k]
+			recs = append(recs, stateRecord{op: recMember, app: k.app, channel: k.channel, user: k.user, fired: flag(f, ok)})
+		}
 	}
 	return recs
 }
@@ -392,13 +451,13 @@ func (s *clusterState) receive(node string, payload []byte) {
 			continue
 		}
 		if p.staging != nil {
-			p.staging.set(rec)
+			p.staging.stage(rec)
 		} else {
 			s.apply(p.share, rec)
 		}
 	}
 	if h.flags&flagSnapEnd != 0 && p.staging != nil {
-		s.replace(p, p.staging)
+		s.replace(p, p.staging, false)
 		p.staging = nil
 	}
 }
@@ -413,7 +472,22 @@ func (s *clusterState) ask(p *peer, now int64) {
 	s.poke()
 }
 
-// set records rec in a share that nobody reads yet (a snapshot being received).
+// stage records rec in a snapshot being received, with whether its sender fired it.
+func (sh *share) stage(rec stateRecord) {
+	if !rec.fired {
+		if sh.unfiredSubs == nil {
+			sh.unfiredSubs, sh.unfiredMembers = map[chanKey]bool{}, map[memberKey]bool{}
+		}
+		if rec.op == recSubs {
+			sh.unfiredSubs[chanKey{rec.app, rec.channel}] = true
+		} else {
+			sh.unfiredMembers[memberKey{rec.app, rec.channel, rec.user}] = true
+		}
+	}
+	sh.set(rec)
+}
+
+// set records rec in a share.
 func (sh *share) set(rec stateRecord) {
 	k := chanKey{rec.app, rec.channel}
 	switch rec.op {
@@ -454,26 +528,52 @@ func (s *clusterState) apply(sh *share, rec stateRecord) {
 		} else {
 			delete(sh.subs, k)
 		}
-		if t := s.totals[k] + rec.subs - old; t > 0 {
-			s.totals[k] = t
+		before := s.totals[k]
+		after := before + rec.subs - old
+		if after > 0 {
+			s.totals[k] = after
 		} else {
 			delete(s.totals, k)
 		}
+		fire := !rec.fired && (before > 0) != (after > 0) && s.lowestLocked()
 		s.mu.Unlock()
+		if a := s.f.apps[rec.app]; fire && a.channels.localSubs(rec.channel) == 0 {
+			kind := herald.ChannelOccupied
+			if after == 0 {
+				kind = herald.ChannelVacated
+			}
+			if a.wants(kind) {
+				a.emit(&herald.Activity{Kind: kind, Channel: rec.channel})
+			}
+		}
 	case recMember:
 		_, was := sh.members[k][rec.user]
 		if was == rec.present {
 			return
 		}
 		sh.set(rec)
-		s.remoteMember(s.f.apps[rec.app], rec.channel, rec.user, rec.info, rec.present)
+		s.remoteMember(s.f.apps[rec.app], rec.channel, rec.user, rec.info, rec.present, rec.fired)
 	}
+}
+
+// lowestLocked reports whether this node has the lowest epoch of the live nodes it knows:
+// the one that fires the activity of a change no other node fired. Call with s.mu held.
+func (s *clusterState) lowestLocked() bool {
+	for _, p := range s.peers {
+		if p.epoch < s.epoch {
+			return false
+		}
+	}
+	return true
 }
 
 // remoteMember counts one other node more (present) or less with user as a member of the
 // presence channel, and tells the local subscribers when that changes whether the user is a
 // member anywhere.
-func (s *clusterState) remoteMember(a *appState, channel, user string, info []byte, present bool) {
+//
+// fired is whether the node whose record this is reported the change's activity; when it did
+// not and the change is one here, the node with the lowest epoch reports it.
+func (s *clusterState) remoteMember(a *appState, channel, user string, info []byte, present, fired bool) {
 	t := a.channels.pres
 	p := t.lockRemote(channel)
 	before := p.hasLocked(user)
@@ -493,6 +593,20 @@ func (s *clusterState) remoteMember(a *appState, channel, user string, info []by
 		}
 	}
 	after := p.hasLocked(user)
+	if before != after && !fired {
+		kind := herald.MemberRemoved
+		if after {
+			kind = herald.MemberAdded
+		}
+		if a.wants(kind) {
+			s.mu.Lock()
+			lowest := s.lowestLocked()
+			s.mu.Unlock()
+			if lowest {
+				a.emit(&herald.Activity{Kind: kind, Channel: channel, UserID: user})
+			}
+		}
+	}
 	if before != after && p.ch != nil {
 		var frame []byte
 		if after {
@@ -506,39 +620,44 @@ func (s *clusterState) remoteMember(a *appState, channel, user string, info []by
 	t.tidy(p)
 }
 
-// replace makes next p's share, applying only the differences.
-func (s *clusterState) replace(p *peer, next *share) {
+// replace makes next p's share, applying only the differences. Each says it fired as the
+// snapshot's record of its key did (a record that is not there fired), except when p is
+// dropped (gone: the lowest live node fires its removals).
+func (s *clusterState) replace(p *peer, next *share, dropped bool) {
 	old := p.share
 	for k := range old.subs {
 		if _, ok := next.subs[k]; !ok {
-			s.apply(old, stateRecord{op: recSubs, app: k.app, channel: k.channel})
+			s.apply(old, stateRecord{op: recSubs, app: k.app, channel: k.channel, fired: !dropped && !next.unfiredSubs[k]})
 		}
 	}
 	for k, n := range next.subs {
-		s.apply(old, stateRecord{op: recSubs, app: k.app, channel: k.channel, subs: n})
+		s.apply(old, stateRecord{op: recSubs, app: k.app, channel: k.channel, subs: n, fired: !next.unfiredSubs[k]})
 	}
 	for k, m := range old.members {
 		for user := range m {
 			if _, ok := next.members[k][user]; !ok {
-				s.apply(old, stateRecord{op: recMember, app: k.app, channel: k.channel, user: user})
+				s.apply(old, stateRecord{op: recMember, app: k.app, channel: k.channel, user: user,
+					fired: !dropped && !next.unfiredMembers[memberKey{k.app, k.channel, user}]})
 			}
 		}
 	}
 	for k, m := range next.members {
 		for user, info := range m {
-			s.apply(old, stateRecord{op: recMember, app: k.app, channel: k.channel, user: user, present: true, info: info})
+			s.apply(old, stateRecord{op: recMember, app: k.app, channel: k.channel, user: user, present: true, info: info,
+				fired: !next.unfiredMembers[memberKey{k.app, k.channel, user}]})
 		}
 	}
 }
 
-// drop forgets a node: its share leaves every count and member list. Called with applyMu.
+// drop forgets a node: its share leaves every count and member list (it is no longer among
+// the live nodes then, for lowestLocked). Called with applyMu.
 func (s *clusterState) drop(node string, p *peer) {
-	s.replace(p, newShare())
 	s.mu.Lock()
 	if s.peers[node] == p {
 		delete(s.peers, node)
 	}
 	s.mu.Unlock()
+	s.replace(p, newShare(), true)
 }
 
 // expire drops the nodes not heard from for the timeout, if this node has had its bus that

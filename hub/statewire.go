@@ -10,8 +10,8 @@ import (
 // is a member there), so a batch can be applied twice and a snapshot is just every record.
 //
 //	header:  epoch uvarint, seq uvarint, flags byte, [target string when flagSyncOne]
-//	record:  recSubs   app, channel, subs uvarint
-//	         recMember app, channel, user, present byte, info (when present)
+//	record:  recSubs   app, channel, subs<<1 | fired uvarint
+//	         recMember app, channel, user, present | fired<<1 byte, info (when present)
 //	         recCache  app, channel, target, age uvarint (ms), frame
 //
 // Strings are a uvarint length and the bytes.
@@ -44,6 +44,7 @@ type stateRecord struct {
 	user         string
 	present      bool
 	info         []byte // recMember: the member's info; recCache: the frame
+	fired        bool   // recSubs, recMember: the sender reported the change's activity
 	target       string // recCache
 	age          int64  // recCache, ms
 }
@@ -71,14 +72,12 @@ func appendStateRecord(b []byte, r stateRecord) []byte {
 	b = appendString(b, r.channel)
 	switch r.op {
 	case recSubs:
-		b = binary.AppendUvarint(b, uint64(r.subs))
+		b = binary.AppendUvarint(b, uint64(r.subs)<<1|uint64(bit(r.fired)))
 	case recMember:
 		b = appendString(b, r.user)
+		b = append(b, bit(r.present)|bit(r.fired)<<1)
 		if r.present {
-			b = append(b, 1)
 			b = appendString(b, string(r.info))
-		} else {
-			b = append(b, 0)
 		}
 	case recCache:
 		b = appendString(b, r.target)
@@ -145,10 +144,13 @@ func (r *stateReader) next() (rec stateRecord, ok bool) {
 	rec.channel = r.string()
 	switch rec.op {
 	case recSubs:
-		rec.subs = int(r.uvarint())
+		v := r.uvarint()
+		rec.subs, rec.fired = int(v>>1), v&1 != 0
 	case recMember:
 		rec.user = r.string()
-		if rec.present = r.byte() == 1; rec.present {
+		f := r.byte()
+		rec.fired = f&2 != 0
+		if rec.present = f&1 != 0; rec.present {
 			rec.info = []byte(r.string())
 		}
 	case recCache:
@@ -159,4 +161,11 @@ func (r *stateReader) next() (rec stateRecord, ok bool) {
 		r.err = errStateMalformed
 	}
 	return rec, r.err == nil
+}
+
+func bit(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
 }

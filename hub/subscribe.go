@@ -56,6 +56,11 @@ func (h *Hub) subscribe(c *Conn, m pusher.Message) {
 	}
 
 	ch, first := a.channels.acquire(name, info)
+	edge := 0
+	if first {
+		edge = 1
+	}
+	h.subsChanged(a, name, edge)
 	in := sub{ch: ch}
 	if ch.bus != nil {
 		if w, queued := h.wait(c, ch, member); queued {
@@ -97,12 +102,18 @@ func (h *Hub) enter(c *Conn, ch *Channel, member herald.Member) bool {
 		c.app.cache.with(ch.name, h.now(), func(last []byte) []byte {
 			if last == nil {
 				last = ws.TextFrame(pusher.AppendCacheMiss(nil, ch.name))
+				if c.app.wants(herald.CacheMiss) {
+					c.app.emit(&herald.Activity{Kind: herald.CacheMiss, Channel: ch.name, SocketID: c.sid})
+				}
 			}
 			in(last)
 			return nil
 		})
 	} else {
 		in(nil)
+	}
+	if ok && c.app.wants(herald.Subscribed) {
+		c.app.emit(&herald.Activity{Kind: herald.Subscribed, Channel: ch.name, SocketID: c.sid, UserID: member.UserID})
 	}
 	return ok
 }
@@ -134,8 +145,8 @@ func (h *Hub) join(c *Conn, ch *Channel, mb herald.Member, extra []byte) bool {
 		p.members[mb.UserID] = m
 		if h.state != nil {
 			p.ch = ch
-			h.state.markMember(c.app.app.ID, ch.name, mb.UserID)
 		}
+		h.memberChanged(c.app, ch.name, mb.UserID, true, !known)
 	}
 	m.conns++
 	if !known {
@@ -163,16 +174,18 @@ func (h *Hub) leave(c *Conn, s sub) {
 	}
 	ch := s.ch
 	ch.wcount[c.w.idx].Add(-1)
+	if c.app.wants(herald.Unsubscribed) {
+		c.app.emit(&herald.Activity{Kind: herald.Unsubscribed, Channel: ch.name, SocketID: c.sid, UserID: s.userID()})
+	}
 	if p := ch.presence; p != nil {
 		p.mu.Lock()
 		uid := s.userID()
 		if m := p.members[uid]; m != nil {
 			if m.conns--; m.conns == 0 {
 				delete(p.members, uid)
-				if h.state != nil {
-					h.state.markMember(c.app.app.ID, ch.name, uid)
-				}
-				if !p.hasLocked(uid) { // not a member on another node either
+				gone := !p.hasLocked(uid) // not a member on another node either
+				h.memberChanged(c.app, ch.name, uid, false, gone)
+				if gone {
 					h.dispatch(ch, ws.TextFrame(pusher.AppendMemberRemoved(nil, ch.name, uid)), c.num, nil, nil)
 				}
 			}

@@ -2,6 +2,8 @@ package hub
 
 import (
 	"time"
+
+	"github.com/herald-rt/herald"
 )
 
 type op uint8
@@ -127,6 +129,7 @@ func (w *worker) handle(m cmd) {
 		w.close(m.c, m.frame)
 	case opCloseAll:
 		for _, c := range w.conns {
+			c.closedWith(herald.CodeReconnect.PusherCode())
 			w.close(c, m.frame)
 		}
 	case opWritable:
@@ -165,6 +168,7 @@ func (w *worker) enqueue(c *Conn, frame []byte) {
 		c.m.slow.Add(1)
 		w.f.warnSlow(c)
 		w.drop(c)
+		c.closedWith(herald.CodeSlowConsumer.PusherCode())
 		w.close(c, w.f.closeSlow)
 		w.makeRoom(c)
 		return
@@ -324,6 +328,7 @@ func (w *worker) sweep(now int64) {
 				c.pingAt = 0
 			} else if now-c.pingAt >= pong {
 				w.f.pongTimeouts.Add(1)
+				c.closedWith(herald.CodePongTimeout.PusherCode())
 				w.close(c, w.f.closePong)
 				continue
 			}

@@ -69,6 +69,8 @@ tools() {
   if [ "$missing" -eq 1 ]; then
     apt-get update -qq && apt-get install -y -qq redis-server nats-server
   fi
+  # The console's browser test (test/js/tests/console.test.mjs) drives Debian's chromium.
+  command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
   STATICCHECK_VERSION=v0.6.1
   if ! staticcheck -version 2>/dev/null | grep -q "${STATICCHECK_VERSION#v}"; then
     GOFLAGS= go install "honnef.co/go/tools/cmd/staticcheck@${STATICCHECK_VERSION}"

@@ -27,6 +27,7 @@ const (
 	CloseInvalidData   = 1007
 	ClosePolicy        = 1008
 	CloseTooBig        = 1009
+	CloseAbnormal      = 1006 // never sent: a connection that ended without a close frame
 )
 
 // AppendFrame appends one unmasked, final server frame carrying payload.

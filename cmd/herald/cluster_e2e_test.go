@@ -102,6 +102,13 @@ type node struct {
 // stop on cleanup.
 func startNode(t *testing.T, name, bus string, extra ...string) *node {
 	t.Helper()
+	return startServe(t, name, append([]string{"--cluster-url", bus, "--cluster-node-id", name}, extra...)...)
+}
+
+// startServe starts `herald serve` with the flags given (ports, logs and shutdown chosen
+// here), named name in the test's output, and registers its stop on cleanup.
+func startServe(t *testing.T, name string, flags ...string) *node {
+	t.Helper()
 	port, mport := freePort(t), freePort(t)
 	for mport == port { // a port freed a moment ago may come back at once
 		mport = freePort(t)
@@ -110,8 +117,7 @@ func startNode(t *testing.T, name, bus string, extra ...string) *node {
 		client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}}
 	n.cmd = exec.Command(os.Args[0], "-test.run=^TestHelperServe$")
 	n.cmd.Env = append(os.Environ(), "HERALD_HELPER_SERVE="+fmt.Sprintf(
-		"--port %d --metrics-port %d --cluster-url %s --cluster-node-id %s --log-format json --shutdown-timeout 20s %s",
-		port, mport, bus, name, strings.Join(extra, " ")))
+		"--port %d --metrics-port %d --log-format json --shutdown-timeout 20s %s", port, mport, strings.Join(flags, " ")))
 	n.cmd.Stdout, n.cmd.Stderr = &n.logs, &n.logs
 	orphanProof(n.cmd)
 	if err := n.cmd.Start(); err != nil {

@@ -69,6 +69,7 @@ type Config struct {
 	Pprof                PprofConfig
 	Log                  LogConfig
 	Cluster              ClusterConfig
+	Console              ConsoleConfig
 	// Apps are the tenants. Without any app in the file, environment or flags, Apps holds the
 	// built-in development app (see UsedDefaultApp).
 	Apps []AppConfig
@@ -251,6 +252,8 @@ var settings = []setting{
 	{"metrics.host", "interface of the metrics listener", func(c *Config) any { return &c.Metrics.Host }},
 	{"metrics.port", "port of the metrics listener; 0 = any free port", func(c *Config) any { return &c.Metrics.Port }},
 	{"metrics.prefix", "prefix of every herald metric name (soketi_ or sockudo_ for their dashboards)", func(c *Config) any { return &c.Metrics.Prefix }},
+	{"console.token", "token of the console at /console on the metrics listener; empty = no console", func(c *Config) any { return &c.Console.Token }},
+	{"console.events_per_second", "debug log entries kept per app per second while a page watches it; 0 = 100", func(c *Config) any { return &c.Console.EventsPerSecond }},
 	{"pprof.addr", "host:port of the pprof listener; empty = off", func(c *Config) any { return &c.Pprof.Addr }},
 	{"pprof.mutex_fraction", "mutex profile sampling: 1 in N contention events, while pprof is on", func(c *Config) any { return &c.Pprof.MutexFraction }},
 	{"pprof.block_rate", "block profile sampling: one event per N ns blocked, while pprof is on", func(c *Config) any { return &c.Pprof.BlockRate }},

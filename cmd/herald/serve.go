@@ -100,12 +100,13 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 		return 1
 	}
 	reg.Attach(cfg.Metrics.Prefix, h)
+	route := &consoleBus{next: h.Receive}
 	var bus *cluster
 	if cfg.Cluster.URL != "" {
 		if cfg.Cluster.NodeID == "" {
 			cfg.Cluster.NodeID = newNodeID()
 		}
-		bus, err = startCluster(cfg.Cluster, h.Receive, reg, cfg.Metrics.Prefix, log)
+		bus, err = startCluster(cfg.Cluster, route.receive, reg, cfg.Metrics.Prefix, log)
 		if err != nil {
 			log.Error("start cluster bus", "err", err)
 			_ = h.Shutdown(context.Background())
@@ -165,14 +166,18 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 	ln = port
 	srv := port.Server(api)
 	exportPort(reg, cfg.Metrics.Prefix, port)
-	side, err := startSideListeners(cfg, reg, log)
+	con := startConsole(cfg, h, api.TrustedEvents, bus, log)
+	route.con.Store(con)
+	side, err := startSideListeners(cfg, reg, con, log)
 	if err != nil {
 		log.Error("listen", "err", err)
+		con.Close()
 		ln.Close()
 		_ = stopHub(context.Background())
 		return 1
 	}
 	defer side.close()
+	defer con.Close() // first: it ends the console's streams, which side.close waits for
 	if cfg.UsedDefaultApp() {
 		for _, a := range cfg.Apps {
 			if a.Key == devApp.Key && a.Secret == devApp.Secret {
@@ -201,6 +206,7 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 		return 1
 	}
 	log.Info("shutting down: closing connections with 4200", "connections", h.Stats().Connections, "deadline", cfg.ShutdownTimeout.Duration)
+	con.Close() // its pages first: they would only watch the connections go
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.Duration)
 	defer cancel()
 	// Both at once: srv.Shutdown waits for HTTP requests in progress (and up to 5 s for a

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/herald-rt/herald/console"
 	"github.com/herald-rt/herald/httpapi"
 	"github.com/herald-rt/herald/metrics"
 )
@@ -45,11 +46,15 @@ func sideConns(cfg Config) int {
 	return n
 }
 
-func startSideListeners(cfg Config, reg *metrics.Registry, log *slog.Logger) (*sideListeners, error) {
+func startSideListeners(cfg Config, reg *metrics.Registry, con *console.Console, log *slog.Logger) (*sideListeners, error) {
 	s := &sideListeners{}
 	if cfg.Metrics.Enabled {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", reg.Handler())
+		if con != nil {
+			mux.Handle("/console", con)
+			mux.Handle("/console/", con)
+		}
 		addr := net.JoinHostPort(cfg.Metrics.Host, strconv.Itoa(cfg.Metrics.Port))
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -57,6 +62,9 @@ func startSideListeners(cfg Config, reg *metrics.Registry, log *slog.Logger) (*s
 		}
 		s.serve(ln, metricsPort, mux, log)
 		log.Info("metrics listening", "url", "http://"+ln.Addr().String()+"/metrics")
+		if con != nil {
+			log.Info("console listening", "url", "http://"+ln.Addr().String()+"/console?token=...")
+		}
 	}
 	if cfg.Pprof.Addr != "" {
 		ln, err := net.Listen("tcp", cfg.Pprof.Addr)

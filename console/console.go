@@ -1,0 +1,215 @@
+package console
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"log/slog"
+	"mime"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/herald-rt/herald"
+)
+
+//go:embed page
+var page embed.FS
+
+// Config sets a Console up. Token is required: without one there is no console.
+type Config struct {
+	Token string
+	// Node names this node in the overview; in a cluster, its cluster.node_id.
+	Node string
+	// EventsPerSecond is how many entries of one app's debug log are kept a second while a
+	// page watches it; the rest are sampled out (counted, shown as a number). Default 100.
+	EventsPerSecond int
+	// Apps are the app ids, in the order the page lists them.
+	Apps []string
+	// Source reads the node's figures.
+	Source Source
+	// Publish answers an event creator's request for app: it must do what POST
+	// /apps/{id}/events does once the request is authenticated (same body, validation,
+	// errors and answer).
+	Publish func(w http.ResponseWriter, r *http.Request, appID string)
+	// Refresh, when set, is called after an app's observer turned on (its first page) or
+	// off (its last page left), outside the console's locks: the hub reads Wants again.
+	Refresh func(appID string)
+	// Bus, when set, carries this node's figures to the other nodes' consoles and theirs to
+	// this one, once a second (see BusKind).
+	Bus herald.Broker
+	// Interval is how often the figures are sampled and streamed; default 1s.
+	Interval time.Duration
+}
+
+// Source is what the console reads of the node; cmd/herald adapts the hub to it.
+type Source interface {
+	// Sample returns the node's counters now.
+	Sample() Sample
+	// TopChannels returns the app's n channels with the most subscribers (in a cluster,
+	// over every node) and how many channels the app has occupied.
+	TopChannels(appID string, n int) (top []ChannelCount, channels int)
+}
+
+// Sample is a node's counters at one moment. Counters only grow; the console turns them
+// into rates.
+type Sample struct {
+	Apps    []AppSample
+	Refused map[string]int64 // connections refused at the handshake, by reason, ever
+}
+
+// AppSample is one app's counters on one node.
+type AppSample struct {
+	ID             string
+	Connections    int64 // now
+	Channels       int64 // occupied on this node now
+	Subscriptions  int64 // now
+	NewConnections int64
+	MessagesIn     int64
+	MessagesOut    int64
+	SlowConsumers  int64
+}
+
+// ChannelCount is one channel of the top list.
+type ChannelCount struct {
+	Name          string `json:"name"`
+	Subscriptions int    `json:"subscriptions"`
+}
+
+// Console serves the page, its stream and its event creator.
+type Console struct {
+	cfg     Config
+	auth    auth
+	watches map[string]*watch
+	mux     *http.ServeMux
+	log     *slog.Logger
+
+	streams atomic.Int32 // streams open now
+	latest  atomic.Pointer[nodeStats]
+
+	mu    sync.Mutex
+	nodes map[string]*remote // other nodes' figures, by node id
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+	closed sync.Once
+}
+
+// maxStreams bounds the streams open at once: the metrics listener has few connections and
+// Prometheus must keep one.
+const maxStreams = 8
+
+// New builds the console and starts its sampler. log may be nil.
+func New(cfg Config, log *slog.Logger) *Console {
+	if cfg.EventsPerSecond <= 0 {
+		cfg.EventsPerSecond = 100
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c := &Console{cfg: cfg, auth: newAuth(cfg.Token), watches: map[string]*watch{}, mux: http.NewServeMux(),
+		log: log, nodes: map[string]*remote{}, done: make(chan struct{})}
+	for _, id := range cfg.Apps {
+		c.watches[id] = newWatch(id, cfg.EventsPerSecond)
+	}
+	c.mux.HandleFunc("GET /console", c.page)
+	c.mux.HandleFunc("GET /console/stream", c.allowed(c.stream))
+	c.mux.HandleFunc("POST /console/apps/{id}/events", c.allowed(c.publish))
+	c.mux.HandleFunc("/console/", c.allowed(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, map[string]any{"error": "no route for " + r.Method + " " + r.URL.Path, "code": http.StatusNotFound})
+	}))
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.sample(nil)
+	go c.run()
+	return c
+}
+
+// Observer returns the app's activity observer, for the hub; nil for an unknown app.
+func (c *Console) Observer(appID string) herald.ActivityObserver {
+	if w := c.watches[appID]; w != nil {
+		return w
+	}
+	return nil
+}
+
+// ServeHTTP serves /console and everything under it.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.mux.ServeHTTP(w, r) }
+
+// Close stops the sampler and ends every stream; it is idempotent, and does nothing on a
+// nil Console (no console configured).
+func (c *Console) Close() {
+	if c == nil {
+		return
+	}
+	c.closed.Do(func() {
+		c.cancel()
+		<-c.done
+	})
+}
+
+// allowed serves next only to a request with the cookie or the bearer token.
+func (c *Console) allowed(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !c.auth.allowed(r) {
+			unauthorized(w)
+			return
+		}
+		next(w, r)
+	}
+}
+
+// page serves the page. With ?token= it checks the token, sets the session cookie and
+// redirects to the same page without it, so the token leaves the address bar and history.
+func (c *Console) page(w http.ResponseWriter, r *http.Request) {
+	if q := r.URL.Query(); q.Has("token") {
+		if !c.auth.tokenOK(q.Get("token")) {
+			unauthorized(w)
+			return
+		}
+		c.auth.setCookie(w)
+		q.Del("token")
+		to := "/console"
+		if len(q) > 0 {
+			to += "?" + q.Encode()
+		}
+		http.Redirect(w, r, to, http.StatusSeeOther)
+		return
+	}
+	if !c.auth.allowed(r) {
+		unauthorized(w)
+		return
+	}
+	body, err := page.ReadFile("page/index.html")
+	if err != nil { // embedded: cannot happen in a built binary
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; frame-ancestors 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	_, _ = w.Write(body)
+}
+
+// publish is the event creator: the REST API's own path, for the app in the URL.
+func (c *Console) publish(w http.ResponseWriter, r *http.Request) {
+	// A JSON body cannot come from another site's form without a CORS preflight, which
+	// this listener never grants; with SameSite=Strict that closes cross-site requests.
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		writeJSON(w, http.StatusUnsupportedMediaType, map[string]any{"error": "console: send the event as application/json", "code": http.StatusUnsupportedMediaType})
+		return
+	}
+	c.cfg.Publish(w, r, r.PathValue("id"))
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,80 @@
+// Takes the README's console screenshots: a two-node cluster (NATS) with pusher-js clients on
+// public, private and presence channels, a publisher and client events, photographed by
+// headless Chromium on node-0's console. Not a test: `node console-screenshots.mjs ../../docs`.
+
+import path from 'node:path';
+
+import { APP1, WebSocket, cleanupAll, eventually, subscribe, WAIT_MS } from './harness.mjs';
+import { Cluster } from './cluster.mjs';
+import { launchChromium } from './chromium.mjs';
+
+const out = path.resolve(process.argv[2] || '.');
+const TOKEN = 'screenshot-token-0123456789';
+
+const cluster = await new Cluster({ engine: 'nats', size: 2, config: { console: { token: TOKEN } } }).start();
+const timers = [];
+let page;
+try {
+  await cluster.waitBusConnected();
+  const plan = [
+    ['prices', 10],
+    ['chat-lobby', 6],
+    ['private-orders', 4],
+    ['presence-room', 4],
+  ];
+  const clients = [];
+  let user = 0;
+  for (const [channel, n] of plan) {
+    for (let i = 0; i < n; i++) {
+      const id = `user-${++user}`;
+      const { client } = await cluster.connectBalanced({ presence: () => ({ user_id: id, user_info: { name: id } }) });
+      await subscribe(client, channel);
+      clients.push({ client, channel });
+    }
+  }
+  // One refused connection (an unknown key), for the refusals table.
+  const bad = new WebSocket(`ws://127.0.0.1:${cluster.nodes[0].port}/app/no-such-key?protocol=7`);
+  bad.on('error', () => {});
+
+  const sdk = cluster.nodes[0].sdk(APP1);
+  let tick = 0;
+  timers.push(setInterval(() => {
+    tick++;
+    sdk.trigger('prices', 'quote', { symbol: 'HRLD', price: (100 + Math.sin(tick / 5) * 3).toFixed(2) }).catch(() => {});
+    if (tick % 3 === 0) sdk.trigger('chat-lobby', 'message', { from: 'bot', text: `hello #${tick}` }).catch(() => {});
+  }, 250));
+  const orders = clients.filter((c) => c.channel === 'private-orders');
+  timers.push(setInterval(() => {
+    const c = orders[tick % orders.length];
+    c.client.channel('private-orders').trigger('client-typing', { at: Date.now() });
+  }, 700));
+
+  page = await launchChromium({ width: 1280, height: 820 });
+  const base = `http://127.0.0.1:${cluster.nodes[0].config.metrics.port}/console`;
+  await page.goto(`${base}?token=${TOKEN}`);
+  await page.waitFor(
+    `document.querySelectorAll('#nodes tr').length === 3 && document.querySelectorAll('#top tr[data-channel]').length === 4 && document.querySelector('[data-stat=out_per_s]').textContent !== '0'`,
+    'both nodes, four channels and traffic on the overview',
+  );
+  // A connection that comes and goes, for the log.
+  await page.evaluate(`document.querySelector('nav button[data-tab=debug]').click()`);
+  const { client: late } = await cluster.connectBalanced();
+  await subscribe(late, 'chat-lobby');
+  late.disconnect();
+  await eventually(
+    () => page.evaluate(`document.querySelectorAll('#logrows tr[data-kind=client_event]').length >= 2 && !!document.querySelector('#logrows tr[data-kind=connection_closed]')`),
+    WAIT_MS,
+    'client events and a closed connection in the log',
+  );
+  await page.screenshot(path.join(out, 'console-debug.png'));
+  await page.evaluate(`document.querySelector('nav button[data-tab=overview]').click()`);
+  // The clients' connections settled: no new ones in the last second.
+  await page.waitFor(`document.querySelector('[data-stat=new_per_s]').textContent === '0'`, 'new connections/s back to 0');
+  await page.screenshot(path.join(out, 'console-overview.png'));
+  console.log(`wrote ${path.join(out, 'console-overview.png')} and console-debug.png`);
+} finally {
+  for (const t of timers) clearInterval(t);
+  if (page) await page.close();
+  cleanupAll();
+  await cluster.stop();
+}
