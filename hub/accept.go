@@ -66,9 +66,16 @@ func (h *Hub) ServeWS(w http.ResponseWriter, r *http.Request, key string) {
 	c.m = &a.counters[widx]
 	c.lastSeen.Store(h.now())
 	hello := ws.TextFrame(pusher.AppendConnectionEstablished(nil, c.sid, int(h.cfg.ActivityTimeout.Seconds())))
+	// Reported before the client has its socket id, so that whatever it does with it comes
+	// after; a connection that never gets it is reported closed.
+	opened := a.wants(herald.ConnectionOpened)
+	if opened {
+		a.emit(&herald.Activity{Kind: herald.ConnectionOpened, SocketID: c.sid, Origin: r.Header.Get("Origin")})
+	}
 	nc, pre, err := ws.Hijack(w, accept, hello, h.cfg.HandshakeTimeout)
 	if err != nil {
 		h.unclaim(a)
+		h.neverAttached(a, c, opened)
 		return
 	}
 	c.m.connects.Add(1)
@@ -77,9 +84,6 @@ func (h *Hub) ServeWS(w http.ResponseWriter, r *http.Request, key string) {
 	_, err = h.engine.Attach(nc, pre, func(wc *ws.Conn) {
 		wc.Data = c
 		c.t = wc
-		if a.wants(herald.ConnectionOpened) {
-			a.emit(&herald.Activity{Kind: herald.ConnectionOpened, SocketID: c.sid, Origin: r.Header.Get("Origin")})
-		}
 		c.w.inbox <- cmd{op: opAttach, c: c}
 		if h.draining.Load() {
 			// The client already has connection_established, but Shutdown's close-all may
@@ -93,6 +97,15 @@ func (h *Hub) ServeWS(w http.ResponseWriter, r *http.Request, key string) {
 		h.unclaim(a)
 		c.m.disconnects.Add(1)
 		h.log.Warn("attach connection", "err", err)
+		h.neverAttached(a, c, opened)
+	}
+}
+
+// neverAttached reports the close of a connection reported opened that no worker ever had
+// (the handshake's write failed): 1006, as for a connection lost without a close frame.
+func (h *Hub) neverAttached(a *appState, c *Conn, opened bool) {
+	if opened && a.wants(herald.ConnectionClosed) {
+		a.emit(&herald.Activity{Kind: herald.ConnectionClosed, SocketID: c.sid, Code: 1006})
 	}
 }
 

@@ -303,6 +303,7 @@ func TestActivityClusterSimultaneousLeaves(t *testing.T) {
 	rs := clusterRecorders(t, nodes)
 	const ch = "presence-race"
 	a, _ := joinPresence(t, nodes[0], ch, "u")
+	usersOn(t, nodes[1], ch, "u") // else both joins are first (the documented race), each fires
 	b, _ := joinPresence(t, nodes[1], ch, "u")
 	settled(t, nodes, ch, 2)
 	expectCluster(t, rs, "channel_occupied "+ch, "member_added "+ch+" u")

@@ -95,6 +95,7 @@ func (h *Hub) enter(c *Conn, ch *Channel, member herald.Member) bool {
 			ok = h.join(c, ch, member, extra)
 			return
 		}
+		h.subscribed(c, ch, member)
 		h.sendSub(c, ch, ws.TextFrame(pusher.AppendSubscriptionSucceeded(nil, ch.name, nil, false)), extra)
 	}
 	if ch.info.Cache {
@@ -112,10 +113,15 @@ func (h *Hub) enter(c *Conn, ch *Channel, member herald.Member) bool {
 	} else {
 		in(nil)
 	}
-	if ok && c.app.wants(herald.Subscribed) {
+	return ok
+}
+
+// subscribed reports c's subscription to ch to the app's observers, before c is sent its
+// subscription_succeeded: whatever c does once it has that comes after it.
+func (h *Hub) subscribed(c *Conn, ch *Channel, member herald.Member) {
+	if c.app.wants(herald.Subscribed) {
 		c.app.emit(&herald.Activity{Kind: herald.Subscribed, Channel: ch.name, SocketID: c.sid, UserID: member.UserID})
 	}
-	return ok
 }
 
 // sendSub adds c to ch's subscribers on its worker, which then sends frame (and extra).
@@ -154,6 +160,7 @@ func (h *Hub) join(c *Conn, ch *Channel, mb herald.Member, extra []byte) bool {
 		// has been sent its member_added.
 		h.dispatch(ch, ws.TextFrame(pusher.AppendMemberAdded(nil, ch.name, herald.Member{UserID: mb.UserID, Info: m.info})), c.num, nil, nil)
 	}
+	h.subscribed(c, ch, mb)
 	h.sendSub(c, ch, ws.TextFrame(pusher.AppendSubscriptionSucceeded(nil, ch.name, p.snapshotLocked(), true)), extra)
 	return true
 }
