@@ -97,8 +97,8 @@ type node struct {
 	client    *http.Client
 }
 
-// startNode starts a node on bus with node id name and the extra flags, and registers its
-// stop on cleanup.
+// startNode starts a node on bus (none: "") with node id name and the extra flags, and
+// registers its stop on cleanup.
 func startNode(t *testing.T, name, bus string, extra ...string) *node {
 	t.Helper()
 	port, mport := freePort(t), freePort(t)
@@ -107,10 +107,14 @@ func startNode(t *testing.T, name, bus string, extra ...string) *node {
 	}
 	n := &node{name: name, api: fmt.Sprintf("127.0.0.1:%d", port), metrics: fmt.Sprintf("127.0.0.1:%d", mport), done: make(chan struct{}),
 		client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}}
+	clustered := fmt.Sprintf("--cluster-url %s --cluster-node-id %s", bus, name)
+	if bus == "" { // a single node
+		clustered = ""
+	}
 	n.cmd = exec.Command(os.Args[0], "-test.run=^TestHelperServe$")
 	n.cmd.Env = append(os.Environ(), "HERALD_HELPER_SERVE="+fmt.Sprintf(
-		"--port %d --metrics-port %d --cluster-url %s --cluster-node-id %s --log-format json --shutdown-timeout 20s %s",
-		port, mport, bus, name, strings.Join(extra, " ")))
+		"--port %d --metrics-port %d %s --log-format json --shutdown-timeout 20s %s",
+		port, mport, clustered, strings.Join(extra, " ")))
 	n.cmd.Stdout, n.cmd.Stderr = &n.logs, &n.logs
 	orphanProof(n.cmd)
 	if err := n.cmd.Start(); err != nil {

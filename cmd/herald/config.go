@@ -69,6 +69,7 @@ type Config struct {
 	Pprof                PprofConfig
 	Log                  LogConfig
 	Cluster              ClusterConfig
+	Shutdown             ShutdownConfig
 	// Apps are the tenants. Without any app in the file, environment or flags, Apps holds the
 	// built-in development app (see UsedDefaultApp).
 	Apps []AppConfig
@@ -176,6 +177,7 @@ func defaultConfig() Config {
 		Log:                 LogConfig{Level: "info", Format: "text"},
 		Cluster:             ClusterConfig{Prefix: "herald", Heartbeat: Duration{2 * time.Second}, NodeTimeout: Duration{10 * time.Second}},
 		Apps:                []AppConfig{devApp},
+		Shutdown:            defaultShutdown(),
 
 		SocketSendBufferBytes: 64 << 10,
 		FrameTimeout:          Duration{20 * time.Second},
@@ -226,6 +228,7 @@ var settings = []setting{
 	{"port", "TCP port to listen on", func(c *Config) any { return &c.Port }},
 	{"max_connections", "most connections on this node; 0 = as many as the open-file limit allows", func(c *Config) any { return &c.MaxConnections }},
 	{"shutdown_timeout", "how long SIGTERM waits for connections to close", func(c *Config) any { return &c.ShutdownTimeout }},
+	{"shutdown.drain_delay", "on SIGTERM, keep serving this long with /ready at 503 before closing connections with 4200; 0 = at once", func(c *Config) any { return &c.Shutdown.DrainDelay }},
 	{"activity_timeout", "silence after which the server pings a client; advertised to clients", func(c *Config) any { return &c.ActivityTimeout }},
 	{"pong_timeout", "wait for a reply to the server's ping before closing 4201", func(c *Config) any { return &c.PongTimeout }},
 	{"max_message_bytes", "largest WebSocket message a client may send (close 1009 over it)", func(c *Config) any { return &c.MaxMessageBytes }},
