@@ -32,6 +32,7 @@ type core struct {
 	state   *clusterState // the other nodes' shares of the state; nil on a single node
 	// terminate closes a user's connections here (the session side's, for BusTerminate).
 	terminate func(app, user string)
+	subCounts *subCounts // channels due a subscription count event; nil unless an app sends them
 
 	clock    atomic.Int64 // ms, advanced by the clock goroutine
 	conns    atomic.Int64
@@ -99,6 +100,7 @@ func (f *core) start() {
 	}
 	f.wg.Add(1)
 	go f.tick()
+	f.startSubCounts()
 }
 
 // stopAll stops the bus operations in flight, the workers and the clock.

@@ -460,6 +460,9 @@ func (s *clusterState) apply(sh *share, rec stateRecord) {
 			delete(s.totals, k)
 		}
 		s.mu.Unlock()
+		if rec.subs != old {
+			s.f.countChanged(s.f.apps[rec.app], rec.channel)
+		}
 	case recMember:
 		_, was := sh.members[k][rec.user]
 		if was == rec.present {

@@ -135,6 +135,8 @@ type AppConfig struct {
 	ID, Key, Secret          string
 	EnableClientMessages     bool
 	EnableUserAuthentication bool
+	// EnableSubscriptionCountEvent sends subscribers their channel's subscription count.
+	EnableSubscriptionCountEvent bool
 	// AllowedOrigins lists the browser origins that may connect; empty allows all.
 	AllowedOrigins []string
 	// Limits holds the app's limits; a zero field means the default in herald.DefaultLimits.
@@ -210,6 +212,7 @@ func (c Config) HeraldApps() []herald.App {
 			AllowedOrigins:           a.AllowedOrigins,
 			Limits:                   a.Limits,
 		}
+		out[i].EnableSubscriptionCountEvent = a.EnableSubscriptionCountEvent
 	}
 	return out
 }
@@ -290,6 +293,7 @@ var appFields = []appField{
 	{"enable_client_messages", func(a *AppConfig) any { return &a.EnableClientMessages }},
 	{"enable_user_authentication", func(a *AppConfig) any { return &a.EnableUserAuthentication }},
 	{"allowed_origins", func(a *AppConfig) any { return &a.AllowedOrigins }},
+	{"enable_subscription_count_event", func(a *AppConfig) any { return &a.EnableSubscriptionCountEvent }},
 }
 
 const appCredentials = 3 // appFields[:3] are settable from the environment and flags
