@@ -68,6 +68,10 @@ type appState struct {
 	latency  Observer   // nil: not measured
 	usersMu  sync.Mutex
 	users    map[string][]*Conn // signed-in user id -> connections
+
+	// Watchlists (watchlist.go), under usersMu.
+	watchers    map[string][]*Conn // user id -> the connections watching it
+	remoteUsers map[string]int     // user id -> the other nodes where it is signed in
 }
 
 func newCore(cfg Config, log *slog.Logger) *core {

@@ -286,7 +286,9 @@ func (s *clusterState) dirtyRecords() []stateRecord {
 			continue
 		}
 		r := stateRecord{op: recMember, app: k.app, channel: k.channel, user: k.user}
-		if p := a.channels.pres.lookup(k.channel); p != nil {
+		if k.channel == usersChannel {
+			r.present = a.signedIn(k.user)
+		} else if p := a.channels.pres.lookup(k.channel); p != nil {
 			p.mu.Lock()
 			if m := p.members[k.user]; m != nil {
 				r.present, r.info = true, m.info
@@ -324,6 +326,7 @@ func (s *clusterState) snapshotRecords() []stateRecord {
 			}
 			p.mu.Unlock()
 		})
+		recs = a.appendUserRecords(recs)
 	}
 	return recs
 }
@@ -469,6 +472,10 @@ func (s *clusterState) apply(sh *share, rec stateRecord) {
 			return
 		}
 		sh.set(rec)
+		if rec.channel == usersChannel {
+			s.f.apps[rec.app].remoteUser(rec.user, rec.present)
+			return
+		}
 		s.remoteMember(s.f.apps[rec.app], rec.channel, rec.user, rec.info, rec.present)
 	}
 }
