@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/pusher"
 	"github.com/herald-rt/herald/ws"
 )
@@ -12,7 +13,8 @@ import (
 // Subscription counts: an app that enables them (herald.App.EnableSubscriptionCountEvent)
 // sends pusher_internal:subscription_count {"subscription_count":N} to the subscribers of its
 // channels, presence channels excepted (they have member events), as Pusher does; pusher-js
-// re-emits it as pusher:subscription_count and keeps N in channel.subscriptionCount.
+// re-emits it as pusher:subscription_count and keeps N in channel.subscriptionCount. A
+// user's own #server-to-user- channel gets none either.
 //
 // Policy, so that a busy channel cannot flood its subscribers: a subscribe or unsubscribe
 // (here, or in a cluster on another node, as the cluster state reports it) marks the channel;
@@ -83,8 +85,8 @@ func (f *core) sendSubCounts() {
 	for k := range dirty {
 		a := f.apps[k.app]
 		ch := a.channels.lookup(k.channel)
-		if ch == nil || ch.presence != nil {
-			continue // nobody here to tell, or a presence channel
+		if ch == nil || ch.presence != nil || ch.info.Kind == herald.User {
+			continue // nobody here to tell, a presence channel, or a user's own channel
 		}
 		n := a.channels.localSubs(k.channel)
 		if f.state != nil {
