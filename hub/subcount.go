@@ -18,8 +18,8 @@ import (
 //
 // Policy, so that a busy channel cannot flood its subscribers: a subscribe or unsubscribe
 // (here, or in a cluster on another node, as the cluster state reports it) marks the channel;
-// every interval (Config.SubscriptionCountInterval, 1 s) the marked channels' subscribers get the channel's count at that
-// moment, cluster-wide, once. However fast a channel churns, each of its subscribers gets at
+// every interval (Config.SubscriptionCountInterval, 1 s) the marked channels' subscribers get
+// the channel's count at that moment, cluster-wide, once. However fast a channel churns, each of its subscribers gets at
 // most one count event per interval, and a channel nobody joins or leaves gets none; a new
 // subscriber gets the count within one interval of its subscription_succeeded. Apps without
 // the switch mark nothing (one test of a bool per subscribe and unsubscribe), no goroutine
