@@ -11,6 +11,9 @@ type App struct {
 	EnableClientMessages bool
 	// EnableUserAuthentication allows pusher:signin and #server-to-user-{id} channels.
 	EnableUserAuthentication bool
+	// EnableSubscriptionCountEvent sends pusher_internal:subscription_count to the subscribers
+	// of every channel but presence ones when its subscription count changes (coalesced).
+	EnableSubscriptionCountEvent bool
 
 	// AllowedOrigins lists the browser origins that may connect ("https://app.example.com",
 	// "*.example.com", "*"); empty allows every origin. See guard.ParseOrigins.

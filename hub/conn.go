@@ -35,9 +35,10 @@ type Conn struct {
 
 	// Read side: owned by the connection's poller goroutine until the hang-up, then by the
 	// worker.
-	subs   []sub
-	user   string       // signed-in user id
-	events guard.Bucket // client-event rate
+	subs     []sub
+	user     string       // signed-in user id
+	watching []string     // the user ids of its watchlist (see watchlist.go)
+	events   guard.Bucket // client-event rate
 
 	// Write side: owned by the worker.
 	out      [][]byte // queued frames; out[0] may be the unwritten tail of a frame

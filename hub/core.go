@@ -33,6 +33,7 @@ type core struct {
 	echo    echoes        // cache-channel publishes waiting for the bus to bring them back
 	// terminate closes a user's connections here (the session side's, for BusTerminate).
 	terminate func(app, user string)
+	subCounts *subCounts // channels due a subscription count event; nil unless an app sends them
 
 	clock    atomic.Int64 // ms, advanced by the clock goroutine
 	conns    atomic.Int64
@@ -69,6 +70,10 @@ type appState struct {
 	usersMu  sync.Mutex
 	users    map[string][]*Conn // signed-in user id -> connections
 	obs      observers          // activity observers (activity.go)
+
+	// Watchlists (watchlist.go), under usersMu.
+	watchers    map[string][]*Conn // user id -> the connections watching it
+	remoteUsers map[string]int     // user id -> the other nodes where it is signed in
 }
 
 func newCore(cfg Config, log *slog.Logger) *core {
@@ -101,6 +106,7 @@ func (f *core) start() {
 	}
 	f.wg.Add(1)
 	go f.tick()
+	f.startSubCounts()
 }
 
 // stopAll stops the bus operations in flight, the workers and the clock.

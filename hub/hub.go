@@ -53,6 +53,9 @@ type Config struct {
 	// has had its bus is dead, and its share is dropped (member_removed for its members).
 	ClusterHeartbeat   time.Duration
 	ClusterNodeTimeout time.Duration
+	// SubscriptionCountInterval is how often subscription counts go out (see subcount.go);
+	// default 1s.
+	SubscriptionCountInterval time.Duration
 
 	// Admission control; nil means no limit of that kind.
 	Memory *guard.Memory // refuse new connections (4100) while it refuses

@@ -316,7 +316,9 @@ func (s *clusterState) dirtyRecords() []stateRecord {
 			continue
 		}
 		r := stateRecord{op: recMember, app: k.app, channel: k.channel, user: k.user, fired: d.firedMembers[k]}
-		if p := a.channels.pres.lookup(k.channel); p != nil {
+		if k.channel == usersChannel {
+			r.present = a.signedIn(k.user)
+		} else if p := a.channels.pres.lookup(k.channel); p != nil {
 			p.mu.Lock()
 			if m := p.members[k.user]; m != nil {
 				r.present, r.info = true, m.info
@@ -359,6 +361,7 @@ func (s *clusterState) snapshotRecords(d dirty) []stateRecord {
 			}
 			p.mu.Unlock()
 		})
+		recs = a.appendUserRecords(recs)
 	}
 	// The keys that changed since the last batch and are no longer in the share: their
 	// records carry whether this node fired them.
@@ -374,7 +377,9 @@ func (s *clusterState) snapshotRecords(d dirty) []stateRecord {
 			continue
 		}
 		present := false
-		if p := a.channels.pres.lookup(k.channel); p != nil {
+		if k.channel == usersChannel {
+			present = a.signedIn(k.user)
+		} else if p := a.channels.pres.lookup(k.channel); p != nil {
 			p.mu.Lock()
 			present = p.members[k.user] != nil
 			p.mu.Unlock()
@@ -546,12 +551,19 @@ func (s *clusterState) apply(sh *share, rec stateRecord) {
 				a.emit(&herald.Activity{Kind: kind, Channel: rec.channel})
 			}
 		}
+		if rec.subs != old {
+			s.f.countChanged(s.f.apps[rec.app], rec.channel)
+		}
 	case recMember:
 		_, was := sh.members[k][rec.user]
 		if was == rec.present {
 			return
 		}
 		sh.set(rec)
+		if rec.channel == usersChannel {
+			s.f.apps[rec.app].remoteUser(rec.user, rec.present)
+			return
+		}
 		s.remoteMember(s.f.apps[rec.app], rec.channel, rec.user, rec.info, rec.present, rec.fired)
 	}
 }

@@ -128,6 +128,7 @@ func (h *Hub) subscribed(c *Conn, ch *Channel, member herald.Member) {
 func (h *Hub) sendSub(c *Conn, ch *Channel, frame, extra []byte) {
 	ch.wcount[c.w.idx].Add(1)
 	c.w.inbox <- cmd{op: opSub, c: c, ch: ch, frame: frame, extra: extra}
+	h.countChanged(c.app, ch.name) // after the opSub: the count reaches c too
 }
 
 func (h *Hub) subError(c *Conn, channel, typ, msg string, status int) {
@@ -176,6 +177,7 @@ func (h *Hub) unsubscribe(c *Conn, i int) {
 // leave undoes a subscription's shared state: the worker count, presence membership
 // (member_removed when the user's last connection goes) and the channel's occupancy.
 func (h *Hub) leave(c *Conn, s sub) {
+	defer h.countChanged(c.app, s.ch.name) // once the count is down
 	if !h.settle(c, s) {
 		return // it never entered the channel
 	}

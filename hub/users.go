@@ -33,9 +33,11 @@ func (h *Hub) signin(c *Conn, m pusher.Message) {
 	}
 	c.user = ud.ID
 	a.usersMu.Lock()
+	first := len(a.users[ud.ID]) == 0
 	a.users[ud.ID] = append(a.users[ud.ID], c)
-	a.usersMu.Unlock()
 	c.w.inbox <- cmd{op: opSend, c: c, frame: ws.TextFrame(pusher.AppendSigninSuccess(nil, s.UserData))}
+	h.watchLocked(c, ud.Watchlist, first) // under the lock, after the signin_success
+	a.usersMu.Unlock()
 }
 
 func (h *Hub) forgetUser(c *Conn) {
@@ -53,6 +55,7 @@ func (h *Hub) forgetUser(c *Conn) {
 	} else {
 		a.users[c.user] = list
 	}
+	h.unwatchLocked(c, len(list) == 0)
 	a.usersMu.Unlock()
 }
 

@@ -174,6 +174,37 @@ func AppendWatchlistEvent(dst []byte, name string, userIDs []string) []byte {
 	return append(dst, `]}]}"}`...)
 }
 
+// AppendWatchlistStatus appends pusher_internal:watchlist_events with an "online" entry
+// listing online and an "offline" entry listing offline, each left out when its list is
+// empty: the status of a whole watchlist, sent on sign-in.
+func AppendWatchlistStatus(dst []byte, online, offline []string) []byte {
+	dst = append(dst, `{"event":"pusher_internal:watchlist_events","data":"{\"events\":[`...)
+	first := true
+	for _, e := range [2]struct {
+		name string
+		ids  []string
+	}{{"online", online}, {"offline", offline}} {
+		if len(e.ids) == 0 {
+			continue
+		}
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = append(dst, `{\"name\":`...)
+		dst = appendInnerString(dst, e.name)
+		dst = append(dst, `,\"user_ids\":[`...)
+		for i, id := range e.ids {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendInnerString(dst, id)
+		}
+		dst = append(dst, `]}`...)
+	}
+	return append(dst, `]}"}`...)
+}
+
 // appendInnerRaw appends raw JSON inside a JSON string literal, or null when raw is empty or
 // not valid JSON.
 func appendInnerRaw(dst []byte, raw json.RawMessage) []byte {

@@ -75,6 +75,10 @@ func TestFrameBytes(t *testing.T) {
 			`{"event":"pusher_internal:subscription_count","channel":"my-channel","data":"{\"subscription_count\":3}"}`},
 		{"watchlist", AppendWatchlistEvent(nil, "online", []string{"1", "2"}),
 			`{"event":"pusher_internal:watchlist_events","data":"{\"events\":[{\"name\":\"online\",\"user_ids\":[\"1\",\"2\"]}]}"}`},
+		{"watchlist status", AppendWatchlistStatus(nil, []string{"1"}, []string{"2", "3"}),
+			`{"event":"pusher_internal:watchlist_events","data":"{\"events\":[{\"name\":\"online\",\"user_ids\":[\"1\"]},{\"name\":\"offline\",\"user_ids\":[\"2\",\"3\"]}]}"}`},
+		{"watchlist status offline only", AppendWatchlistStatus(nil, nil, []string{"2"}),
+			`{"event":"pusher_internal:watchlist_events","data":"{\"events\":[{\"name\":\"offline\",\"user_ids\":[\"2\"]}]}"}`},
 		{"ping", PingPayload, `{"event":"pusher:ping","data":"{}"}`},
 		{"pong", PongPayload, `{"event":"pusher:pong","data":"{}"}`},
 	}
@@ -171,6 +175,12 @@ func TestFramesAsPusherJSReadsThem(t *testing.T) {
 		if !reflect.DeepEqual(m["data"], wantWL) {
 			t.Fatalf("watchlist read as %#v", m["data"])
 		}
+		m = pusherJS(t, AppendWatchlistStatus(nil, []string{s}, []string{s + "2"}))
+		wantWL = map[string]any{"events": []any{map[string]any{"name": "online", "user_ids": []any{sanitized(s)}},
+			map[string]any{"name": "offline", "user_ids": []any{sanitized(s + "2")}}}}
+		if !reflect.DeepEqual(m["data"], wantWL) {
+			t.Fatalf("watchlist status read as %#v", m["data"])
+		}
 	}
 	// Signin: JSON.parse(data.user_data) must give back the user data with its string id.
 	userData := `{"id":"1\u2028\"x\"","user_info":{"name":"Ada\\n"},"watchlist":["2"]}`
@@ -227,6 +237,7 @@ func TestFrameAllocs(t *testing.T) {
 		"AppendCacheMiss":             func() { buf = AppendCacheMiss(buf[:0], "cache-a") },
 		"AppendSubscriptionCount":     func() { buf = AppendSubscriptionCount(buf[:0], "a", 3) },
 		"AppendWatchlistEvent":        func() { buf = AppendWatchlistEvent(buf[:0], "online", []string{"1"}) },
+		"AppendWatchlistStatus":       func() { buf = AppendWatchlistStatus(buf[:0], []string{"1"}, []string{"2"}) },
 	}
 	for name, fn := range frames {
 		if n := testing.AllocsPerRun(200, fn); n != 0 {

@@ -53,6 +53,9 @@ func DecodePresenceData(channelData string) (herald.Member, error) {
 	return m, nil
 }
 
+// MaxWatchlist is the most user ids a watchlist may hold, as on Pusher.
+const MaxWatchlist = 100
+
 // UserData is the user_data of a signin: ID is the user's id, Info its raw "user_info" (nil
 // when absent or null) and Watchlist the optional ids whose online state the user follows.
 type UserData struct {
@@ -63,7 +66,7 @@ type UserData struct {
 
 // DecodeUserData parses the user_data of a signin. It must be a JSON object with a non-empty
 // string "id" (pusher-js drops a signin whose id is not a string); "watchlist", when present
-// and not null, must be an array of strings.
+// and not null, must be an array of at most MaxWatchlist strings.
 func DecodeUserData(s string) (UserData, error) {
 	obj, err := openJSONObject(s, "user_data")
 	if err != nil {
@@ -87,6 +90,9 @@ func DecodeUserData(s string) (UserData, error) {
 			if !isNull(val) {
 				if err := json.Unmarshal(val, &u.Watchlist); err != nil {
 					return UserData{}, invalid("user_data watchlist must be an array of strings")
+				}
+				if n := len(u.Watchlist); n > MaxWatchlist {
+					return UserData{}, invalid("user_data watchlist has %d user ids, at most %d", n, MaxWatchlist)
 				}
 			}
 		}

@@ -2,6 +2,8 @@ package pusher
 
 import (
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/herald-rt/herald"
@@ -81,6 +83,7 @@ func TestDecodeUserData(t *testing.T) {
 		{`{"id":12345}`, "id must be a string"},
 		{`{"id":"1","watchlist":"2"}`, "watchlist must be an array of strings"},
 		{`{"id":"1","watchlist":[2]}`, "watchlist must be an array of strings"},
+		{`{"id":"1","watchlist":[` + strings.Repeat(`"u",`, MaxWatchlist) + `"u"]}`, "watchlist has 101 user ids, at most 100"},
 	}
 	for _, tt := range errs {
 		_, err := DecodeUserData(tt.in)
@@ -89,5 +92,16 @@ func TestDecodeUserData(t *testing.T) {
 			continue
 		}
 		wantErr(t, err, herald.CodeInvalid, tt.msg)
+	}
+}
+
+func TestDecodeUserDataWatchlistOfMaxSize(t *testing.T) {
+	ids := make([]string, MaxWatchlist)
+	for i := range ids {
+		ids[i] = `"u` + strconv.Itoa(i) + `"`
+	}
+	u, err := DecodeUserData(`{"id":"1","watchlist":[` + strings.Join(ids, ",") + `]}`)
+	if err != nil || len(u.Watchlist) != MaxWatchlist {
+		t.Fatalf("a watchlist of %d: %d ids, %v", MaxWatchlist, len(u.Watchlist), err)
 	}
 }

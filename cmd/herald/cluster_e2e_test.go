@@ -98,10 +98,13 @@ type node struct {
 	client    *http.Client
 }
 
-// startNode starts a node on bus with node id name and the extra flags, and registers its
-// stop on cleanup.
+// startNode starts a node on bus (none: "") with node id name and the extra flags, and
+// registers its stop on cleanup.
 func startNode(t *testing.T, name, bus string, extra ...string) *node {
 	t.Helper()
+	if bus == "" {
+		return startServe(t, name, extra...)
+	}
 	return startServe(t, name, append([]string{"--cluster-url", bus, "--cluster-node-id", name}, extra...)...)
 }
 

@@ -70,6 +70,7 @@ type Config struct {
 	Log                  LogConfig
 	Cluster              ClusterConfig
 	Console              ConsoleConfig
+	Shutdown             ShutdownConfig
 	// Apps are the tenants. Without any app in the file, environment or flags, Apps holds the
 	// built-in development app (see UsedDefaultApp).
 	Apps []AppConfig
@@ -135,6 +136,8 @@ type AppConfig struct {
 	ID, Key, Secret          string
 	EnableClientMessages     bool
 	EnableUserAuthentication bool
+	// EnableSubscriptionCountEvent sends subscribers their channel's subscription count.
+	EnableSubscriptionCountEvent bool
 	// AllowedOrigins lists the browser origins that may connect; empty allows all.
 	AllowedOrigins []string
 	// Limits holds the app's limits; a zero field means the default in herald.DefaultLimits.
@@ -177,6 +180,7 @@ func defaultConfig() Config {
 		Log:                 LogConfig{Level: "info", Format: "text"},
 		Cluster:             ClusterConfig{Prefix: "herald", Heartbeat: Duration{2 * time.Second}, NodeTimeout: Duration{10 * time.Second}},
 		Apps:                []AppConfig{devApp},
+		Shutdown:            defaultShutdown(),
 
 		SocketSendBufferBytes: 64 << 10,
 		FrameTimeout:          Duration{20 * time.Second},
@@ -209,6 +213,7 @@ func (c Config) HeraldApps() []herald.App {
 			AllowedOrigins:           a.AllowedOrigins,
 			Limits:                   a.Limits,
 		}
+		out[i].EnableSubscriptionCountEvent = a.EnableSubscriptionCountEvent
 	}
 	return out
 }
@@ -227,6 +232,7 @@ var settings = []setting{
 	{"port", "TCP port to listen on", func(c *Config) any { return &c.Port }},
 	{"max_connections", "most connections on this node; 0 = as many as the open-file limit allows", func(c *Config) any { return &c.MaxConnections }},
 	{"shutdown_timeout", "how long SIGTERM waits for connections to close", func(c *Config) any { return &c.ShutdownTimeout }},
+	{"shutdown.drain_delay", "on SIGTERM, keep serving this long with /ready at 503 before closing connections with 4200; 0 = at once", func(c *Config) any { return &c.Shutdown.DrainDelay }},
 	{"activity_timeout", "silence after which the server pings a client; advertised to clients", func(c *Config) any { return &c.ActivityTimeout }},
 	{"pong_timeout", "wait for a reply to the server's ping before closing 4201", func(c *Config) any { return &c.PongTimeout }},
 	{"max_message_bytes", "largest WebSocket message a client may send (close 1009 over it)", func(c *Config) any { return &c.MaxMessageBytes }},
@@ -290,6 +296,7 @@ var appFields = []appField{
 	{"enable_client_messages", func(a *AppConfig) any { return &a.EnableClientMessages }},
 	{"enable_user_authentication", func(a *AppConfig) any { return &a.EnableUserAuthentication }},
 	{"allowed_origins", func(a *AppConfig) any { return &a.AllowedOrigins }},
+	{"enable_subscription_count_event", func(a *AppConfig) any { return &a.EnableSubscriptionCountEvent }},
 }
 
 const appCredentials = 3 // appFields[:3] are settable from the environment and flags

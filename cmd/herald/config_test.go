@@ -56,6 +56,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		Pprof:               PprofConfig{MutexFraction: 10, BlockRate: 100000},
 		Log:                 LogConfig{Level: "info", Format: "text"},
 		Cluster:             ClusterConfig{Prefix: "herald", Heartbeat: secs(2), NodeTimeout: secs(10)},
+		Shutdown:            ShutdownConfig{DrainDelay: secs(5)},
 		Apps: []AppConfig{{ID: "app-id", Key: "app-key", Secret: "app-secret",
 			EnableClientMessages: true, EnableUserAuthentication: true}},
 
@@ -95,6 +96,7 @@ metrics: { enabled: false, host: 0.0.0.0, port: 9700, prefix: soketi_ }
 pprof: { addr: "127.0.0.1:6060", mutex_fraction: 5, block_rate: 1000 }
 log: { level: debug, format: json }
 cluster: { url: "nats://127.0.0.1:4222,nats://127.0.0.2:4222", node_id: node-1, prefix: prod.herald, heartbeat: 500ms, node_timeout: 4 }
+shutdown: { drain_delay: 2500ms }
 apps:
   - id: "1001"
     key: key-one
@@ -165,6 +167,9 @@ prefix = "prod.herald"
 heartbeat = "500ms"
 node_timeout = 4
 
+[shutdown]
+drain_delay = "2500ms"
+
 [[apps]]
 id = "1001"
 key = "key-one"
@@ -206,6 +211,7 @@ var fullWant = Config{
 	Log:     LogConfig{Level: "debug", Format: "json"},
 	Cluster: ClusterConfig{URL: "nats://127.0.0.1:4222,nats://127.0.0.2:4222", NodeID: "node-1", Prefix: "prod.herald",
 		Heartbeat: Duration{500 * time.Millisecond}, NodeTimeout: secs(4)},
+	Shutdown: ShutdownConfig{DrainDelay: Duration{2500 * time.Millisecond}},
 	Apps: []AppConfig{
 		{ID: "1001", Key: "key-one", Secret: "secret-one", EnableClientMessages: true,
 			AllowedOrigins: []string{"https://app.example.com", "*.example.org"},
@@ -286,7 +292,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 			"HERALD_REST_REQUEST_TIMEOUT": "19", "HERALD_REST_IDLE_TIMEOUT": "20", "HERALD_MAX_HTTP_CONNECTIONS": "21",
 			"HERALD_REST_REPLAY_PROTECTION": "true", "HERALD_SOCKET_SEND_BUFFER_BYTES": "0", "HERALD_FRAME_TIMEOUT": "22",
 			"HERALD_CLUSTER_URL": "redis://:pw@10.0.0.1:6379/2", "HERALD_CLUSTER_NODE_ID": "n-2", "HERALD_CLUSTER_PREFIX": "p",
-			"HERALD_CLUSTER_HEARTBEAT": "1", "HERALD_CLUSTER_NODE_TIMEOUT": "3500ms",
+			"HERALD_CLUSTER_HEARTBEAT": "1", "HERALD_CLUSTER_NODE_TIMEOUT": "3500ms", "HERALD_SHUTDOWN_DRAIN_DELAY": "24",
 		}, func(c *Config) {
 			*c = Config{Host: "h", Port: 1, MaxConnections: 2, ShutdownTimeout: secs(3), ActivityTimeout: secs(4),
 				PongTimeout: secs(5), MaxMessageBytes: 6000, OutboundBufferBytes: 7000, Workers: 8,
@@ -299,7 +305,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 				Log:     LogConfig{"warn", "json"}, Apps: c.Apps,
 				Cluster: ClusterConfig{URL: "redis://:pw@10.0.0.1:6379/2", NodeID: "n-2", Prefix: "p",
 					Heartbeat: secs(1), NodeTimeout: Duration{3500 * time.Millisecond}},
-				FrameTimeout: secs(22)}
+				FrameTimeout: secs(22), Shutdown: ShutdownConfig{DrainDelay: secs(24)}}
 		}},
 		{"every flag", []string{"--host", "h", "--port", "1", "--max-connections", "2", "--shutdown-timeout", "3",
 			"--activity-timeout", "4s", "--pong-timeout", "5s", "--max-message-bytes", "6000",
@@ -313,7 +319,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 			"--rest-request-timeout", "19", "--rest-idle-timeout", "20", "--max-http-connections", "21", "--rest-replay-protection",
 			"--socket-send-buffer-bytes", "8192", "--frame-timeout", "23s",
 			"--cluster-url", "rediss://u:pw@redis.example:6380", "--cluster-node-id", "n.3", "--cluster-prefix", "a.b",
-			"--cluster-heartbeat", "250ms", "--cluster-node-timeout", "1s"}, nil,
+			"--cluster-heartbeat", "250ms", "--cluster-node-timeout", "1s", "--shutdown-drain-delay", "25s"}, nil,
 			func(c *Config) {
 				*c = Config{Host: "h", Port: 1, MaxConnections: 2, ShutdownTimeout: secs(3), ActivityTimeout: secs(4),
 					PongTimeout: secs(5), MaxMessageBytes: 6000, OutboundBufferBytes: 7000, Workers: 8,
@@ -326,7 +332,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 					Log:     LogConfig{"warn", "json"}, Apps: c.Apps,
 					Cluster: ClusterConfig{URL: "rediss://u:pw@redis.example:6380", NodeID: "n.3", Prefix: "a.b",
 						Heartbeat: Duration{250 * time.Millisecond}, NodeTimeout: secs(1)},
-					SocketSendBufferBytes: 8192, FrameTimeout: secs(23)}
+					SocketSendBufferBytes: 8192, FrameTimeout: secs(23), Shutdown: ShutdownConfig{DrainDelay: secs(25)}}
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

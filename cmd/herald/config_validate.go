@@ -80,6 +80,7 @@ func (l *loader) validate() {
 	l.oneOf("log.format", c.Log.Format, "text", "json")
 	l.cluster(&c.Cluster)
 	l.console(c)
+	l.shutdown(&c.Shutdown)
 
 	if len(c.Apps) == 0 {
 		l.problem("apps", "at least one app is required")

@@ -42,7 +42,8 @@ func TestHelperServe(t *testing.T) {
 		fmt.Fprintln(os.Stderr, "setrlimit:", err)
 		os.Exit(3)
 	}
-	os.Exit(serve(strings.Fields(args), func(string) string { return "" }, os.Stderr, false))
+	// No drain delay unless the test asks for one: its nodes stop at once on SIGTERM.
+	os.Exit(serve(append([]string{"--shutdown-drain-delay", "0"}, strings.Fields(args)...), func(string) string { return "" }, os.Stderr, false))
 }
 
 // freePort returns a loopback port that was free a moment ago.

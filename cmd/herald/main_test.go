@@ -155,7 +155,8 @@ func TestBuiltBinary(t *testing.T) {
 
 	port, mport := freePort(t), freePort(t)
 	cmd := exec.Command(bin, "serve", "--port", strconv.Itoa(port), "--metrics-port", strconv.Itoa(mport),
-		"--log-format", "json", "--app-id", "app-7", "--app-key", "key-7", "--app-secret", "very-secret-7")
+		"--log-format", "json", "--app-id", "app-7", "--app-key", "key-7", "--app-secret", "very-secret-7",
+		"--shutdown-drain-delay", "0") // the drain has its own test (TestDrainDelay)
 	var logs syncBuffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {

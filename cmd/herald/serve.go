@@ -9,10 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os/signal"
 	"strconv"
 	"strings"
-	"syscall"
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/guard"
@@ -129,6 +127,8 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 		}
 		return err
 	}
+	leave := notifyLeaving()
+	defer leave.stop()
 	health := func() httpapi.HealthReport {
 		st := h.Stats()
 		r := httpapi.HealthReport{Status: "ok", Connections: httpapi.Capacity{Current: st.Connections, Max: st.MaxConnections},
@@ -137,7 +137,7 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 			r.Cluster = bus.health()
 		}
 		switch {
-		case st.Draining:
+		case st.Draining || leave.draining():
 			r.Status = "draining"
 		case st.Refusing:
 			r.Status = "refusing"
@@ -194,12 +194,11 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 	}
 	log.Info("herald listening", start...)
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	select {
-	case <-ctx.Done():
+	case sig := <-leave.signalled():
+		leave.drain(sig, cfg.Shutdown.DrainDelay.Duration, func() int64 { return h.Stats().Connections }, log)
 	case err := <-serveErr:
 		log.Error("serve", "err", err)
 		_ = stopHub(context.Background())

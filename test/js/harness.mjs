@@ -396,6 +396,8 @@ export async function startServer(opts = {}) {
       pong_timeout: '30s',
       shutdown_timeout: '5s',
       ...(opts.config || {}),
+      // No drain delay unless a test asks for one: SIGTERM closes the clients at once.
+      shutdown: { drain_delay: '0s', ...((opts.config && opts.config.shutdown) || {}) },
       // Every server gets its own metrics port: the default 9601 would collide between servers.
       // opts.config.metrics adds to (or overrides) these keys, e.g. {prefix: 'soketi_'}.
       metrics: {
