@@ -674,7 +674,7 @@ func TestSchemaCoversEveryField(t *testing.T) {
 		seen[s.ref(&c)] = true
 	}
 	// Every Config field but the groups and Apps is one setting; each group's fields are.
-	groups := []any{c.Log, c.Memory, c.Cache, c.Metrics, c.Pprof, c.Cluster}
+	groups := []any{c.Log, c.Memory, c.Cache, c.Metrics, c.Pprof, c.Cluster, c.Console, c.Shutdown}
 	want := reflect.TypeOf(c).NumField() - len(groups) - 1
 	for _, g := range groups {
 		want += reflect.TypeOf(g).NumField()
