@@ -167,7 +167,7 @@ func TestSignedBatches(t *testing.T) {
 	o.Observe(&herald.Activity{Kind: herald.CacheMiss, Channel: "cache-a"})
 	o.Observe(&herald.Activity{Kind: herald.SubscriptionCount, Channel: "presence-a", Count: 1})
 	o.Observe(&herald.Activity{Kind: herald.SubscriptionCount, Channel: "presence-a", Count: 2}) // replaces 1 in the batch
-	o.Observe(&herald.Activity{Kind: herald.Subscribed, Channel: "presence-a"})                 // no webhook event
+	o.Observe(&herald.Activity{Kind: herald.Subscribed, Channel: "presence-a"})                  // no webhook event
 	expectEvents(t, r, "channel_occupied presence-a", "member_added presence-a u1", "client_event presence-a u1 client-x",
 		"cache_miss cache-a", "subscription_count presence-a 2")
 	r.mu.Lock()
