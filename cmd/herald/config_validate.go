@@ -79,6 +79,7 @@ func (l *loader) validate() {
 	l.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 	l.oneOf("log.format", c.Log.Format, "text", "json")
 	l.cluster(&c.Cluster)
+	l.webhooks(c)
 
 	if len(c.Apps) == 0 {
 		l.problem("apps", "at least one app is required")
