@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// The issue's example, as written there.
+// The example of docs/configuration.md (Webhooks), with a second URL and the timing settings.
 const webhooksYAML = `
 apps:
   - id: app-id
@@ -75,7 +75,7 @@ func TestLoadConfigWebhooks(t *testing.T) {
 		}
 	}
 	if d := defaultWebhooks(); d.RetryFor.Duration < 5*time.Minute {
-		t.Fatalf("default retry_for %v: the issue wants at least 5 min", d.RetryFor)
+		t.Fatalf("default retry_for %v: a backend outage of 5 min must lose nothing", d.RetryFor)
 	}
 	c, err := load(t, []string{"--webhooks-leave-delay", "0"}, nil)
 	if err != nil || c.webhookOptions().LeaveDelay >= 0 {
