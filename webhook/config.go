@@ -47,6 +47,11 @@ type Options struct {
 
 	// Latency, when set, observes each request's duration (app id, seconds).
 	Latency func(appID string, seconds float64)
+	// Present, when set, reports whether channel is occupied (user "") or user is a member of
+	// it now, anywhere in the cluster. A leave whose delay ends while its channel is occupied
+	// (its member back) again is not sent: another node saw the return and sent its
+	// channel_occupied (member_added), which no pending leave here could cancel.
+	Present func(appID, channel, user string) bool
 	// Sent, when set, is told of each event once its request got an answer (a status):
 	// the console shows webhooks sent (herald.WebhookSent).
 	Sent func(appID string, a *herald.Activity)

@@ -205,3 +205,41 @@ func (t *target) poke() {
 	default:
 	}
 }
+
+// recheck cancels the leaves due at now (all of them when all) whose channel is occupied, or
+// member present, again (Options.Present). Present is asked without t.mu: the hub calls
+// Observe, which takes t.mu, under its own locks.
+func (t *target) recheck(now time.Time, all bool) {
+	if t.opts.Present == nil {
+		return
+	}
+	var due []*delayed
+	t.mu.Lock()
+	for _, d := range t.delayed[t.dhead:] {
+		if !all && d.due.After(now) {
+			break
+		}
+		if !d.cancelled {
+			due = append(due, d)
+		}
+	}
+	t.mu.Unlock()
+	var back []*delayed
+	for _, d := range due {
+		if t.opts.Present(t.app.app.ID, d.ev.Channel, d.ev.UserID) {
+			back = append(back, d)
+		}
+	}
+	if len(back) == 0 {
+		return
+	}
+	t.mu.Lock()
+	for _, d := range back {
+		if !d.cancelled {
+			t.cancel(d)
+			t.forgetLeave(d)
+		}
+	}
+	t.depth.Store(int64(t.held))
+	t.mu.Unlock()
+}

@@ -17,8 +17,10 @@ func (t *target) run() {
 	defer timer.Stop()
 	for {
 		stopping := t.s.stopping()
+		now := time.Now()
+		t.recheck(now, stopping)
 		t.mu.Lock()
-		t.promote(time.Now(), stopping, false)
+		t.promote(now, stopping, false)
 		n, next := t.ready(), t.nextDue()
 		t.mu.Unlock()
 		if n == 0 {
@@ -46,8 +48,10 @@ func (t *target) run() {
 			}
 			timer.Stop()
 		}
+		now, stopping = time.Now(), t.s.stopping()
+		t.recheck(now, stopping)
 		t.mu.Lock()
-		t.promote(time.Now(), t.s.stopping(), true)
+		t.promote(now, stopping, true)
 		batch := t.take(t.opts.MaxBatch)
 		t.mu.Unlock()
 		if len(batch) > 0 {

@@ -408,3 +408,27 @@ func TestCheckConfig(t *testing.T) {
 		t.Error("a bad header passes")
 	}
 }
+
+// TestLeaveNotSentWhenBack: a leave whose channel is occupied again when its delay ends (the
+// return seen by another node of the cluster, which sent its own channel_occupied) is not sent.
+func TestLeaveNotSentWhenBack(t *testing.T) {
+	r := startReceiver(t)
+	var mu sync.Mutex
+	var asked []string
+	present := func(app, channel, user string) bool {
+		mu.Lock()
+		asked = append(asked, app+" "+channel+" "+user)
+		mu.Unlock()
+		return channel == "back"
+	}
+	_, o := newSender(t, []Webhook{{URL: r.srv.URL}}, Options{Present: present})
+	o.Observe(act(herald.ChannelVacated, "back"))
+	o.Observe(&herald.Activity{Kind: herald.MemberRemoved, Channel: "back", UserID: "u"})
+	o.Observe(act(herald.ChannelVacated, "gone"))
+	expectEvents(t, r, "channel_vacated gone")
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Contains(asked, "app-id back u") || !slices.Contains(asked, "app-id gone ") {
+		t.Fatalf("Present was asked %q", asked)
+	}
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"slices"
 
 	"github.com/herald-rt/herald/hub"
 	"github.com/herald-rt/herald/metrics"
@@ -23,6 +24,13 @@ func startWebhooks(cfg Config, h *hub.Hub, reg *metrics.Registry, log *slog.Logg
 	opts := cfg.webhookOptions()
 	opts.Latency = reg.WebhookLatency(cfg.Metrics.Prefix)
 	opts.Sent = h.Report // the console's "webhook sent"
+	opts.Present = func(app, channel, user string) bool {
+		if user == "" {
+			_, occupied := h.Channel(app, channel)
+			return occupied
+		}
+		return slices.Contains(h.Users(app, channel), user)
+	}
 	s := webhook.New(apps, opts, log)
 	reg.AttachWebhooks(cfg.Metrics.Prefix, s)
 	for _, id := range s.Apps() {
