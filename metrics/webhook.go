@@ -33,7 +33,7 @@ func (r *Registry) AttachWebhooks(prefix string, src WebhookSource) {
 		sent:    d("webhook_events_sent_total", "Webhook events delivered (answered 2xx)."),
 		failed:  d("webhook_requests_failed_total", "Webhook requests that failed: an error, a timeout, or an answer other than 2xx."),
 		retried: d("webhook_requests_retried_total", "Webhook requests sent again after a failure."),
-		dropped: d("webhook_events_dropped_total", "Webhook events dropped: queue_full (the oldest, to make room), expired (retries ran out, or the shutdown deadline came), rejected (a 4xx answer).", "reason"),
+		dropped: d("webhook_events_dropped_total", "Webhook events dropped: queue_full (the oldest, to make room), expired (retries ran out, or the shutdown deadline came), rejected (a final answer: a 4xx other than 408 and 429, or a 3xx).", "reason"),
 		depth:   d("webhook_queue_depth", "Webhook events waiting to be sent (delayed leaves included)."),
 	})
 }
