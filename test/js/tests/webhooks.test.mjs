@@ -28,7 +28,7 @@ import {
   subscribe,
   uniq,
 } from '../harness.mjs';
-import { Cluster, untilRestEverywhere } from '../cluster.mjs';
+import { Cluster, untilRestEverywhere, userIdsView } from '../cluster.mjs';
 
 const OUTAGE_MS = Number(process.env.HERALD_WEBHOOK_OUTAGE_MS) || 30_000;
 const LEAVE_DELAY_MS = 1000;
@@ -293,6 +293,9 @@ describe('webhooks, a cluster of 2 nodes (nats)', () => {
     const u1a = await presenceClient(n0, 'u1');
     await subscribe(u1a, ch);
     await countsEverywhere(1);
+    // Node 1 knows u1 before u1 joins there too: a user's first sockets on two nodes within the
+    // state's propagation delay would each be its first (README "Webhooks").
+    await untilRestEverywhere(cluster.nodes, { path: `/channels/${ch}/users`, view: userIdsView, want: ['u1'] });
     const u1b = await presenceClient(n1, 'u1'); // the same user on the other node
     await subscribe(u1b, ch);
     const u2 = await presenceClient(n1, 'u2');
