@@ -269,10 +269,13 @@ func TestDownThenUp(t *testing.T) {
 	})
 	t.Cleanup(func() { srv.Close() })
 	expectEvents(t, r, want...)
-	st := s.Stats()[0]
-	if st.Sent != 10 || st.QueueDepth != 0 || st.DroppedExpired+st.DroppedQueueFull+st.DroppedRejected != 0 {
-		t.Fatalf("stats %+v", st)
-	}
+	eventually(t, "every event counted as sent, nothing dropped", func() (bool, string) {
+		st := s.Stats()[0]
+		if st.DroppedExpired+st.DroppedQueueFull+st.DroppedRejected != 0 {
+			t.Fatalf("stats %+v", st)
+		}
+		return st.Sent == 10 && st.QueueDepth == 0, fmt.Sprintf("%+v", st)
+	})
 }
 
 // TestBackoff: each wait is between half and all of min × 2ⁿ, capped at max.
@@ -430,5 +433,38 @@ func TestLeaveNotSentWhenBack(t *testing.T) {
 	defer mu.Unlock()
 	if !slices.Contains(asked, "app-id back u") || !slices.Contains(asked, "app-id gone ") {
 		t.Fatalf("Present was asked %q", asked)
+	}
+}
+
+// TestTimeoutRetried: a request the endpoint does not answer within Options.Timeout is a
+// failure, retried: the event arrives with the next attempt.
+func TestTimeoutRetried(t *testing.T) {
+	var mu sync.Mutex
+	calls := 0
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		calls++
+		n := calls
+		mu.Unlock()
+		if n == 1 {
+			<-r.Context().Done() // never answers: the client gives up
+			return
+		}
+		mu.Lock()
+		got = append(got, string(b))
+		mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	s, o := newSender(t, []Webhook{{URL: srv.URL}}, Options{Timeout: 200 * time.Millisecond})
+	o.Observe(act(herald.CacheMiss, "slow"))
+	eventually(t, "the retry after the timeout, answered", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) == 1 && s.Stats()[0].Sent == 1, fmt.Sprint(calls, " calls")
+	})
+	if st := s.Stats()[0]; st.Failed != 1 || st.Retried != 1 || st.Sent != 1 || !strings.Contains(got[0], `"channel":"slow"`) {
+		t.Fatalf("stats %+v, body %s", st, got[0])
 	}
 }
