@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/herald-rt/herald/webhook"
 )
 
 // The example of docs/configuration.md (Webhooks), with a second URL and the timing settings.
@@ -115,4 +117,35 @@ func TestLoadConfigWebhookProblems(t *testing.T) {
 			t.Fatalf("error %v\nwant it to contain %q", err, want)
 		}
 	}
+}
+
+// FuzzLoadConfigWebhooks: apps[].webhooks in YAML and TOML never crash the loader, and what it
+// accepts is valid.
+func FuzzLoadConfigWebhooks(f *testing.F) {
+	f.Add([]byte(webhooksYAML), false)
+	f.Add([]byte(webhooksTOML), true)
+	f.Add([]byte("apps: [{id: a, key: k, secret: s, webhooks: [{url: 'http://h/', headers: {a: [1]}, filter: [1], event_types: x}]}]"), false)
+	f.Add([]byte("[[apps]]\nid='a'\nkey='k'\nsecret='s'\nwebhooks=[{url=1, headers={a={b=1}}}]\n"), true)
+	f.Fuzz(func(t *testing.T, data []byte, toml bool) {
+		name := "fuzz.yaml"
+		if toml {
+			name = "fuzz.toml"
+		}
+		c, err := load(t, []string{"--config", writeFile(t, name, string(data))}, nil)
+		if err != nil {
+			return
+		}
+		for _, a := range c.Apps {
+			for _, h := range a.Webhooks {
+				if webhook.CheckURL(h.URL) != nil {
+					t.Fatalf("bad URL accepted: %q", h.URL)
+				}
+				for _, e := range h.EventTypes {
+					if webhook.CheckEventType(e) != nil {
+						t.Fatalf("bad event type accepted: %q", e)
+					}
+				}
+			}
+		}
+	})
 }
