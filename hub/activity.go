@@ -170,3 +170,11 @@ func (f *core) apiEvents(a *appState, evs []herald.Event) {
 		a.emit(&herald.Activity{Kind: herald.APIEvent, Channel: evs[i].Channel, Event: evs[i].Name, Data: evs[i].Data, SocketID: evs[i].SocketID})
 	}
 }
+
+// Report hands an activity that happened outside the hub (a webhook sent) to app appID's
+// observers that want its kind, as if the hub had seen it.
+func (f *core) Report(appID string, act *herald.Activity) {
+	if a := f.apps[appID]; a != nil && a.wants(act.Kind) {
+		a.emit(act)
+	}
+}

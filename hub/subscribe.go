@@ -95,8 +95,7 @@ func (h *Hub) enter(c *Conn, ch *Channel, member herald.Member) bool {
 			ok = h.join(c, ch, member, extra)
 			return
 		}
-		h.subscribed(c, ch, member)
-		h.sendSub(c, ch, ws.TextFrame(pusher.AppendSubscriptionSucceeded(nil, ch.name, nil, false)), extra)
+		h.sendSub(c, ch, "", ws.TextFrame(pusher.AppendSubscriptionSucceeded(nil, ch.name, nil, false)), extra)
 	}
 	if ch.info.Cache {
 		// Under the cache lock so the subscriber gets the last event exactly once.
@@ -116,16 +115,13 @@ func (h *Hub) enter(c *Conn, ch *Channel, member herald.Member) bool {
 	return ok
 }
 
-// subscribed reports c's subscription to ch to the app's observers, before c is sent its
-// subscription_succeeded: whatever c does once it has that comes after it.
-func (h *Hub) subscribed(c *Conn, ch *Channel, member herald.Member) {
+// sendSub adds c to ch's subscribers on its worker, which then sends frame (and extra); user
+// is the member c joined a presence channel as. The subscription is reported first, so that
+// it is reported before the client can act on its confirmation.
+func (h *Hub) sendSub(c *Conn, ch *Channel, user string, frame, extra []byte) {
 	if c.app.wants(herald.Subscribed) {
-		c.app.emit(&herald.Activity{Kind: herald.Subscribed, Channel: ch.name, SocketID: c.sid, UserID: member.UserID})
+		c.app.emit(&herald.Activity{Kind: herald.Subscribed, Channel: ch.name, SocketID: c.sid, UserID: user})
 	}
-}
-
-// sendSub adds c to ch's subscribers on its worker, which then sends frame (and extra).
-func (h *Hub) sendSub(c *Conn, ch *Channel, frame, extra []byte) {
 	ch.wcount[c.w.idx].Add(1)
 	c.w.inbox <- cmd{op: opSub, c: c, ch: ch, frame: frame, extra: extra}
 	h.countChanged(c.app, ch.name) // after the opSub: the count reaches c too
@@ -161,8 +157,7 @@ func (h *Hub) join(c *Conn, ch *Channel, mb herald.Member, extra []byte) bool {
 		// has been sent its member_added.
 		h.dispatch(ch, ws.TextFrame(pusher.AppendMemberAdded(nil, ch.name, herald.Member{UserID: mb.UserID, Info: m.info})), c.num, nil, nil)
 	}
-	h.subscribed(c, ch, mb)
-	h.sendSub(c, ch, ws.TextFrame(pusher.AppendSubscriptionSucceeded(nil, ch.name, p.snapshotLocked(), true)), extra)
+	h.sendSub(c, ch, mb.UserID, ws.TextFrame(pusher.AppendSubscriptionSucceeded(nil, ch.name, p.snapshotLocked(), true)), extra)
 	return true
 }
 

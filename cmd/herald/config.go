@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -71,6 +72,7 @@ type Config struct {
 	Cluster              ClusterConfig
 	Console              ConsoleConfig
 	Shutdown             ShutdownConfig
+	Webhooks             WebhooksConfig // config_webhooks.go
 	// Apps are the tenants. Without any app in the file, environment or flags, Apps holds the
 	// built-in development app (see UsedDefaultApp).
 	Apps []AppConfig
@@ -141,7 +143,8 @@ type AppConfig struct {
 	// AllowedOrigins lists the browser origins that may connect; empty allows all.
 	AllowedOrigins []string
 	// Limits holds the app's limits; a zero field means the default in herald.DefaultLimits.
-	Limits herald.Limits
+	Limits   herald.Limits
+	Webhooks []AppWebhook // config_webhooks.go
 }
 
 // Duration is a time.Duration that config files, environment variables and flags write as a
@@ -181,6 +184,7 @@ func defaultConfig() Config {
 		Cluster:             ClusterConfig{Prefix: "herald", Heartbeat: Duration{2 * time.Second}, NodeTimeout: Duration{10 * time.Second}},
 		Apps:                []AppConfig{devApp},
 		Shutdown:            defaultShutdown(),
+		Webhooks:            defaultWebhooks(),
 
 		SocketSendBufferBytes: 64 << 10,
 		FrameTimeout:          Duration{20 * time.Second},
@@ -227,7 +231,7 @@ type setting struct {
 	ref   func(*Config) any // *string, *int, *bool or *Duration
 }
 
-var settings = []setting{
+var settings = slices.Concat([]setting{
 	{"host", "interface to listen on", func(c *Config) any { return &c.Host }},
 	{"port", "TCP port to listen on", func(c *Config) any { return &c.Port }},
 	{"max_connections", "most connections on this node; 0 = as many as the open-file limit allows", func(c *Config) any { return &c.MaxConnections }},
@@ -270,7 +274,7 @@ var settings = []setting{
 	{"cluster.prefix", "first part of every bus subject or Redis channel, so clusters can share a bus", func(c *Config) any { return &c.Cluster.Prefix }},
 	{"cluster.heartbeat", "how often the node announces its share of the cluster's state (members, subscriptions)", func(c *Config) any { return &c.Cluster.Heartbeat }},
 	{"cluster.node_timeout", "a node unheard this long is dead: its members and subscriptions leave the cluster's state", func(c *Config) any { return &c.Cluster.NodeTimeout }},
-}
+}, webhookSettings)
 
 // env is the setting's environment variable.
 func (s setting) env() string {

@@ -322,6 +322,7 @@ func (l *loader) decodeApps(v fileValue, src string) {
 			limits[f.key] = func(v fileValue) { l.decode(v, prefix+".limits."+f.key, src, f.ref(&app.Limits)) }
 		}
 		fields["limits"] = func(v fileValue) { l.table(v, prefix+".limits", src, limits) }
+		fields["webhooks"] = func(v fileValue) { l.decodeWebhooks(v, prefix, src, app) }
 		l.table(item, prefix, src, fields)
 	}
 }

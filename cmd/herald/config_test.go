@@ -57,6 +57,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		Log:                 LogConfig{Level: "info", Format: "text"},
 		Cluster:             ClusterConfig{Prefix: "herald", Heartbeat: secs(2), NodeTimeout: secs(10)},
 		Shutdown:            ShutdownConfig{DrainDelay: secs(5)},
+		Webhooks:            defaultWebhooks(),
 		Apps: []AppConfig{{ID: "app-id", Key: "app-key", Secret: "app-secret",
 			EnableClientMessages: true, EnableUserAuthentication: true}},
 
@@ -212,6 +213,7 @@ var fullWant = Config{
 	Cluster: ClusterConfig{URL: "nats://127.0.0.1:4222,nats://127.0.0.2:4222", NodeID: "node-1", Prefix: "prod.herald",
 		Heartbeat: Duration{500 * time.Millisecond}, NodeTimeout: secs(4)},
 	Shutdown: ShutdownConfig{DrainDelay: Duration{2500 * time.Millisecond}},
+	Webhooks: defaultWebhooks(),
 	Apps: []AppConfig{
 		{ID: "1001", Key: "key-one", Secret: "secret-one", EnableClientMessages: true,
 			AllowedOrigins: []string{"https://app.example.com", "*.example.org"},
@@ -302,7 +304,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 				Cache:   CacheConfig{MaxBytes: 1000000, MaxBytesPerApp: 500000, TTL: secs(19)},
 				Metrics: MetricsConfig{Enabled: false, Host: "m", Port: 15, Prefix: "p_"},
 				Pprof:   PprofConfig{Addr: "127.0.0.1:16", MutexFraction: 17, BlockRate: 18},
-				Log:     LogConfig{"warn", "json"}, Apps: c.Apps,
+				Log:     LogConfig{"warn", "json"}, Apps: c.Apps, Webhooks: c.Webhooks,
 				Cluster: ClusterConfig{URL: "redis://:pw@10.0.0.1:6379/2", NodeID: "n-2", Prefix: "p",
 					Heartbeat: secs(1), NodeTimeout: Duration{3500 * time.Millisecond}},
 				FrameTimeout: secs(22), Shutdown: ShutdownConfig{DrainDelay: secs(24)}}
@@ -329,7 +331,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 					Cache:   CacheConfig{MaxBytes: 1000000, MaxBytesPerApp: 500000, TTL: secs(19)},
 					Metrics: MetricsConfig{Enabled: false, Host: "m", Port: 15, Prefix: "p_"},
 					Pprof:   PprofConfig{Addr: "127.0.0.1:16", MutexFraction: 17, BlockRate: 18},
-					Log:     LogConfig{"warn", "json"}, Apps: c.Apps,
+					Log:     LogConfig{"warn", "json"}, Apps: c.Apps, Webhooks: c.Webhooks,
 					Cluster: ClusterConfig{URL: "rediss://u:pw@redis.example:6380", NodeID: "n.3", Prefix: "a.b",
 						Heartbeat: Duration{250 * time.Millisecond}, NodeTimeout: secs(1)},
 					SocketSendBufferBytes: 8192, FrameTimeout: secs(23), Shutdown: ShutdownConfig{DrainDelay: secs(25)}}
@@ -674,7 +676,7 @@ func TestSchemaCoversEveryField(t *testing.T) {
 		seen[s.ref(&c)] = true
 	}
 	// Every Config field but the groups and Apps is one setting; each group's fields are.
-	groups := []any{c.Log, c.Memory, c.Cache, c.Metrics, c.Pprof, c.Cluster, c.Console, c.Shutdown}
+	groups := []any{c.Log, c.Memory, c.Cache, c.Metrics, c.Pprof, c.Cluster, c.Console, c.Shutdown, c.Webhooks}
 	want := reflect.TypeOf(c).NumField() - len(groups) - 1
 	for _, g := range groups {
 		want += reflect.TypeOf(g).NumField()
@@ -687,8 +689,8 @@ func TestSchemaCoversEveryField(t *testing.T) {
 	for _, f := range appFields {
 		seen[f.ref(&a)] = true
 	}
-	if want := reflect.TypeOf(a).NumField() - 1; len(seen) != want {
-		t.Errorf("appFields set %d distinct fields, AppConfig has %d besides Limits", len(seen), want)
+	if want := reflect.TypeOf(a).NumField() - 2; len(seen) != want {
+		t.Errorf("appFields set %d distinct fields, AppConfig has %d besides Limits and Webhooks", len(seen), want)
 	}
 	clear(seen)
 	for _, f := range limitFields {

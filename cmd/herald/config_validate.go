@@ -81,6 +81,7 @@ func (l *loader) validate() {
 	l.cluster(&c.Cluster)
 	l.console(c)
 	l.shutdown(&c.Shutdown)
+	l.webhooks(c)
 
 	if len(c.Apps) == 0 {
 		l.problem("apps", "at least one app is required")

@@ -116,10 +116,12 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 				"engine", bus.engine, "url", bus.url.redacted)
 		}
 	}
-	// stopHub shuts the hub down, then disconnects from the bus: the hub's last unsubscribes
-	// go through the broker, so the broker outlives it.
+	hooks := startWebhooks(cfg, h, reg, log)
+	// stopHub shuts the hub down, then sends the webhooks that leaves raised and disconnects
+	// from the bus: the hub's last unsubscribes go through the broker, so the broker outlives it.
 	stopHub := func(ctx context.Context) error {
 		err := h.Shutdown(ctx)
+		stopWebhooks(ctx, hooks, cfg, log)
 		if bus != nil {
 			bctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.Duration)
 			defer cancel()
