@@ -19,8 +19,8 @@ import (
 	"time"
 )
 
-// KafkaVersion is the Kafka release the tests run, from its jars on Maven Central (see
-// /work/shared/kafka-notes.md: 4.3.1 is the newest whose dependencies all resolve).
+// KafkaVersion is the Kafka release the tests run, from its jars on Maven Central (4.3.1 is
+// the newest whose dependencies all resolve there; 4.4.0 lacks kafka-tools-api).
 const KafkaVersion = "4.3.1"
 
 // Kafka is one single-node Kafka broker in KRaft mode (broker and controller in one JVM) on
