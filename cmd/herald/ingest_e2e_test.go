@@ -126,6 +126,13 @@ ingest:
 	if bad != 1 {
 		t.Errorf("bad records counted %v, want 1", bad)
 	}
+	observed := 0.0
+	for _, n := range []*node{a, b} {
+		observed += metric(t, n, `herald_ingest_latency_seconds_count{source="trades"}`)
+	}
+	if observed < 200 {
+		t.Errorf("record → hub latency observed %v times, want one per good record (200)", observed)
+	}
 
 	// Phase 2: produce without pause; kill node-a mid-stream and start it again.
 	stop := make(chan struct{})

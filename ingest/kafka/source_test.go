@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -242,12 +243,17 @@ func TestBrokerRestart(t *testing.T) {
 	produce(t, cl, topic, 0, rec("a", 0), rec("a", 1))
 	waitFor(t, "the first records", func() bool { return len(pub.events()) >= 2 })
 
+	t0 := time.Now()
 	k.Kill()
+	defer func() { t.Logf("broker killed → all delivered: %v", time.Since(t0)) }()
 	waitFor(t, "the source down", func() bool { return s.Stats().State == ingest.StateDown })
+	t.Logf("down after %v", time.Since(t0))
 	if err := k.Start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("broker restarted after %v", time.Since(t0))
 	waitFor(t, "the source up", func() bool { return s.Stats().State == ingest.StateUp })
+	t.Logf("up after %v", time.Since(t0))
 	var vs []string
 	for i := 2; i < 30; i++ {
 		vs = append(vs, rec("a", i))

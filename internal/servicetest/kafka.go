@@ -116,6 +116,10 @@ func (k *Kafka) format(java string) error {
 		"auto.create.topics.enable=true",
 		"group.initial.rebalance.delay.ms=0",
 		"log.cleaner.dedupe.buffer.size=16777216",
+		// A broker killed and started again re-registers only once its former session has
+		// expired (9 s by default): 2 s keeps restart tests short.
+		"broker.session.timeout.ms=2000",
+		"broker.heartbeat.interval.ms=500",
 	}, "\n") + "\n"
 	if err := os.WriteFile(k.props(), []byte(props), 0o644); err != nil {
 		return err
