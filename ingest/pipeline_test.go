@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -265,3 +266,41 @@ func TestPusherFormat(t *testing.T) {
 		t.Errorf("bad %v", st.Bad)
 	}
 }
+
+// TestBadRecordLogRateLimited: a flood of bad records logs one line (per second), naming the
+// reason and where the record was.
+func TestBadRecordLogRateLimited(t *testing.T) {
+	var buf strings.Builder
+	var mu sync.Mutex
+	log := slog.New(slog.NewTextHandler(writerFunc(func(b []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(b)
+	}), nil))
+	p := newPipeline(t, &hubStub{}, func(c *Config) { c.Logger = log })
+	var recs []Record
+	for i := range 100 {
+		recs = append(recs, Record{Topic: "trades", Partition: 2, Position: Offset(int64(100 + i)), Value: []byte("{")})
+	}
+	if n, err := p.Handle(context.Background(), recs); n != 100 || err != nil {
+		t.Fatalf("Handle = %d, %v", n, err)
+	}
+	mu.Lock()
+	out := buf.String()
+	mu.Unlock()
+	if lines := strings.Count(out, "\n"); lines != 1 {
+		t.Fatalf("%d log lines for 100 bad records, want 1:\n%s", lines, out)
+	}
+	for _, want := range []string{"reason=invalid_json", "topic=trades", "partition=2", "offset=100", "source=t"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log line lacks %s: %s", want, out)
+		}
+	}
+	if p.Stats().Bad[ReasonInvalidJSON] != 100 {
+		t.Errorf("counted %d", p.Stats().Bad[ReasonInvalidJSON])
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }

@@ -2,6 +2,7 @@ package kafka_test
 
 import (
 	"context"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -157,14 +158,20 @@ func TestBackpressureCommitsNothingRefused(t *testing.T) {
 		vs = append(vs, rec("a", i))
 	}
 	produce(t, cl, topic, 0, vs...)
+	goroutines := runtime.NumGoroutine()
 	pub := &sink{refuse: true}
-	s := start(t, k, pub, topic, group, nil)
+	s := start(t, k, pub, topic, group, func(c *kafka.Config) { c.PollRecords = 20 })
 	waitFor(t, "paused", func() bool { return s.Stats().State == ingest.StatePaused })
 	waitFor(t, "a few retries", func() bool { return s.Stats().PublishRetries >= 3 })
+	// Bounded: while the hub refuses, the source holds one poll and fetches nothing more.
+	if c := s.Stats().Consumed; c > 20 {
+		t.Errorf("%d records taken while the hub refused, want at most one poll (20)", c)
+	}
 	stop(t, s.Source)
 	if len(pub.events()) != 0 || s.Stats().Published != 0 {
 		t.Fatalf("published %d while refused", len(pub.events()))
 	}
+	waitFor(t, "the closed source's goroutines gone", func() bool { return runtime.NumGoroutine() <= goroutines })
 
 	pub2 := &sink{}
 	start(t, k, pub2, topic, group, nil)
@@ -280,4 +287,25 @@ func dedupe(evs []herald.Event) []herald.Event {
 		}
 	}
 	return out
+}
+
+// TestBrokerUnreachableAtStart: a source started while its broker is down reports down,
+// then consumes once the broker is up.
+func TestBrokerUnreachableAtStart(t *testing.T) {
+	k := servicetest.SharedKafka(t)
+	cl := admin(t, k)
+	topic, group := unique(t, "topic"), unique(t, "group")
+	createTopic(t, cl, topic, 1)
+	produce(t, cl, topic, 0, rec("a", 0))
+	k.Kill()
+	pub := &sink{}
+	s := start(t, k, pub, topic, group, nil)
+	waitFor(t, "the source down", func() bool { return s.Stats().State == ingest.StateDown && s.Stats().Error != "" })
+	if err := k.Start(); err != nil {
+		t.Fatal(err)
+	}
+	produce(t, cl, topic, 0, rec("a", 1))
+	waitFor(t, "both records", func() bool { return len(dedupe(pub.events())) >= 2 })
+	checkOrder(t, dedupe(pub.events()))
+	waitFor(t, "the source up", func() bool { return s.Stats().State == ingest.StateUp })
 }

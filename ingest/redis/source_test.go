@@ -3,6 +3,7 @@ package redis_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strconv"
 	"sync"
 	"testing"
@@ -293,4 +294,23 @@ func TestPubSub(t *testing.T) {
 			t.Fatalf("message %d: %+v", i, ev)
 		}
 	}
+}
+
+// TestStreamRedisUnreachableAtStart: a source started while Redis is down reports down, then
+// reads once it is up; its goroutine ends with Close.
+func TestStreamRedisUnreachableAtStart(t *testing.T) {
+	srv := servicetest.Redis(t)
+	srv.Stop(t)
+	goroutines := runtime.NumGoroutine()
+	pub := &sink{}
+	s := start(t, srv, pub, nil)
+	waitFor(t, "down", func() bool { return s.Stats().State == ingest.StateDown })
+	srv.Start(t)
+	waitFor(t, "up", func() bool { return s.Stats().State == ingest.StateUp })
+	c := client(t, srv)
+	xadd(t, c, "bids", 3, 1)
+	waitFor(t, "the entry", func() bool { return len(pub.events()) >= 1 })
+	stop(t, s)
+	c.Close()
+	waitFor(t, "the source's goroutines gone", func() bool { return runtime.NumGoroutine() <= goroutines })
 }
