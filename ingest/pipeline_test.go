@@ -45,7 +45,7 @@ func (h *hubStub) events() []herald.Event {
 	return append([]herald.Event(nil), h.got...)
 }
 
-func mustTemplate(t *testing.T, s string) *Template {
+func mustTemplate(t testing.TB, s string) *Template {
 	t.Helper()
 	tp, err := ParseTemplate(s)
 	if err != nil {
