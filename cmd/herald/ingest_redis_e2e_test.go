@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -114,4 +115,63 @@ ingest:
 		}
 		return nil
 	})
+}
+
+// TestIngestBrokersDownAtStart: a node whose Kafka and Redis sources are unreachable starts,
+// serves its WebSocket clients and REST publishes, says why each source is down in /health
+// and source_up 0 in the metrics, and stops cleanly.
+func TestIngestBrokersDownAtStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs redis-server and a herald node")
+	}
+	bus := servicetest.Redis(t)
+	cfgPath := filepath.Join(t.TempDir(), "herald.yaml")
+	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(`
+ingest:
+  - name: trades
+    app: app-id
+    kafka: {brokers: ["127.0.0.1:%d"], topics: [trades], group: g}
+    channel: "{value.symbol}.trade"
+    event: trade
+  - name: bids
+    app: app-id
+    redis: {url: "redis://127.0.0.1:%d/0", stream: bids, group: g}
+    channel: "auction-{value.item_id}"
+    event: bid
+`, freePort(t), freePort(t))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n := startNode(t, "node-a", bus.URL(), "--config", cfgPath)
+	poll(t, "both sources down with their error", clusterWait, func() error {
+		_, body, err := n.get(t, "/health")
+		if err != nil {
+			return err
+		}
+		var h struct {
+			Status string
+			Ingest []struct{ Name, State, Error string }
+		}
+		if err := json.Unmarshal(body, &h); err != nil {
+			return err
+		}
+		if h.Status != "ok" || len(h.Ingest) != 2 {
+			return fmt.Errorf("%s", body)
+		}
+		for _, s := range h.Ingest {
+			if s.State != "down" || s.Error == "" {
+				return fmt.Errorf("%s", body)
+			}
+		}
+		return nil
+	})
+	sub := subscribe(t, n, "news")
+	deliver(t, n, sub, "news")
+	for _, src := range []string{"trades", "bids"} {
+		if up := metric(t, n, `herald_ingest_source_up{source="`+src+`"}`); up != 0 {
+			t.Errorf("%s: source_up %v while down", src, up)
+		}
+	}
+	if err := n.stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
 }
