@@ -300,8 +300,8 @@ func TestPubSub(t *testing.T) {
 // reads once it is up; its goroutine ends with Close.
 func TestStreamRedisUnreachableAtStart(t *testing.T) {
 	srv := servicetest.Redis(t)
+	goroutines := runtime.NumGoroutine() // with the server's waiter, as after its restart
 	srv.Stop(t)
-	goroutines := runtime.NumGoroutine()
 	pub := &sink{}
 	s := start(t, srv, pub, nil)
 	waitFor(t, "down", func() bool { return s.Stats().State == ingest.StateDown })
