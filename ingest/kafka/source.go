@@ -243,12 +243,12 @@ func (s *Source) watch() {
 			st = ingest.StateDown
 		}
 		s.p.SetState(st, err)
-		if st != was && was != "" {
-			if st == ingest.StateDown {
-				s.log.Warn("ingest: kafka unreachable, reconnecting with backoff", "err", err)
-			} else {
-				s.log.Info("ingest: kafka reachable again")
-			}
+		switch {
+		case st == was:
+		case st == ingest.StateDown:
+			s.log.Warn("ingest: kafka unreachable, reconnecting with backoff", "err", err)
+		case was != "":
+			s.log.Info("ingest: kafka reachable again")
 		}
 		was = st
 		select {
