@@ -187,6 +187,7 @@ func (s *Source) stream(n *int) error {
 				return err
 			}
 			s.lag()
+			s.forget()
 			nextClaim = time.Now().Add(max(s.cfg.ClaimIdle/2, 100*time.Millisecond))
 		}
 		if _, err := s.read(">", true); err != nil {
@@ -350,6 +351,36 @@ func (s *Source) lag() {
 		if lag, err := lag.AsInt64(); err == nil {
 			s.p.SetLag(s.cfg.Stream, 0, lag)
 		}
+	}
+}
+
+// forgetAfter is how long a consumer of the group with nothing pending must have been idle
+// before it is deleted (a node that left, or started under a new generated name). A live one
+// reads every blockFor; deleting one that holds nothing is harmless anyway (Redis creates it
+// again on its next read).
+func (s *Source) forgetAfter() time.Duration { return max(10*s.cfg.ClaimIdle, 3*blockFor) }
+
+// forget deletes the group's consumers that hold nothing and have been idle for forgetAfter,
+// so that nodes started under new names do not pile up in the group.
+func (s *Source) forget() {
+	c := s.client
+	consumers, err := c.Do(s.ctx, c.B().XinfoConsumers().Key(s.cfg.Stream).Group(s.cfg.Group).Build()).ToArray()
+	if err != nil {
+		return
+	}
+	for _, m := range consumers {
+		f, err := m.AsMap()
+		if err != nil {
+			continue
+		}
+		name, pending, idle := f["name"], f["pending"], f["idle"]
+		n, _ := name.ToString()
+		p, err1 := pending.AsInt64()
+		ms, err2 := idle.AsInt64()
+		if n == s.cfg.Consumer || err1 != nil || err2 != nil || p != 0 || time.Duration(ms)*time.Millisecond < s.forgetAfter() {
+			continue
+		}
+		_ = c.Do(s.ctx, c.B().XgroupDelconsumer().Key(s.cfg.Stream).Group(s.cfg.Group).Consumername(n).Build()).Error()
 	}
 }
 

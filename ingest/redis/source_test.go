@@ -192,6 +192,15 @@ func TestStreamClaimsDeadConsumersEntries(t *testing.T) {
 	if st := s.Stats(); st.Reclaimed != 10 {
 		t.Errorf("reclaimed %d, want 10", st.Reclaimed)
 	}
+	// The dead consumer, holding nothing now, leaves the group once idle for 10 × claim_idle.
+	waitFor(t, "the dead consumer forgotten", func() bool {
+		cs, err := do(t, c, "XINFO", "CONSUMERS", "bids", "herald").ToArray()
+		if err != nil || len(cs) != 1 {
+			return false
+		}
+		m, _ := cs[0].AsStrMap()
+		return m["name"] == "node-1"
+	})
 }
 
 // TestStreamBackpressureAcksNothingRefused: while the hub refuses, entries stay pending;
