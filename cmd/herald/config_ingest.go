@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -143,6 +144,10 @@ func (l *loader) ingest() {
 			l.ingestRedis(at+".redis", s.Redis)
 		}
 		l.ingestTemplates(at, s)
+		if s.DeadLetter != "" && ((s.Kafka != nil && slices.Contains(s.Kafka.Topics, s.DeadLetter)) ||
+			(s.Redis != nil && s.Redis.Stream == s.DeadLetter)) {
+			l.problem(at+".dead_letter", "%q is a topic or stream the source reads: its bad records would come back forever", s.DeadLetter)
+		}
 	}
 }
 

@@ -110,6 +110,7 @@ ingest:
     channel: c
     event: e
     colour: red
+    dead_letter: s
 `
 	_, err := load(t, []string{"--config", writeFile(t, "h.yaml", bad)}, nil)
 	if err == nil {
@@ -134,6 +135,7 @@ ingest:
 		`ingest[3].channel: not used with format pusher`,
 		`ingest[4].redis.group: must not be empty`,
 		`ingest[4].colour: unknown key`,
+		`ingest[4].dead_letter: "s" is a topic or stream the source reads`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("missing %q in\n%v", want, err)
