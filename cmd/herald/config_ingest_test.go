@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -139,6 +140,20 @@ ingest:
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("missing %q in\n%v", want, err)
+		}
+	}
+}
+
+// TestIngestDocs: docs/configuration.md names every ingest key.
+func TestIngestDocs(t *testing.T) {
+	b, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"ingest", "name", "app", "kafka", "redis", "channel", "event", "data", "format", "dead_letter",
+		"brokers", "topics", "group", "start", "session_timeout", "url", "stream", "claim_idle", "subscribe"} {
+		if !strings.Contains(string(b), "`"+k+"`") {
+			t.Errorf("docs/configuration.md does not mention `%s`", k)
 		}
 	}
 }
