@@ -10,9 +10,8 @@
 //
 // Pub/sub (at most once): the node subscribes to patterns (PSUBSCRIBE); a message published
 // while the node is disconnected, or dropped by Redis because the node fell behind (the
-// client-output-buffer-limit for pub/sub), is lost. Every node of a cluster receives every
-// message, so each is published once per node: use it on a single node, or for events whose
-// repeats are harmless.
+// client-output-buffer-limit for pub/sub), is lost. Every node that subscribes receives every
+// message and publishes it to the whole cluster: give the source to one node only.
 //
 // A Source's goroutine is started by Start and stopped by Close.
 package redis
