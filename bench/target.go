@@ -19,10 +19,15 @@ type Target struct {
 	WS string
 	// REST is the REST base URL of the one node every publish goes to; default
 	// http://127.0.0.1:6001.
-	REST   string
-	AppID  string // default "app-id"
-	Key    string // default "app-key"
-	Secret string // default "app-secret"
+	REST string
+	// Publish, when set, sends the scenario's events to a Kafka topic
+	// (kafka://host:port/topic) or a Redis stream or pub/sub channel
+	// (redis://host:port/db?stream=name, ?channel=name) instead of the REST API: one record
+	// per event in the pusher format, for a herald ingest source with format: pusher.
+	Publish string
+	AppID   string // default "app-id"
+	Key     string // default "app-key"
+	Secret  string // default "app-secret"
 
 	// ServerPIDs, when set, are the server's process ids: its CPU time and RSS are read from
 	// /proc/<pid>. One pid is the whole server (however many nodes WS lists); several are one
@@ -110,6 +115,11 @@ func (t Target) Check() error { return t.withDefaults().check() }
 // check validates the target before any connection is made.
 func (t Target) check() error {
 	var errs []error
+	if t.Publish != "" {
+		if _, _, err := parsePublish(t.Publish); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	eps, err := t.wsEndpoints()
 	if err != nil {
 		errs = append(errs, err)

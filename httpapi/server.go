@@ -42,6 +42,19 @@ type HealthReport struct {
 	Version     string   `json:"version"` // herald's version
 	// Cluster is the node's cluster bus; nil on a single node.
 	Cluster *ClusterHealth `json:"cluster,omitempty"`
+	// Ingest lists the node's Kafka and Redis sources; a source that is down does not change
+	// Status (the node serves its clients regardless).
+	Ingest []IngestHealth `json:"ingest,omitempty"`
+}
+
+// IngestHealth is the state of one ingest source.
+type IngestHealth struct {
+	Name     string `json:"name"`
+	Kind     string `json:"kind"`  // "kafka", "redis_stream" or "redis_pubsub"
+	State    string `json:"state"` // starting, up, paused (the hub refuses events), down or stopped
+	Error    string `json:"error,omitempty"`
+	Consumed uint64 `json:"consumed"`
+	Lag      int64  `json:"lag"` // records not consumed yet, over all partitions
 }
 
 // ClusterHealth is the state of a clustered node's connection to the bus.

@@ -71,6 +71,11 @@ tools() {
   fi
   # The console's browser test (test/js/tests/console.test.mjs) drives Debian's chromium.
   command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
+  # The ingest tests run a real Kafka broker from its jars (internal/servicetest/kafka.go):
+  # Java 17 or newer, and Maven to fetch the jars once into ~/.cache/herald-kafka.
+  if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then
+    apt-get update -qq && apt-get install -y -qq openjdk-17-jre-headless maven
+  fi
   STATICCHECK_VERSION=v0.6.1
   if ! staticcheck -version 2>/dev/null | grep -q "${STATICCHECK_VERSION#v}"; then
     GOFLAGS= go install "honnef.co/go/tools/cmd/staticcheck@${STATICCHECK_VERSION}"

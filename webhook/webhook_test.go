@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/internal/poll"
 )
 
 // patience bounds every wait for something that normally takes milliseconds.
@@ -100,17 +101,7 @@ func (r *receiver) events() []string {
 
 func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(patience)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s; last: %s", patience, what, state)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, patience, what, cond)
 }
 
 // expectEvents waits until the receiver has exactly want, failing on a wrong prefix.

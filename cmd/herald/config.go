@@ -73,6 +73,8 @@ type Config struct {
 	Console              ConsoleConfig
 	Shutdown             ShutdownConfig
 	Webhooks             WebhooksConfig // config_webhooks.go
+	// Ingest are the Kafka and Redis sources the node consumes into channels (config_ingest.go).
+	Ingest []IngestConfig
 	// Apps are the tenants. Without any app in the file, environment or flags, Apps holds the
 	// built-in development app (see UsedDefaultApp).
 	Apps []AppConfig

@@ -298,6 +298,7 @@ func (l *loader) loadFile(path, via string) {
 		nested[group][key] = decode
 	}
 	top["apps"] = func(v fileValue) { l.decodeApps(v, src) }
+	top["ingest"] = func(v fileValue) { l.decodeIngest(v, src) }
 	l.table(root, "", src, top)
 }
 

@@ -102,6 +102,7 @@ func (l *loader) validate() {
 			l.problem(at+".allowed_origins", "%v", err)
 		}
 	}
+	l.ingest()
 }
 
 // cluster checks cluster.*: the URL's scheme picks the engine, and the prefix must suit

@@ -129,6 +129,22 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 		}
 		return err
 	}
+	nodeID := cfg.Cluster.NodeID
+	if nodeID == "" {
+		nodeID = newNodeID()
+	}
+	ing, err := startIngest(cfg, nodeID, h, apps, reg, log)
+	if err != nil {
+		log.Error("start ingest", "err", err)
+		_ = stopHub(context.Background())
+		return 1
+	}
+	// Sources stop before the hub: each commits what it handed on, then leaves its group.
+	stopHubOnly := stopHub
+	stopHub = func(ctx context.Context) error {
+		ing.close(ctx, log)
+		return stopHubOnly(ctx)
+	}
 	leave := notifyLeaving()
 	defer leave.stop()
 	health := func() httpapi.HealthReport {
@@ -138,6 +154,7 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 		if bus != nil {
 			r.Cluster = bus.health()
 		}
+		r.Ingest = ing.health()
 		switch {
 		case st.Draining || leave.draining():
 			r.Status = "draining"

@@ -4,5 +4,9 @@
 // pid - is killed on test cleanup. A missing binary fails the test with how to install it
 // (scripts/test.sh installs both), except under -short, where the test is skipped.
 //
+// Kafka (kafka.go) is a real broker in KRaft mode run from its jars on Maven Central, fetched
+// once with Maven and cached; one per test binary (SharedKafka), since a JVM takes seconds to
+// start. Without java its tests are skipped; scripts/test.sh installs java and Maven.
+//
 // A Server is used by one test goroutine at a time.
 package servicetest

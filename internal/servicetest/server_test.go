@@ -18,3 +18,20 @@ func TestStopStart(t *testing.T) {
 		}
 	}
 }
+
+func TestKafkaStartStop(t *testing.T) {
+	k := SharedKafka(t)
+	if err := apiVersions(k.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	k.Stop()
+	if err := apiVersions(k.Addr()); err == nil {
+		t.Fatalf("kafka still answers on %s after Stop", k.Addr())
+	}
+	if err := k.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := apiVersions(k.Addr()); err != nil {
+		t.Fatalf("after Start: %v", err)
+	}
+}

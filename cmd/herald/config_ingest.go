@@ -1,0 +1,275 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/ingest"
+	"github.com/herald-rt/herald/pusher"
+)
+
+// IngestConfig is one source herald consumes into an app's channels (the file's ingest
+// list; there is no environment variable or flag for it). Exactly one of Kafka and Redis is set.
+type IngestConfig struct {
+	Name  string // unique; in logs, metrics and /health
+	App   string // the id of the app whose channels receive the events
+	Kafka *IngestKafka
+	Redis *IngestRedis
+	// Channel, Event and Data are templates (see ingest.Template); Data empty means the
+	// record's value as it is. With Format "pusher" they must be empty.
+	Channel, Event, Data string
+	// Format is "template" (the default) or "pusher": each record a REST events body.
+	Format string
+	// DeadLetter is the Kafka topic or Redis stream bad records go to; empty: none.
+	DeadLetter string
+}
+
+// IngestKafka is a Kafka source: a consumer group over topics.
+type IngestKafka struct {
+	Brokers []string // host:port
+	Topics  []string
+	Group   string
+	Start   string // earliest or latest (default), for partitions the group has no offset of
+	// SessionTimeout is how long the group waits for a node that went silent before its
+	// partitions go to the others.
+	SessionTimeout Duration
+}
+
+// IngestRedis is a Redis source: a stream read by a consumer group, or pub/sub patterns.
+type IngestRedis struct {
+	URL       string
+	Stream    string
+	Group     string
+	Subscribe []string // pub/sub patterns (PSUBSCRIBE): at most once
+	Start     string   // earliest or latest (default), where a group herald creates begins
+	// ClaimIdle is how long a stream entry stays pending with a consumer (a node that died)
+	// before another node claims it (XAUTOCLAIM).
+	ClaimIdle Duration
+}
+
+// decodeIngest reads the file's ingest list.
+func (l *loader) decodeIngest(v fileValue, src string) {
+	items, err := v.items()
+	if err != nil {
+		l.fail("ingest", src, err)
+		return
+	}
+	l.read("ingest", src)
+	l.cfg.Ingest = make([]IngestConfig, len(items))
+	for i, item := range items {
+		c := &l.cfg.Ingest[i]
+		at := fmt.Sprintf("ingest[%d]", i)
+		str := func(key string, dst any) func(fileValue) {
+			return func(v fileValue) { l.decode(v, at+"."+key, src, dst) }
+		}
+		fields := map[string]func(fileValue){
+			"name": str("name", &c.Name), "app": str("app", &c.App), "channel": str("channel", &c.Channel),
+			"event": str("event", &c.Event), "data": str("data", &c.Data), "format": str("format", &c.Format),
+			"dead_letter": str("dead_letter", &c.DeadLetter),
+		}
+		fields["kafka"] = func(v fileValue) {
+			k := &IngestKafka{}
+			c.Kafka = k
+			l.read(at+".kafka", src)
+			sub := func(key string, dst any) func(fileValue) {
+				return func(v fileValue) { l.decode(v, at+".kafka."+key, src, dst) }
+			}
+			l.table(v, at+".kafka", src, map[string]func(fileValue){
+				"brokers": sub("brokers", &k.Brokers), "topics": sub("topics", &k.Topics), "group": sub("group", &k.Group),
+				"start": sub("start", &k.Start), "session_timeout": sub("session_timeout", &k.SessionTimeout),
+			})
+		}
+		fields["redis"] = func(v fileValue) {
+			r := &IngestRedis{}
+			c.Redis = r
+			l.read(at+".redis", src)
+			sub := func(key string, dst any) func(fileValue) {
+				return func(v fileValue) { l.decode(v, at+".redis."+key, src, dst) }
+			}
+			l.table(v, at+".redis", src, map[string]func(fileValue){
+				"url": sub("url", &r.URL), "stream": sub("stream", &r.Stream), "group": sub("group", &r.Group),
+				"subscribe": sub("subscribe", &r.Subscribe), "claim_idle": sub("claim_idle", &r.ClaimIdle),
+				"start": sub("start", &r.Start),
+			})
+		}
+		l.table(item, at, src, fields)
+	}
+}
+
+// ingestTemplates are one source's compiled templates.
+type ingestTemplates struct {
+	format               ingest.Format
+	channel, event, data *ingest.Template
+}
+
+// ingest checks the ingest list: each source names a known app, one engine and templates
+// that compile (a bad one is reported under its field, "ingest[0].channel").
+func (l *loader) ingest() {
+	c := &l.cfg
+	apps := map[string]bool{}
+	for _, a := range c.Apps {
+		apps[a.ID] = true
+	}
+	names := map[string]int{}
+	for i := range c.Ingest {
+		s := &c.Ingest[i]
+		at := fmt.Sprintf("ingest[%d]", i)
+		switch first, dup := names[s.Name]; {
+		case s.Name == "":
+			l.problem(at+".name", "must not be empty")
+		case strings.Trim(s.Name, nodeIDChars) != "":
+			l.problem(at+".name", "%q may hold only letters, digits, '_', '.' and '-'", s.Name)
+		case dup:
+			l.problem(at+".name", "duplicate of ingest[%d].name", first)
+		default:
+			names[s.Name] = i
+		}
+		if !apps[s.App] {
+			l.problem(at+".app", "%q is not the id of a configured app", s.App)
+		}
+		switch {
+		case s.Kafka == nil && s.Redis == nil:
+			l.problem(at, "needs a kafka or a redis table")
+		case s.Kafka != nil && s.Redis != nil:
+			l.problem(at+".redis", "a source has kafka or redis, not both")
+		case s.Kafka != nil:
+			l.ingestKafka(at+".kafka", s.Kafka)
+		default:
+			l.ingestRedis(at+".redis", s.Redis)
+		}
+		l.ingestTemplates(at, s)
+		if s.DeadLetter != "" && ((s.Kafka != nil && slices.Contains(s.Kafka.Topics, s.DeadLetter)) ||
+			(s.Redis != nil && s.Redis.Stream == s.DeadLetter)) {
+			l.problem(at+".dead_letter", "%q is a topic or stream the source reads: its bad records would come back forever", s.DeadLetter)
+		}
+	}
+}
+
+func (l *loader) ingestKafka(at string, k *IngestKafka) {
+	if len(k.Brokers) == 0 {
+		l.problem(at+".brokers", "at least one broker (host:port) is required")
+	}
+	for j, b := range k.Brokers {
+		if _, port, err := net.SplitHostPort(b); err != nil || port == "" {
+			l.problem(fmt.Sprintf("%s.brokers[%d]", at, j), "%q is not host:port", b)
+		}
+	}
+	if len(k.Topics) == 0 {
+		l.problem(at+".topics", "at least one topic is required")
+	}
+	for j, t := range k.Topics {
+		if t == "" {
+			l.problem(fmt.Sprintf("%s.topics[%d]", at, j), "must not be empty")
+		}
+	}
+	if k.Group == "" {
+		l.problem(at+".group", "must not be empty: every node of a cluster joins this consumer group")
+	}
+	if k.Start != "" {
+		l.oneOf(at+".start", k.Start, "earliest", "latest")
+	}
+	if k.SessionTimeout.Duration != 0 {
+		l.longerThan(at+".session_timeout", k.SessionTimeout, ingestMinSession)
+	}
+}
+
+func (l *loader) ingestRedis(at string, r *IngestRedis) {
+	if r.URL == "" {
+		l.problem(at+".url", "must not be empty")
+	} else if _, err := parseBusURL(r.URL); err != nil || !strings.HasPrefix(strings.ToLower(r.URL), "redis") {
+		l.problem(at+".url", "want redis://[user:password@]host:port[/db] or rediss://")
+	} else if _, err := rueidis.ParseURL(r.URL); err != nil {
+		l.problem(at+".url", "%v", err)
+	}
+	switch {
+	case r.Stream == "" && len(r.Subscribe) == 0:
+		l.problem(at, "needs a stream (with a group) or subscribe patterns")
+	case r.Stream != "" && len(r.Subscribe) > 0:
+		l.problem(at+".subscribe", "a source reads a stream or subscribes, not both")
+	case r.Stream != "" && r.Group == "":
+		l.problem(at+".group", "must not be empty: every node of a cluster reads the stream in this consumer group")
+	case len(r.Subscribe) > 0 && r.Group != "":
+		l.problem(at+".group", "pub/sub has no consumer group")
+	}
+	for j, p := range r.Subscribe {
+		if p == "" {
+			l.problem(fmt.Sprintf("%s.subscribe[%d]", at, j), "must not be empty")
+		}
+	}
+	if r.Start != "" {
+		l.oneOf(at+".start", r.Start, "earliest", "latest")
+	}
+	if r.ClaimIdle.Duration != 0 {
+		l.longerThan(at+".claim_idle", r.ClaimIdle, ingestMinClaimIdle)
+	}
+}
+
+// ingestTemplates compiles a source's templates, reporting each under its field.
+func (l *loader) ingestTemplates(at string, s *IngestConfig) {
+	switch s.Format {
+	case "pusher":
+		for key, v := range map[string]string{"channel": s.Channel, "event": s.Event, "data": s.Data} {
+			if v != "" {
+				l.problem(at+"."+key, "not used with format pusher: each record names its own channel, event and data")
+			}
+		}
+		return
+	case "", "template":
+	default:
+		l.problem(at+".format", "%q is not one of template, pusher", s.Format)
+		return
+	}
+	var lim herald.Limits
+	for _, a := range l.cfg.Apps {
+		if a.ID == s.App {
+			lim = a.Limits.WithDefaults()
+		}
+	}
+	check := func(key, v string, literal func(string) error) {
+		if v == "" && key != "data" {
+			l.problem(at+"."+key, "must not be empty (a template such as \"{value.symbol}.trade\", or a name)")
+			return
+		}
+		t, err := ingest.ParseTemplate(v)
+		if err != nil {
+			l.problem(at+"."+key, "%v", err)
+			return
+		}
+		if lit, ok := t.Literal(); ok && literal != nil && v != "" {
+			if err := literal(lit); err != nil {
+				l.problem(at+"."+key, "%s", herald.MessageOf(err))
+			}
+		}
+	}
+	check("channel", s.Channel, func(v string) error { return pusher.ValidateChannelName(v, lim.MaxChannelNameLength) })
+	check("event", s.Event, func(v string) error { return pusher.ValidateEventName(v, lim.MaxEventNameLength) })
+	check("data", s.Data, nil)
+}
+
+// templates compiles a validated source's templates.
+func (s *IngestConfig) templates() ingestTemplates {
+	if s.Format == "pusher" {
+		return ingestTemplates{format: ingest.FormatPusher}
+	}
+	t := ingestTemplates{}
+	t.channel, _ = ingest.ParseTemplate(s.Channel)
+	t.event, _ = ingest.ParseTemplate(s.Event)
+	if s.Data != "" {
+		t.data, _ = ingest.ParseTemplate(s.Data)
+	}
+	return t
+}
+
+// Lower bounds of the ingest durations: Kafka refuses sessions shorter than its
+// group.min.session.timeout.ms (6 s by default); a claim sooner than 100 ms after delivery
+// would take entries from consumers that are merely busy.
+const (
+	ingestMinSession   = 6 * time.Second
+	ingestMinClaimIdle = 100 * time.Millisecond
+)

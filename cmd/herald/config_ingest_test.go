@@ -1,0 +1,159 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+const ingestYAML = `
+apps:
+  - {id: app-id, key: app-key, secret: s}
+ingest:
+  - name: trades
+    app: app-id
+    kafka:
+      brokers: [127.0.0.1:9092]
+      topics: [trades]
+      group: herald-trades
+      start: latest
+    channel: "{value.symbol}.trade"
+    event: trade
+    data: "{value}"
+    dead_letter: trades-dead
+  - name: bids
+    app: app-id
+    redis:
+      url: redis://127.0.0.1:6379/0
+      stream: bids
+      group: herald-bids
+      claim_idle: 5s
+    channel: "auction-{value.item_id}"
+    event: bid
+  - name: raw
+    app: app-id
+    redis:
+      url: redis://127.0.0.1:6379/0
+      subscribe: ["bids:*"]
+    format: pusher
+`
+
+func TestIngestConfig(t *testing.T) {
+	cfg, err := load(t, []string{"--config", writeFile(t, "h.yaml", ingestYAML)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Ingest) != 3 {
+		t.Fatalf("%d sources", len(cfg.Ingest))
+	}
+	k := cfg.Ingest[0]
+	if k.Kafka == nil || k.Kafka.Group != "herald-trades" || k.Kafka.Topics[0] != "trades" || k.Channel != "{value.symbol}.trade" || k.DeadLetter != "trades-dead" {
+		t.Errorf("kafka source %+v %+v", k, k.Kafka)
+	}
+	r := cfg.Ingest[1]
+	if r.Redis == nil || r.Redis.Stream != "bids" || r.Redis.ClaimIdle.Duration != 5*time.Second {
+		t.Errorf("redis source %+v %+v", r, r.Redis)
+	}
+	if p := cfg.Ingest[2]; p.Format != "pusher" || p.Redis.Subscribe[0] != "bids:*" {
+		t.Errorf("pub/sub source %+v", p)
+	}
+	// TOML takes the same keys.
+	toml := `
+[[apps]]
+id = "app-id"
+key = "k"
+secret = "s"
+[[ingest]]
+name = "t"
+app = "app-id"
+channel = "{topic}"
+event = "e"
+[ingest.kafka]
+brokers = ["127.0.0.1:9092"]
+topics = ["a", "b"]
+group = "g"
+`
+	cfg, err = load(t, []string{"--config", writeFile(t, "h.toml", toml)}, nil)
+	if err != nil || len(cfg.Ingest) != 1 || len(cfg.Ingest[0].Kafka.Topics) != 2 {
+		t.Fatalf("toml: %v %+v", err, cfg.Ingest)
+	}
+}
+
+func TestIngestConfigErrors(t *testing.T) {
+	bad := `
+apps:
+  - {id: app-id, key: app-key, secret: s}
+ingest:
+  - name: trades
+    app: nope
+    kafka: {brokers: [nohost], topics: [], start: sometime, session_timeout: 1s}
+    channel: "{value.symbol.trade"
+    event: "{offset}"
+  - name: trades
+    app: app-id
+    channel: "bad channel"
+    event: e
+  - name: both
+    app: app-id
+    kafka: {brokers: ["h:1"], topics: [t], group: g}
+    redis: {url: "redis://h:1"}
+    channel: c
+    event: e
+  - name: r
+    app: app-id
+    redis: {url: "http://h:1", stream: s, subscribe: ["x"], claim_idle: 1ms}
+    format: pusher
+    channel: c
+  - name: r2
+    app: app-id
+    redis: {url: "redis://h:1", stream: s}
+    channel: c
+    event: e
+    colour: red
+    dead_letter: s
+`
+	_, err := load(t, []string{"--config", writeFile(t, "h.yaml", bad)}, nil)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{
+		`ingest[0].app: "nope" is not the id of a configured app`,
+		`ingest[0].kafka.brokers[0]: "nohost" is not host:port`,
+		`ingest[0].kafka.topics: at least one topic is required`,
+		`ingest[0].kafka.group: must not be empty`,
+		`ingest[0].kafka.start: "sometime" is not one of earliest, latest`,
+		`ingest[0].kafka.session_timeout: 1s must be at least 6s`,
+		`ingest[0].channel: '{' at byte 0 is never closed`,
+		`ingest[0].event: unknown variable {offset}`,
+		`ingest[1].name: duplicate of ingest[0].name`,
+		`ingest[1]: needs a kafka or a redis table`,
+		`ingest[1].channel: channel name has invalid character ' '`,
+		`ingest[2].redis: a source has kafka or redis, not both`,
+		`ingest[3].redis.url: want redis://`,
+		`ingest[3].redis.subscribe: a source reads a stream or subscribes, not both`,
+		`ingest[3].redis.claim_idle: 1ms must be at least 100ms`,
+		`ingest[3].channel: not used with format pusher`,
+		`ingest[4].redis.group: must not be empty`,
+		`ingest[4].colour: unknown key`,
+		`ingest[4].dead_letter: "s" is a topic or stream the source reads`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in\n%v", want, err)
+		}
+	}
+}
+
+// TestIngestDocs: docs/configuration.md names every ingest key.
+func TestIngestDocs(t *testing.T) {
+	b, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"ingest", "name", "app", "kafka", "redis", "channel", "event", "data", "format", "dead_letter",
+		"brokers", "topics", "group", "start", "session_timeout", "url", "stream", "claim_idle", "subscribe"} {
+		if !strings.Contains(string(b), "`"+k+"`") {
+			t.Errorf("docs/configuration.md does not mention `%s`", k)
+		}
+	}
+}

@@ -1,0 +1,113 @@
+package ingest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+
+	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/pusher"
+)
+
+// Format is how a source turns a record into events.
+type Format uint8
+
+const (
+	// FormatTemplate renders each record's channel, event and data from the templates.
+	FormatTemplate Format = iota
+	// FormatPusher reads each record as a REST events body: name, channel or channels, data,
+	// optional socket_id.
+	FormatPusher
+)
+
+// events appends the events of r to evs; a bad record is a *badRecord.
+func (p *Pipeline) events(evs []herald.Event, r *Record) ([]herald.Event, *badRecord) {
+	if p.cfg.Format == FormatPusher {
+		return p.pusherEvents(evs, r)
+	}
+	var v value
+	ch, err := p.cfg.Channel.render(r, &v)
+	if err != nil {
+		return evs, renderBad(err)
+	}
+	name, err := p.cfg.Event.render(r, &v)
+	if err != nil {
+		return evs, renderBad(err)
+	}
+	data := string(r.Value)
+	if p.cfg.Data != nil {
+		if data, err = p.cfg.Data.render(r, &v); err != nil {
+			return evs, renderBad(err)
+		}
+	}
+	if b := p.check(name, []string{ch}, data, ""); b != nil {
+		return evs, b
+	}
+	return append(evs, herald.Event{Name: name, Channel: ch, Data: data}), nil
+}
+
+func renderBad(err error) *badRecord {
+	var m errMissing
+	if errors.As(err, &m) {
+		return bad(ReasonMissingField, err.Error())
+	}
+	return bad(ReasonInvalidJSON, err.Error())
+}
+
+// pusherBody is a record in the pusher format.
+type pusherBody struct {
+	Name     string          `json:"name"`
+	Data     json.RawMessage `json:"data"`
+	Channel  string          `json:"channel"`
+	Channels []string        `json:"channels"`
+	SocketID string          `json:"socket_id"`
+}
+
+func (p *Pipeline) pusherEvents(evs []herald.Event, r *Record) ([]herald.Event, *badRecord) {
+	var b pusherBody
+	if err := json.Unmarshal(r.Value, &b); err != nil {
+		return evs, bad(ReasonInvalidJSON, err.Error())
+	}
+	chans := b.Channels
+	if b.Channel != "" {
+		if len(chans) > 0 {
+			return evs, bad(ReasonInvalidBody, "give channel or channels, not both")
+		}
+		chans = []string{b.Channel}
+	}
+	data := ""
+	if raw := bytes.TrimSpace(b.Data); len(raw) > 0 && !isNull(raw) {
+		data = string(raw)
+		if raw[0] == '"' {
+			if err := json.Unmarshal(raw, &data); err != nil {
+				return evs, bad(ReasonInvalidJSON, "data: "+err.Error())
+			}
+		}
+	}
+	if bd := p.check(b.Name, chans, data, b.SocketID); bd != nil {
+		return evs, bd
+	}
+	chans, _ = pusher.ValidateChannels(chans, p.limits) // repeats removed
+	for _, ch := range chans {
+		evs = append(evs, herald.Event{Name: b.Name, Channel: ch, Data: data, SocketID: b.SocketID})
+	}
+	return evs, nil
+}
+
+// check validates one event as the REST API does, classifying what is wrong.
+func (p *Pipeline) check(name string, chans []string, data, socketID string) *badRecord {
+	lim := p.limits
+	if err := pusher.ValidateEventName(name, lim.MaxEventNameLength); err != nil {
+		return bad(ReasonInvalidEvent, herald.MessageOf(err))
+	}
+	if _, err := pusher.ValidateChannels(chans, lim); err != nil {
+		return bad(ReasonInvalidChannel, herald.MessageOf(err))
+	}
+	if socketID != "" && !pusher.ValidSocketID(socketID) {
+		return bad(ReasonInvalidBody, "socket_id is not a socket id")
+	}
+	if err := pusher.ValidateEventData(data, lim.MaxEventPayloadBytes); err != nil {
+		return bad(ReasonTooLarge, herald.MessageOf(err))
+	}
+	return nil
+}

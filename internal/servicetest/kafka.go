@@ -1,0 +1,327 @@
+package servicetest
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// KafkaVersion is the Kafka release the tests run, from its jars on Maven Central (4.3.1 is
+// the newest whose dependencies all resolve there; 4.4.0 lacks kafka-tools-api).
+const KafkaVersion = "4.3.1"
+
+// Kafka is one single-node Kafka broker in KRaft mode (broker and controller in one JVM) on
+// 127.0.0.1:Port. Unlike Server it does not need a test to start: a package starts one in
+// its TestMain or on first use (SharedKafka) and the JVM's start-up is paid once.
+type Kafka struct {
+	Port  int
+	cport int // the controller's listener
+	dir   string
+	libs  string
+	log   string
+	cmd   *exec.Cmd
+	done  chan struct{}
+}
+
+// Addr is the broker's host:port.
+func (k *Kafka) Addr() string { return "127.0.0.1:" + strconv.Itoa(k.Port) }
+
+// ErrNoJava is returned by StartKafka when java is not installed.
+var ErrNoJava = errors.New("java is not installed: apt-get install -y openjdk-17-jre-headless maven (scripts/test.sh installs them)")
+
+// StartKafka formats a fresh broker in a new temporary directory and starts it, fetching
+// Kafka's jars with Maven first if they are not cached (under the user cache directory,
+// herald-kafka/<version>).
+func StartKafka() (*Kafka, error) {
+	java, err := exec.LookPath("java")
+	if err != nil {
+		return nil, ErrNoJava
+	}
+	libs, err := kafkaJars()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "herald-kafka-")
+	if err != nil {
+		return nil, err
+	}
+	k := &Kafka{dir: dir, libs: libs}
+	var errs []string
+	for attempt := 0; attempt < 5; attempt++ {
+		if k.Port, err = anyPort(); err != nil {
+			break
+		}
+		if k.cport, err = anyPort(); err != nil {
+			break
+		}
+		if err = k.format(java); err != nil {
+			break
+		}
+		if err = k.run(); err == nil {
+			return k, nil
+		}
+		errs = append(errs, err.Error())
+		_ = os.RemoveAll(filepath.Join(dir, "data"))
+	}
+	if err != nil {
+		errs = append(errs, err.Error())
+	}
+	_ = os.RemoveAll(dir)
+	return nil, fmt.Errorf("kafka did not start: %s", strings.Join(errs, "; "))
+}
+
+func anyPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// format writes server.properties for the current ports and formats the log directory.
+func (k *Kafka) format(java string) error {
+	props := strings.Join([]string{
+		"process.roles=broker,controller",
+		"node.id=1",
+		"controller.quorum.voters=1@127.0.0.1:" + strconv.Itoa(k.cport),
+		"listeners=PLAINTEXT://127.0.0.1:" + strconv.Itoa(k.Port) + ",CONTROLLER://127.0.0.1:" + strconv.Itoa(k.cport),
+		"advertised.listeners=PLAINTEXT://127.0.0.1:" + strconv.Itoa(k.Port),
+		"controller.listener.names=CONTROLLER",
+		"inter.broker.listener.name=PLAINTEXT",
+		"listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+		"log.dirs=" + filepath.Join(k.dir, "data"),
+		"offsets.topic.replication.factor=1",
+		"offsets.topic.num.partitions=4",
+		"transaction.state.log.replication.factor=1",
+		"transaction.state.log.min.isr=1",
+		"share.coordinator.state.topic.replication.factor=1",
+		"share.coordinator.state.topic.min.isr=1",
+		"min.insync.replicas=1",
+		"default.replication.factor=1",
+		"num.partitions=1",
+		"auto.create.topics.enable=true",
+		"group.initial.rebalance.delay.ms=0",
+		"log.cleaner.dedupe.buffer.size=16777216",
+		// A broker killed and started again re-registers only once its former session has
+		// expired (9 s by default): 2 s keeps restart tests short.
+		"broker.session.timeout.ms=2000",
+		"broker.heartbeat.interval.ms=500",
+	}, "\n") + "\n"
+	if err := os.WriteFile(k.props(), []byte(props), 0o644); err != nil {
+		return err
+	}
+	id := make([]byte, 16)
+	for {
+		_, _ = rand.Read(id)
+		if s := base64.RawURLEncoding.EncodeToString(id); s[0] != '-' {
+			out, err := exec.Command(java, "-cp", filepath.Join(k.libs, "*"), "kafka.tools.StorageTool",
+				"format", "-t", s, "-c", k.props()).CombinedOutput()
+			if err != nil {
+				return fmt.Errorf("formatting kafka storage: %v: %s", err, out)
+			}
+			return nil
+		}
+	}
+}
+
+func (k *Kafka) props() string { return filepath.Join(k.dir, "server.properties") }
+
+// run starts the JVM and waits until the broker answers an ApiVersions request.
+func (k *Kafka) run() error {
+	k.log = filepath.Join(k.dir, fmt.Sprintf("kafka-%d.log", time.Now().UnixNano()))
+	out, err := os.Create(k.log)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	cmd := exec.Command("java", "-Xmx512m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
+		"-cp", filepath.Join(k.libs, "*"), "kafka.Kafka", k.props())
+	cmd.Stdout, cmd.Stderr = out, out
+	orphanProof(cmd)
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	k.cmd, k.done = cmd, make(chan struct{})
+	done := k.done
+	go func() { _ = cmd.Wait(); close(done) }()
+	deadline := time.Now().Add(2 * Ready)
+	var last error
+	for time.Now().Before(deadline) {
+		select {
+		case <-done:
+			k.cmd = nil
+			return fmt.Errorf("kafka exited on port %d before answering (%v); log: %s", k.Port, cmd.ProcessState, k.logTail())
+		default:
+		}
+		if last = apiVersions(k.Addr()); last == nil {
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond) // polling interval while the JVM starts
+	}
+	k.Kill()
+	return fmt.Errorf("kafka on port %d did not answer within %v (last: %v); log: %s", k.Port, 2*Ready, last, k.logTail())
+}
+
+// apiVersions sends ApiVersions v0 and checks that the broker answers without an error.
+func apiVersions(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	// size, api key 18, version 0, correlation id 1, client id null
+	req := []byte{0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 1, 0xff, 0xff}
+	if _, err := c.Write(req); err != nil {
+		return err
+	}
+	var head [10]byte // size, correlation id, error code
+	if _, err := io.ReadFull(c, head[:]); err != nil {
+		return err
+	}
+	if code := int16(binary.BigEndian.Uint16(head[8:])); code != 0 {
+		return fmt.Errorf("ApiVersions answered error code %d", code)
+	}
+	return nil
+}
+
+func (k *Kafka) logTail() string {
+	b, _ := os.ReadFile(k.log)
+	if len(b) > 3000 {
+		b = b[len(b)-3000:]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// Kill stops the broker with SIGKILL, as a crash would, and waits for the process to exit.
+func (k *Kafka) Kill() {
+	if k.cmd == nil {
+		return
+	}
+	_ = k.cmd.Process.Kill()
+	<-k.done
+	k.cmd = nil
+}
+
+// Stop stops the broker with SIGTERM (a clean shutdown), killing it after 20 s.
+func (k *Kafka) Stop() {
+	if k.cmd == nil {
+		return
+	}
+	_ = k.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-k.done:
+		k.cmd = nil
+	case <-time.After(20 * time.Second):
+		k.Kill()
+	}
+}
+
+// Start starts a stopped broker again on the same ports with its data.
+func (k *Kafka) Start() error {
+	if k.cmd != nil {
+		return errors.New("kafka: Start while running")
+	}
+	deadline := time.Now().Add(Ready)
+	for {
+		err := k.run()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond) // the old process's port may linger a moment
+	}
+}
+
+// Close stops the broker and removes its files.
+func (k *Kafka) Close() {
+	k.Kill()
+	_ = os.RemoveAll(k.dir)
+}
+
+var shared struct {
+	once sync.Once
+	k    *Kafka
+	err  error
+}
+
+// SharedKafka returns the test binary's broker, started on first use; the package's TestMain
+// calls CloseSharedKafka after m.Run. Without java the test is skipped; any other failure
+// fails it.
+func SharedKafka(t testing.TB) *Kafka {
+	t.Helper()
+	shared.once.Do(func() { shared.k, shared.err = StartKafka() })
+	if errors.Is(shared.err, ErrNoJava) {
+		t.Skipf("skipping the Kafka test: %v", shared.err)
+	}
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	return shared.k
+}
+
+// CloseSharedKafka stops the broker SharedKafka started, if any.
+func CloseSharedKafka() {
+	if shared.k != nil {
+		shared.k.Close()
+	}
+}
+
+// kafkaJars returns the directory of Kafka's jars, fetching them with Maven when absent.
+func kafkaJars() (string, error) {
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		cache = os.TempDir()
+	}
+	root := filepath.Join(cache, "herald-kafka", KafkaVersion)
+	libs := filepath.Join(root, "libs")
+	if ents, err := os.ReadDir(libs); err == nil && len(ents) > 0 {
+		return libs, nil
+	}
+	mvn, err := exec.LookPath("mvn")
+	if err != nil {
+		return "", errors.New("kafka's jars are not cached and mvn is not installed: apt-get install -y maven (scripts/test.sh installs it)")
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(root, "fetch-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	pom := `<project xmlns="http://maven.apache.org/POM/4.0.0"><modelVersion>4.0.0</modelVersion>
+<groupId>herald</groupId><artifactId>kafka-jars</artifactId><version>1</version><dependencies>
+<dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>` + KafkaVersion + `</version></dependency>
+<dependency><groupId>org.slf4j</groupId><artifactId>slf4j-simple</artifactId><version>1.7.36</version></dependency>
+</dependencies></project>`
+	if err := os.WriteFile(filepath.Join(tmp, "pom.xml"), []byte(pom), 0o644); err != nil {
+		return "", err
+	}
+	cmd := exec.Command(mvn, "-B", "-q", "-DoutputDirectory="+filepath.Join(tmp, "libs"),
+		"org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy-dependencies")
+	cmd.Dir = tmp
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("fetching kafka's jars with maven: %v: %s", err, out)
+	}
+	// Another test binary may have fetched them meanwhile: either copy will do.
+	if err := os.Rename(filepath.Join(tmp, "libs"), libs); err != nil {
+		if ents, rerr := os.ReadDir(libs); rerr != nil || len(ents) == 0 {
+			return "", err
+		}
+	}
+	return libs, nil
+}

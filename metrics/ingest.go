@@ -1,0 +1,87 @@
+package metrics
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/herald-rt/herald/ingest"
+)
+
+// IngestLatency registers <prefix>ingest_latency_seconds and returns the observer of one
+// source. Call it once per source.
+func (r *Registry) IngestLatency(prefix string) func(source string) ingest.Observer {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: prefix + "ingest_latency_seconds",
+		Help: "Time from a record's timestamp (Kafka: its producer's; Redis streams: the entry id's) to its events handed to the hub (on a clustered node: flushed to the bus). The hub's publish_latency_seconds is the rest of the way to the subscribers' queues.",
+		// 100 µs to about 52 s: a backlog consumed after a restart is old.
+		Buckets: prometheus.ExponentialBuckets(100e-6, 2, 20),
+	}, []string{"source"})
+	r.reg.MustRegister(h)
+	return func(source string) ingest.Observer { return h.WithLabelValues(source) }
+}
+
+// AttachIngest exports the counters of a node's ingest sources, read from stats at each
+// scrape. Call it once, when the node has sources.
+func (r *Registry) AttachIngest(prefix string, stats func() []ingest.Stats) {
+	r.reg.MustRegister(newIngestCollector(prefix, stats))
+}
+
+type ingestCollector struct {
+	stats                                            func() []ingest.Stats
+	consumed, published, bad, dead, deadErr, retries *prometheus.Desc
+	commitErr, reclaimed, lag, up                    *prometheus.Desc
+}
+
+func newIngestCollector(prefix string, stats func() []ingest.Stats) *ingestCollector {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc(prefix+name, help, append([]string{"source"}, labels...), nil)
+	}
+	return &ingestCollector{
+		stats:     stats,
+		consumed:  d("ingest_records_consumed_total", "Records fetched from the source and handed to its pipeline."),
+		published: d("ingest_events_published_total", "Events the source handed to the hub."),
+		bad:       d("ingest_bad_records_total", "Records skipped as bad (and committed), by reason.", "reason"),
+		dead:      d("ingest_dead_letters_total", "Bad records written to the dead-letter topic or stream."),
+		deadErr:   d("ingest_dead_letter_errors_total", "Bad records skipped without a dead letter, its write having failed."),
+		retries:   d("ingest_publish_retries_total", "Hand-offs the hub refused (its queues full, the bus down), each retried while the source fetches nothing."),
+		commitErr: d("ingest_commit_errors_total", "Kafka commits or Redis acknowledgements that failed (those records will be delivered again)."),
+		reclaimed: d("ingest_reclaimed_total", "Redis stream entries claimed from consumers idle past claim_idle (XAUTOCLAIM)."),
+		lag:       d("ingest_lag_records", "Records of a partition (Redis: stream) not consumed yet, as of the last fetch.", "topic", "partition"),
+		up:        d("ingest_source_up", "1 while the source's broker answers and the source consumes (or waits for the hub), else 0."),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *ingestCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.consumed, c.published, c.bad, c.dead, c.deadErr, c.retries, c.commitErr, c.reclaimed, c.lag, c.up} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *ingestCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range c.stats() {
+		counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), append([]string{s.Name}, labels...)...)
+		}
+		counter(c.consumed, s.Consumed)
+		counter(c.published, s.Published)
+		for _, r := range ingest.Reasons() {
+			counter(c.bad, s.Bad[r], r.String())
+		}
+		counter(c.dead, s.DeadLettered)
+		counter(c.deadErr, s.DeadLetterErrors)
+		counter(c.retries, s.PublishRetries)
+		counter(c.commitErr, s.CommitErrors)
+		counter(c.reclaimed, s.Reclaimed)
+		for _, l := range s.Lag {
+			ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(l.Records), s.Name, l.Topic, strconv.Itoa(int(l.Partition)))
+		}
+		up := 0.0
+		if s.Up() {
+			up = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.up, prometheus.GaugeValue, up, s.Name)
+	}
+}
