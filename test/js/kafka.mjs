@@ -79,7 +79,11 @@ export class KafkaBroker {
         if (nl >= 0) resolve(JSON.parse(line.slice(0, nl)).addr);
       });
       this.exited.then(({ code, signal }) => {
-        const e = new Error(`kafkabroker exited (code ${code}, signal ${signal}) before the broker answered:\n${this.output}`);
+        const e = new Error(
+          code === EXIT_NO_JAVA
+            ? this.output.trim()
+            : `kafkabroker exited (code ${code}, signal ${signal}) before the broker answered:\n${this.output}`,
+        );
         e.noJava = code === EXIT_NO_JAVA;
         reject(e);
       });
