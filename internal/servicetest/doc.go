@@ -7,6 +7,7 @@
 // Kafka (kafka.go) is a real broker in KRaft mode run from its jars on Maven Central, fetched
 // once with Maven and cached; one per test binary (SharedKafka), since a JVM takes seconds to
 // start. Without java its tests are skipped; scripts/test.sh installs java and Maven.
+// cmd/kafkabroker runs that broker for the suites that are not Go (test/js/kafka.mjs).
 //
 // A Server is used by one test goroutine at a time.
 package servicetest
