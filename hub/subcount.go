@@ -78,9 +78,11 @@ func (f *core) sendSubCounts() {
 	s := f.subCounts
 	s.mu.Lock()
 	dirty := s.dirty
-	if len(dirty) > 0 {
-		s.dirty = map[chanKey]struct{}{}
+	if len(dirty) == 0 {
+		s.mu.Unlock() // dirty is still the map subscribers mark: not to be read unlocked
+		return
 	}
+	s.dirty = map[chanKey]struct{}{}
 	s.mu.Unlock()
 	for k := range dirty {
 		a := f.apps[k.app]
