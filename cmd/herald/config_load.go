@@ -358,6 +358,16 @@ func (l *loader) table(v fileValue, path, src string, fields map[string]func(fil
 	}
 }
 
+// scalars returns the decoders of a table's scalar keys: each reads its value into dsts[key],
+// the field at path.key.
+func (l *loader) scalars(path, src string, dsts map[string]any) map[string]func(fileValue) {
+	fields := make(map[string]func(fileValue), len(dsts))
+	for key, dst := range dsts {
+		fields[key] = func(v fileValue) { l.decode(v, path+"."+key, src, dst) }
+	}
+	return fields
+}
+
 // decode reads the scalar v into dst, the field at path.
 func (l *loader) decode(v fileValue, path, src string, dst any) {
 	if err := v.decode(dst); err != nil {
