@@ -72,20 +72,18 @@ func (l *loader) decodeIngest(v fileValue, src string) {
 		fields["kafka"] = func(v fileValue) {
 			k := &IngestKafka{}
 			c.Kafka = k
-			l.read(at+".kafka", src)
-			l.table(v, at+".kafka", src, l.scalars(at+".kafka", src, map[string]any{
+			l.scalarTable(v, at+".kafka", src, map[string]any{
 				"brokers": &k.Brokers, "topics": &k.Topics, "group": &k.Group, "start": &k.Start,
 				"session_timeout": &k.SessionTimeout,
-			}))
+			})
 		}
 		fields["redis"] = func(v fileValue) {
 			r := &IngestRedis{}
 			c.Redis = r
-			l.read(at+".redis", src)
-			l.table(v, at+".redis", src, l.scalars(at+".redis", src, map[string]any{
+			l.scalarTable(v, at+".redis", src, map[string]any{
 				"url": &r.URL, "stream": &r.Stream, "group": &r.Group, "subscribe": &r.Subscribe,
 				"claim_idle": &r.ClaimIdle, "start": &r.Start,
-			}))
+			})
 		}
 		l.table(item, at, src, fields)
 	}

@@ -368,6 +368,12 @@ func (l *loader) scalars(path, src string, dsts map[string]any) map[string]func(
 	return fields
 }
 
+// scalarTable reads the table v at path, whose keys are all scalars: each into dsts[key].
+func (l *loader) scalarTable(v fileValue, path, src string, dsts map[string]any) {
+	l.read(path, src)
+	l.table(v, path, src, l.scalars(path, src, dsts))
+}
+
 // decode reads the scalar v into dst, the field at path.
 func (l *loader) decode(v fileValue, path, src string, dst any) {
 	if err := v.decode(dst); err != nil {
