@@ -94,7 +94,7 @@ ingest:
 	a := startNode(t, "node-a", bus.URL(), "--config", cfgPath)
 	b := startNode(t, "node-b", bus.URL(), "--config", cfgPath)
 	for _, n := range []*node{a, b} {
-		n.waitHealth(t, "the source up", func(h nodeHealth) error { return ingestState(n, t, "up") })
+		waitIngestUp(t, n, "the source up")
 	}
 	subsA := []*tradeSub{watchTrades(t, a, "BTC.trade"), watchTrades(t, a, "ETH.trade")}
 	subsB := []*tradeSub{watchTrades(t, b, "BTC.trade"), watchTrades(t, b, "ETH.trade")}
@@ -137,7 +137,7 @@ ingest:
 	a.kill(t)
 	subsB[0].waitAll(t, 600)
 	a = startNode(t, "node-a", bus.URL(), "--config", cfgPath)
-	a.waitHealth(t, "the source up again", func(h nodeHealth) error { return ingestState(a, t, "up") })
+	waitIngestUp(t, a, "the source up again")
 	late := watchTrades(t, a, "ETH.trade")
 	produceMu.Lock()
 	more := seqs[1] + 200
@@ -174,7 +174,7 @@ ingest:
 	subsC[0].waitSeq(t, from+300)
 	a.kill(t)
 	a = startNode(t, "node-a", bus.URL(), "--config", cfgPath)
-	a.waitHealth(t, "the only consumer up again", func(h nodeHealth) error { return ingestState(a, t, "up") })
+	waitIngestUp(t, a, "the only consumer up again")
 	produceMu.Lock()
 	more = seqs[1] + 200
 	produceMu.Unlock()
@@ -321,11 +321,15 @@ func ingestHealth(t *testing.T, n *node) ingestSource {
 	return h.Ingest[0]
 }
 
-func ingestState(n *node, t *testing.T, want string) error {
-	if h := ingestHealth(t, n); h.State != want {
-		return fmt.Errorf("ingest state %q", h.State)
-	}
-	return nil
+// waitIngestUp waits until the node's one source is up.
+func waitIngestUp(t *testing.T, n *node, what string) {
+	t.Helper()
+	n.waitHealth(t, what, func(nodeHealth) error {
+		if h := ingestHealth(t, n); h.State != "up" {
+			return fmt.Errorf("ingest state %q", h.State)
+		}
+		return nil
+	})
 }
 
 // metric reads one sample from the node's metrics.

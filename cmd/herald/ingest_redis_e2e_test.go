@@ -46,7 +46,7 @@ ingest:
 	a := startNode(t, "node-a", rs.URL(), "--config", cfgPath)
 	b := startNode(t, "node-b", rs.URL(), "--config", cfgPath)
 	for _, n := range []*node{a, b} {
-		n.waitHealth(t, "the source up", func(nodeHealth) error { return ingestState(n, t, "up") })
+		waitIngestUp(t, n, "the source up")
 	}
 	sub := watchTrades(t, b, "auction-1")
 
@@ -74,7 +74,7 @@ ingest:
 	a.kill(t)
 	sub.waitAll(t, added()+100) // node-b alone, claiming what node-a left pending
 	a = startNode(t, "node-a", rs.URL(), "--config", cfgPath)
-	a.waitHealth(t, "the source up again", func(nodeHealth) error { return ingestState(a, t, "up") })
+	waitIngestUp(t, a, "the source up again")
 	sub.waitAll(t, added()+200)
 	stop()
 	total := added()
