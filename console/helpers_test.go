@@ -1,17 +1,15 @@
 package console
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/herald-rt/herald/internal/poll"
+	"github.com/herald-rt/herald/internal/ssetest"
 )
 
 // patience is how long a test waits for what normally takes milliseconds: the machine is
@@ -85,87 +83,32 @@ func newTestConsole(t *testing.T, mod func(*Config)) (*Console, *httptest.Server
 	return c, srv, src, pub
 }
 
-// sseEvent is one server-sent event.
-type sseEvent struct {
-	name string
-	data string
-}
-
-// sse is an open stream, read by its own goroutine.
-type sse struct {
-	events chan sseEvent
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
 // openStream opens /console/stream?app=app with the bearer token and fails the test
 // unless it is a 200 event stream.
-func openStream(t *testing.T, base, app string) *sse {
+func openStream(t *testing.T, base, app string) *ssetest.Stream {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/console/stream?app="+app, nil)
-	req.Header.Set("Authorization", "Bearer "+testToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
-		cancel()
-		t.Fatalf("stream: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
-	}
-	s := &sse{events: make(chan sseEvent, 1024), cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		defer resp.Body.Close()
-		r := bufio.NewReader(resp.Body)
-		var ev sseEvent
-		for {
-			line, err := r.ReadString('\n')
-			if err != nil {
-				close(s.events)
-				return
-			}
-			line = strings.TrimSuffix(line, "\n")
-			switch {
-			case line == "":
-				if ev.name != "" {
-					s.events <- ev
-				}
-				ev = sseEvent{}
-			case strings.HasPrefix(line, "event: "):
-				ev.name = line[len("event: "):]
-			case strings.HasPrefix(line, "data: "):
-				ev.data = line[len("data: "):]
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-s.done
-	})
-	return s
+	return ssetest.Open(t, base+"/console/stream?app="+app, testToken)
 }
 
 // next returns the next event named name whose decoded data satisfies ok, failing the
 // test after patience; other events are skipped.
-func next[T any](t *testing.T, s *sse, name string, what string, ok func(T) bool) T {
+func next[T any](t *testing.T, s *ssetest.Stream, name string, what string, ok func(T) bool) T {
 	t.Helper()
 	deadline := time.After(patience)
 	var last string
 	for {
 		select {
-		case ev, open := <-s.events:
+		case ev, open := <-s.Events:
 			if !open {
 				t.Fatalf("stream ended waiting for %s (last %s: %s)", what, name, last)
 			}
-			if ev.name != name {
+			if ev.Name != name {
 				continue
 			}
-			last = ev.data
+			last = ev.Data
 			var v T
-			if err := json.Unmarshal([]byte(ev.data), &v); err != nil {
-				t.Fatalf("%s event: %v: %s", name, err, ev.data)
+			if err := json.Unmarshal([]byte(ev.Data), &v); err != nil {
+				t.Fatalf("%s event: %v: %s", name, err, ev.Data)
 			}
 			if ok(v) {
 				return v

@@ -81,8 +81,7 @@ func TestStreamLogTurnsObserverOn(t *testing.T) {
 	eventually(t, "the hub told to read Wants again", func() bool { return refreshes() == "a1" })
 	s2 := openStream(t, srv.URL, "a1") // a second page: no change, no refresh
 	next(t, s2, "overview", "the second page's overview", func(overview) bool { return true })
-	s2.cancel()
-	<-s2.done
+	s2.Close()
 	if c.Observer("a2").Wants() != 0 {
 		t.Error("a2's observer is on while only a1 is watched")
 	}
@@ -110,8 +109,7 @@ func TestStreamLogTurnsObserverOn(t *testing.T) {
 		got[4].Event != "channel_vacated" || got[4].Code != 200 {
 		t.Errorf("log entries %+v", got)
 	}
-	s.cancel()
-	<-s.done
+	s.Close()
 	eventually(t, "Wants off once the page left", func() bool { return o.Wants() == 0 })
 	if r := refreshes(); r != "a1,a1" {
 		t.Errorf("refreshes %q; want a1 when the first page came and when the last left", r)
@@ -217,7 +215,7 @@ func TestCloseEndsStreams(t *testing.T) {
 	c.Close()
 	c.Close() // idempotent
 	select {
-	case <-s.done:
+	case <-s.Done:
 	case <-time.After(patience):
 		t.Fatal("stream still open after Close")
 	}

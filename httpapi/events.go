@@ -12,24 +12,17 @@ import (
 
 // eventBody is one event of POST /events or of a batch.
 type eventBody struct {
-	Name     string          `json:"name"`
-	Data     json.RawMessage `json:"data"`
-	Channel  string          `json:"channel"`
-	Channels []string        `json:"channels"`
-	SocketID string          `json:"socket_id"`
-	Info     string          `json:"info"`
+	pusher.EventBody
+	Info string `json:"info"`
 }
 
 // validate checks one event of a REST call against the app's limits and returns its
 // channels (repeats removed) and data. The shape of the body is checked here; the event
 // itself by pusher.ValidateEvent, which every publisher shares.
 func validate(app *herald.App, e *eventBody, batch bool) ([]string, string, error) {
-	chans := e.Channels
-	if e.Channel != "" {
-		if len(chans) > 0 {
-			return nil, "", herald.Errorf(herald.CodeInvalid, "give channel or channels, not both")
-		}
-		chans = []string{e.Channel}
+	chans, err := e.Targets()
+	if err != nil {
+		return nil, "", err
 	}
 	if batch && len(e.Channels) > 0 {
 		return nil, "", herald.Errorf(herald.CodeInvalid, "batch events take one channel each")
@@ -37,7 +30,7 @@ func validate(app *herald.App, e *eventBody, batch bool) ([]string, string, erro
 	if len(chans) == 0 {
 		return nil, "", herald.Errorf(herald.CodeInvalid, "channel or channels is required")
 	}
-	data, err := dataOf(e.Data)
+	data, err := pusher.EventData(e.Data)
 	if err != nil {
 		return nil, "", err
 	}
@@ -46,23 +39,6 @@ func validate(app *herald.App, e *eventBody, batch bool) ([]string, string, erro
 		return nil, "", err
 	}
 	return chans, data, nil
-}
-
-// dataOf returns the event data as the string clients receive: Pusher's SDKs send a JSON
-// string; any other JSON value is accepted and passed on as its text.
-func dataOf(raw json.RawMessage) (string, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil
-	}
-	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", herald.Errorf(herald.CodeInvalid, "data: %v", err)
-		}
-		return s, nil
-	}
-	return string(raw), nil
 }
 
 func decodeBody(body []byte, v any) error {

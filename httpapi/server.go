@@ -160,9 +160,7 @@ func (s *Server) signed(next func(w http.ResponseWriter, q *request)) http.Handl
 		cw := &countingWriter{ResponseWriter: rw}
 		w := http.ResponseWriter(cw)
 		defer func() {
-			if s.meter != nil {
-				s.meter.Call(app.ID, max(r.ContentLength, 0), cw.n)
-			}
+			s.metered(app.ID, r, cw)
 			if cw.err != nil {
 				s.refusals.log(s.log, s.now(), app.ID, r, cw.err)
 			}
@@ -177,14 +175,9 @@ func (s *Server) signed(next func(w http.ResponseWriter, q *request)) http.Handl
 			refuseEarly(w, r, herald.Errorf(herald.CodeTooLarge, "request body over %d bytes", s.cfg.MaxBodyBytes))
 			return
 		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+		body, err := s.readBody(w, r)
 		if err != nil {
-			var tooBig *http.MaxBytesError
-			if errors.As(err, &tooBig) {
-				writeError(w, herald.Errorf(herald.CodeTooLarge, "request body over %d bytes", s.cfg.MaxBodyBytes))
-				return
-			}
-			writeError(w, herald.Errorf(herald.CodeInvalid, "read body: %v", err))
+			writeError(w, err)
 			return
 		}
 		if err := pusher.CheckBodyMD5(query, body); err != nil {
@@ -200,17 +193,47 @@ func (s *Server) signed(next func(w http.ResponseWriter, q *request)) http.Handl
 			}
 		}
 		// After the signature: unsigned and replayed requests must not spend the app's rate.
-		if wait, ok := s.limiter(app).take(s.now()); !ok {
+		if err := s.takeRate(w, app); err != nil {
 			if s.replays != nil {
 				s.replays.forget(seen)
 			}
-			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-			writeError(w, herald.Errorf(herald.CodeRateLimited, "app %s is over its rate of %d API requests per second",
-				app.ID, app.Limits.MaxAPIRequestsPerSecond))
+			writeError(w, err)
 			return
 		}
 		next(w, &request{app: app, body: body, r: r})
 	}
+}
+
+// metered counts a call of the app appID: r's body and the answer cw wrote.
+func (s *Server) metered(appID string, r *http.Request, cw *countingWriter) {
+	if s.meter != nil {
+		s.meter.Call(appID, max(r.ContentLength, 0), cw.n)
+	}
+}
+
+// readBody reads r's body, at most MaxBodyBytes of it.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, herald.Errorf(herald.CodeTooLarge, "request body over %d bytes", s.cfg.MaxBodyBytes)
+		}
+		return nil, herald.Errorf(herald.CodeInvalid, "read body: %v", err)
+	}
+	return body, nil
+}
+
+// takeRate takes one request from app's rate of API requests. An app over it gets the error
+// to answer, with Retry-After set on w.
+func (s *Server) takeRate(w http.ResponseWriter, app *herald.App) error {
+	wait, ok := s.limiter(app).take(s.now())
+	if ok {
+		return nil
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+	return herald.Errorf(herald.CodeRateLimited, "app %s is over its rate of %d API requests per second",
+		app.ID, app.Limits.MaxAPIRequestsPerSecond)
 }
 
 // bodyGrace is how long a request refused before its body was read may take to deliver the

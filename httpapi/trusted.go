@@ -1,11 +1,7 @@
 package httpapi
 
 import (
-	"errors"
-	"io"
-	"math"
 	"net/http"
-	"strconv"
 
 	"github.com/herald-rt/herald"
 )
@@ -21,25 +17,14 @@ func (s *Server) TrustedEvents(rw http.ResponseWriter, r *http.Request, appID st
 	}
 	cw := &countingWriter{ResponseWriter: rw}
 	w := http.ResponseWriter(cw)
-	defer func() {
-		if s.meter != nil {
-			s.meter.Call(app.ID, max(r.ContentLength, 0), cw.n)
-		}
-	}()
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	defer s.metered(app.ID, r, cw)
+	body, err := s.readBody(w, r)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeError(w, herald.Errorf(herald.CodeTooLarge, "request body over %d bytes", s.cfg.MaxBodyBytes))
-			return
-		}
-		writeError(w, herald.Errorf(herald.CodeInvalid, "read body: %v", err))
+		writeError(w, err)
 		return
 	}
-	if wait, ok := s.limiter(app).take(s.now()); !ok {
-		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-		writeError(w, herald.Errorf(herald.CodeRateLimited, "app %s is over its rate of %d API requests per second",
-			app.ID, app.Limits.MaxAPIRequestsPerSecond))
+	if err := s.takeRate(w, app); err != nil {
+		writeError(w, err)
 		return
 	}
 	s.events(w, &request{app: app, body: body, r: r})

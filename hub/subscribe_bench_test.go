@@ -54,14 +54,7 @@ func BenchmarkBroadcastAPIObserved(b *testing.B) {
 			if _, err := h.Observe("app-id", nullObserver{want: herald.Activities(herald.APIEvent)}); err != nil {
 				b.Fatal(err)
 			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if err := h.Publish("app-id", benchEvent); err != nil {
-					b.Fatal(err)
-				}
-				h.fence()
-			}
+			runBroadcast(b, h, n)
 		})
 	}
 }

@@ -7,7 +7,8 @@
 // events body), the classification of bad records (counted by reason, logged at most once a
 // second, skipped and, optionally, sent to a dead-letter topic or stream), the hand-off to the
 // hub with backpressure (a refused publish is retried, never dropped, and the source fetches
-// nothing more meanwhile), and the source's counters for metrics and /health.
+// nothing more meanwhile), the source's counters for metrics and /health, and its lifecycle
+// (Lifecycle: Start, Close, Stats; Backoff between reconnections).
 //
 // A source (ingest/kafka, ingest/redis) fetches records, hands them to Pipeline.Handle in
 // order and commits (or acknowledges) only the records Handle reports done: at least once.

@@ -1,7 +1,6 @@
 package ingest
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 
@@ -54,35 +53,18 @@ func renderBad(err error) *badRecord {
 	return bad(ReasonInvalidJSON, err.Error())
 }
 
-// pusherBody is a record in the pusher format.
-type pusherBody struct {
-	Name     string          `json:"name"`
-	Data     json.RawMessage `json:"data"`
-	Channel  string          `json:"channel"`
-	Channels []string        `json:"channels"`
-	SocketID string          `json:"socket_id"`
-}
-
 func (p *Pipeline) pusherEvents(evs []herald.Event, r *Record) ([]herald.Event, *badRecord) {
-	var b pusherBody
+	var b pusher.EventBody
 	if err := json.Unmarshal(r.Value, &b); err != nil {
 		return evs, bad(ReasonInvalidJSON, err.Error())
 	}
-	chans := b.Channels
-	if b.Channel != "" {
-		if len(chans) > 0 {
-			return evs, bad(ReasonInvalidBody, "give channel or channels, not both")
-		}
-		chans = []string{b.Channel}
+	chans, err := b.Targets()
+	if err != nil {
+		return evs, bad(ReasonInvalidBody, herald.MessageOf(err))
 	}
-	data := ""
-	if raw := bytes.TrimSpace(b.Data); len(raw) > 0 && !isNull(raw) {
-		data = string(raw)
-		if raw[0] == '"' {
-			if err := json.Unmarshal(raw, &data); err != nil {
-				return evs, bad(ReasonInvalidJSON, "data: "+err.Error())
-			}
-		}
+	data, err := pusher.EventData(b.Data)
+	if err != nil {
+		return evs, bad(ReasonInvalidJSON, herald.MessageOf(err))
 	}
 	if bd := p.check(b.Name, chans, data, b.SocketID); bd != nil {
 		return evs, bd

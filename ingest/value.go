@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/herald-rt/herald/internal/jsonscan"
 )
 
 // value is a record's value as JSON, checked once per record (json.Valid) and then read
@@ -42,14 +43,7 @@ func (v *value) lookup(raw []byte, path []string) (string, error) {
 		return "", errMissing{"{value." + strings.Join(path, ".") + "}"}
 	}
 	if cur[0] == '"' {
-		if s := cur[1 : len(cur)-1]; plain(s) {
-			return string(s), nil
-		}
-		var s string
-		if err := json.Unmarshal(cur, &s); err != nil {
-			return "", errJSON{err}
-		}
-		return s, nil
+		return jsonscan.Unquote(cur), nil
 	}
 	return string(cur), nil
 }
@@ -62,18 +56,18 @@ func member(raw []byte, key string) ([]byte, bool) {
 	case '{':
 		var found []byte
 		for i := 1; ; {
-			i = skipSpace(raw, i)
+			i = jsonscan.SkipSpace(raw, i)
 			if raw[i] == '}' {
 				return found, found != nil
 			}
-			end := skipString(raw, i)
-			name := raw[i+1 : end-1]
-			i = skipSpace(raw, skipSpace(raw, end)+1) // past ':'
-			vend := skipValue(raw, i)
+			end := jsonscan.StringEnd(raw, i)
+			name := raw[i:end]
+			i = jsonscan.SkipSpace(raw, jsonscan.SkipSpace(raw, end)+1) // past ':'
+			vend := jsonscan.ValueEnd(raw, i)
 			if nameIs(name, key) {
 				found = raw[i:vend]
 			}
-			if i = skipSpace(raw, vend); raw[i] != ',' {
+			if i = jsonscan.SkipSpace(raw, vend); raw[i] != ',' {
 				return found, found != nil
 			}
 			i++
@@ -84,15 +78,15 @@ func member(raw []byte, key string) ([]byte, bool) {
 			return nil, false
 		}
 		for i, k := 1, 0; ; k++ {
-			i = skipSpace(raw, i)
+			i = jsonscan.SkipSpace(raw, i)
 			if raw[i] == ']' {
 				return nil, false
 			}
-			vend := skipValue(raw, i)
+			vend := jsonscan.ValueEnd(raw, i)
 			if k == n {
 				return raw[i:vend], true
 			}
-			if i = skipSpace(raw, vend); raw[i] != ',' {
+			if i = jsonscan.SkipSpace(raw, vend); raw[i] != ',' {
 				return nil, false
 			}
 			i++
@@ -101,70 +95,12 @@ func member(raw []byte, key string) ([]byte, bool) {
 	return nil, false
 }
 
-// nameIs reports whether the JSON string body name (escapes not undone) is key.
+// nameIs reports whether the JSON string literal name is key.
 func nameIs(name []byte, key string) bool {
-	if plain(name) {
-		return string(name) == key
+	if inner := name[1 : len(name)-1]; jsonscan.Plain(inner) {
+		return string(inner) == key // compared without a copy
 	}
-	var s string
-	q := make([]byte, 0, len(name)+2)
-	q = append(append(append(q, '"'), name...), '"')
-	return json.Unmarshal(q, &s) == nil && s == key
-}
-
-// plain reports whether a JSON string body means itself: no escape, valid UTF-8 (else
-// encoding/json undoes the escapes and replaces invalid bytes).
-func plain(s []byte) bool { return bytes.IndexByte(s, '\\') < 0 && utf8.Valid(s) }
-
-func skipSpace(raw []byte, i int) int {
-	for i < len(raw) && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index after the string that starts at raw[i].
-func skipString(raw []byte, i int) int {
-	for j := i + 1; j < len(raw); j++ {
-		switch raw[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
-		}
-	}
-	return len(raw)
-}
-
-// skipValue returns the index after the value that starts at raw[i].
-func skipValue(raw []byte, i int) int {
-	switch raw[i] {
-	case '"':
-		return skipString(raw, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(raw); j++ {
-			switch raw[j] {
-			case '"':
-				j = skipString(raw, j) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return len(raw)
-	}
-	j := i
-	for ; j < len(raw); j++ {
-		switch raw[j] {
-		case ',', '}', ']', ' ', '\t', '\r', '\n':
-			return j
-		}
-	}
-	return j
+	return jsonscan.Unquote(name) == key
 }
 
 func isNull(raw []byte) bool { return len(raw) == 0 || bytes.Equal(raw, []byte("null")) }

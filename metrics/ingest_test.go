@@ -22,10 +22,7 @@ func TestIngestMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct {
-		name, label, val string
-		want             float64
-	}{
+	expect(t, fams, []series{
 		{"herald_ingest_records_consumed_total", "source", "trades", 10},
 		{"herald_ingest_events_published_total", "source", "trades", 8},
 		{"herald_ingest_dead_letters_total", "source", "trades", 1},
@@ -35,11 +32,7 @@ func TestIngestMetrics(t *testing.T) {
 		{"herald_ingest_source_up", "source", "trades", 1}, // paused by the hub is no outage
 		{"herald_ingest_source_up", "source", "bids", 0},
 		{"herald_ingest_latency_seconds", "source", "trades", 1},
-	} {
-		if got, ok := value(t, fams, c.name, c.label, c.val); !ok || got != c.want {
-			t.Errorf("%s{%s=%q} = %v (present %v), want %v", c.name, c.label, c.val, got, ok, c.want)
-		}
-	}
+	})
 	// Bad records: one series per source and reason.
 	bad := map[string]float64{}
 	for _, f := range fams {

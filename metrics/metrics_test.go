@@ -47,6 +47,22 @@ func value(t *testing.T, fams []*dto.MetricFamily, name, label, val string) (flo
 	return 0, false
 }
 
+// series is one expected sample: name{label=val} == want.
+type series struct {
+	name, label, val string
+	want             float64
+}
+
+// expect fails the test for each series absent from fams or of another value.
+func expect(t *testing.T, fams []*dto.MetricFamily, want []series) {
+	t.Helper()
+	for _, w := range want {
+		if got, ok := value(t, fams, w.name, w.label, w.val); !ok || got != w.want {
+			t.Errorf("%s{%s=%q} = %v (present %v), want %v", w.name, w.label, w.val, got, ok, w.want)
+		}
+	}
+}
+
 func TestMetricsReflectTheHub(t *testing.T) {
 	app := &herald.App{ID: "a1", Key: "k1", Secret: "s1", Limits: herald.DefaultLimits}
 	reg := metrics.New("herald_", []string{"a1"})
@@ -102,10 +118,7 @@ func TestMetricsReflectTheHub(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []struct {
-		name, label, val string
-		v                float64
-	}{
+	expect(t, fams, []series{
 		{"herald_connected", "app_id", "a1", 1},
 		{"herald_new_connections_total", "app_id", "a1", 1},
 		{"herald_new_disconnections_total", "app_id", "a1", 0},
@@ -122,13 +135,7 @@ func TestMetricsReflectTheHub(t *testing.T) {
 		{"herald_max_connections", "", "", 50},
 		{"herald_memory_guard_refusing", "", "", 0},
 		{"herald_fanout_queue_depth", "worker", "1", 0},
-	}
-	for _, w := range want {
-		got, ok := value(t, fams, w.name, w.label, w.val)
-		if !ok || got != w.v {
-			t.Errorf("%s{%s=%q} = %v (present %v), want %v", w.name, w.label, w.val, got, ok, w.v)
-		}
-	}
+	})
 	for _, name := range []string{"herald_socket_transmitted_bytes", "herald_socket_received_bytes"} {
 		if v, ok := value(t, fams, name, "app_id", "a1"); !ok || v <= 0 {
 			t.Errorf("%s = %v, %v; want > 0", name, v, ok)

@@ -23,10 +23,7 @@ func TestWebhookMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct {
-		name, label, val string
-		want             float64
-	}{
+	expect(t, fams, []series{
 		{"x_webhook_events_sent_total", "app_id", "a", 5},
 		{"x_webhook_requests_failed_total", "app_id", "a", 3},
 		{"x_webhook_requests_retried_total", "app_id", "a", 2},
@@ -35,9 +32,5 @@ func TestWebhookMetrics(t *testing.T) {
 		{"x_webhook_events_dropped_total", "reason", "rejected", 4},
 		{"x_webhook_queue_depth", "app_id", "a", 9},
 		{"x_webhook_request_seconds", "app_id", "a", 2}, // samples
-	} {
-		if got, ok := value(t, fams, c.name, c.label, c.val); !ok || got != c.want {
-			t.Errorf("%s{%s=%q} = %v (present %v), want %v", c.name, c.label, c.val, got, ok, c.want)
-		}
-	}
+	})
 }

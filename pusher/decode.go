@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/internal/jsonscan"
 )
 
 // Message is a decoded client->server frame. Data is the raw JSON value of "data" (object or
@@ -19,7 +20,7 @@ type Message struct {
 // of a JSON string, the JSON text of anything else, "" when there is none.
 func (m Message) DataString() string {
 	if len(m.Data) > 0 && m.Data[0] == '"' {
-		return unquote(m.Data)
+		return jsonscan.Unquote(m.Data)
 	}
 	return string(m.Data)
 }
@@ -60,14 +61,14 @@ func Decode(b []byte) (Message, error) {
 	case event[0] != '"':
 		return Message{}, invalid("event must be a string")
 	}
-	if m.Event = unquote(event); m.Event == "" {
+	if m.Event = jsonscan.Unquote(event); m.Event == "" {
 		return Message{}, invalid("event must not be empty")
 	}
 	if channel != nil && !isNull(channel) {
 		if channel[0] != '"' {
 			return Message{}, invalid("channel must be a string")
 		}
-		m.Channel = unquote(channel)
+		m.Channel = jsonscan.Unquote(channel)
 	}
 	if data != nil && !isNull(data) {
 		m.Data = bytes.Clone(data)
@@ -194,7 +195,7 @@ func openData(data []byte, what string) (members, error) {
 		return members{}, invalid("%s data is not valid JSON", what)
 	}
 	if data[0] == '"' {
-		data = []byte(unquote(data))
+		data = []byte(jsonscan.Unquote(data))
 		if !json.Valid(data) {
 			return members{}, invalid("%s data is a string that does not hold valid JSON", what)
 		}
@@ -214,7 +215,7 @@ func stringField(val []byte, name string) (string, error) {
 	case val[0] != '"':
 		return "", invalid("%s must be a string", name)
 	}
-	return unquote(val), nil
+	return jsonscan.Unquote(val), nil
 }
 
 func invalid(format string, args ...any) error {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/internal/jsonscan"
 )
 
 // DecodePresenceData parses the channel_data of a presence subscription:
@@ -38,7 +39,7 @@ func DecodePresenceData(channelData string) (herald.Member, error) {
 	}
 	switch id[0] {
 	case '"':
-		m.UserID = unquote(id)
+		m.UserID = jsonscan.Unquote(id)
 	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
 		var ok bool
 		if m.UserID, ok = numberString(string(id)); !ok {

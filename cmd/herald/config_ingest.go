@@ -65,37 +65,24 @@ func (l *loader) decodeIngest(v fileValue, src string) {
 	for i, item := range items {
 		c := &l.cfg.Ingest[i]
 		at := fmt.Sprintf("ingest[%d]", i)
-		str := func(key string, dst any) func(fileValue) {
-			return func(v fileValue) { l.decode(v, at+"."+key, src, dst) }
-		}
-		fields := map[string]func(fileValue){
-			"name": str("name", &c.Name), "app": str("app", &c.App), "channel": str("channel", &c.Channel),
-			"event": str("event", &c.Event), "data": str("data", &c.Data), "format": str("format", &c.Format),
-			"dead_letter": str("dead_letter", &c.DeadLetter),
-		}
+		fields := l.scalars(at, src, map[string]any{
+			"name": &c.Name, "app": &c.App, "channel": &c.Channel, "event": &c.Event, "data": &c.Data,
+			"format": &c.Format, "dead_letter": &c.DeadLetter,
+		})
 		fields["kafka"] = func(v fileValue) {
 			k := &IngestKafka{}
 			c.Kafka = k
-			l.read(at+".kafka", src)
-			sub := func(key string, dst any) func(fileValue) {
-				return func(v fileValue) { l.decode(v, at+".kafka."+key, src, dst) }
-			}
-			l.table(v, at+".kafka", src, map[string]func(fileValue){
-				"brokers": sub("brokers", &k.Brokers), "topics": sub("topics", &k.Topics), "group": sub("group", &k.Group),
-				"start": sub("start", &k.Start), "session_timeout": sub("session_timeout", &k.SessionTimeout),
+			l.scalarTable(v, at+".kafka", src, map[string]any{
+				"brokers": &k.Brokers, "topics": &k.Topics, "group": &k.Group, "start": &k.Start,
+				"session_timeout": &k.SessionTimeout,
 			})
 		}
 		fields["redis"] = func(v fileValue) {
 			r := &IngestRedis{}
 			c.Redis = r
-			l.read(at+".redis", src)
-			sub := func(key string, dst any) func(fileValue) {
-				return func(v fileValue) { l.decode(v, at+".redis."+key, src, dst) }
-			}
-			l.table(v, at+".redis", src, map[string]func(fileValue){
-				"url": sub("url", &r.URL), "stream": sub("stream", &r.Stream), "group": sub("group", &r.Group),
-				"subscribe": sub("subscribe", &r.Subscribe), "claim_idle": sub("claim_idle", &r.ClaimIdle),
-				"start": sub("start", &r.Start),
+			l.scalarTable(v, at+".redis", src, map[string]any{
+				"url": &r.URL, "stream": &r.Stream, "group": &r.Group, "subscribe": &r.Subscribe,
+				"claim_idle": &r.ClaimIdle, "start": &r.Start,
 			})
 		}
 		l.table(item, at, src, fields)

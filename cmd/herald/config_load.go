@@ -358,6 +358,22 @@ func (l *loader) table(v fileValue, path, src string, fields map[string]func(fil
 	}
 }
 
+// scalars returns the decoders of a table's scalar keys: each reads its value into dsts[key],
+// the field at path.key.
+func (l *loader) scalars(path, src string, dsts map[string]any) map[string]func(fileValue) {
+	fields := make(map[string]func(fileValue), len(dsts))
+	for key, dst := range dsts {
+		fields[key] = func(v fileValue) { l.decode(v, path+"."+key, src, dst) }
+	}
+	return fields
+}
+
+// scalarTable reads the table v at path, whose keys are all scalars: each into dsts[key].
+func (l *loader) scalarTable(v fileValue, path, src string, dsts map[string]any) {
+	l.read(path, src)
+	l.table(v, path, src, l.scalars(path, src, dsts))
+}
+
 // decode reads the scalar v into dst, the field at path.
 func (l *loader) decode(v fileValue, path, src string, dst any) {
 	if err := v.decode(dst); err != nil {

@@ -62,23 +62,13 @@ func (l *loader) decodeWebhooks(v fileValue, prefix, src string, app *AppConfig)
 	for j, item := range items {
 		w := &app.Webhooks[j]
 		at := fmt.Sprintf("%s[%d]", path, j)
-		scalar := func(key string, dst any) func(fileValue) {
-			return func(v fileValue) { l.decode(v, at+"."+key, src, dst) }
-		}
-		filter := map[string]func(fileValue){
-			"channel_name_starts_with": func(v fileValue) {
-				l.decode(v, at+".filter.channel_name_starts_with", src, &w.Filter.ChannelNameStartsWith)
-			},
-			"channel_name_ends_with": func(v fileValue) {
-				l.decode(v, at+".filter.channel_name_ends_with", src, &w.Filter.ChannelNameEndsWith)
-			},
-		}
-		l.table(item, at, src, map[string]func(fileValue){
-			"url":         scalar("url", &w.URL),
-			"event_types": scalar("event_types", &w.EventTypes),
-			"headers":     scalar("headers", &w.Headers),
-			"filter":      func(v fileValue) { l.table(v, at+".filter", src, filter) },
+		filter := l.scalars(at+".filter", src, map[string]any{
+			"channel_name_starts_with": &w.Filter.ChannelNameStartsWith,
+			"channel_name_ends_with":   &w.Filter.ChannelNameEndsWith,
 		})
+		fields := l.scalars(at, src, map[string]any{"url": &w.URL, "event_types": &w.EventTypes, "headers": &w.Headers})
+		fields["filter"] = func(v fileValue) { l.table(v, at+".filter", src, filter) }
+		l.table(item, at, src, fields)
 	}
 }
 

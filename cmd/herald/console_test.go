@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,54 +12,21 @@ import (
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/internal/poll"
 	"github.com/herald-rt/herald/internal/servicetest"
+	"github.com/herald-rt/herald/internal/ssetest"
 	"github.com/herald-rt/herald/internal/wstest"
 )
 
 const consoleToken = "console-test-token-0123456789"
 
-// consoleStream is an open /console/stream, read by its own goroutine into events.
+// consoleStream is an open /console/stream, read by its own goroutine.
 type consoleStream struct {
-	events chan [2]string // event name, data
-	logs   []string       // every log event await has read, whatever it waited for
-	cancel context.CancelFunc
-	done   chan struct{}
+	*ssetest.Stream
+	logs []string // every log event await has read, whatever it waited for
 }
 
 func openConsoleStream(t *testing.T, n *node, query string) *consoleStream {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+n.metrics+"/console/stream"+query, nil)
-	req.Header.Set("Authorization", "Bearer "+consoleToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		cancel()
-		t.Fatalf("%s: console stream: %v %v", n.name, resp, err)
-	}
-	s := &consoleStream{events: make(chan [2]string, 256), cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		defer close(s.events)
-		defer resp.Body.Close()
-		r := bufio.NewReader(resp.Body)
-		var name string
-		for {
-			line, err := r.ReadString('\n')
-			if err != nil {
-				return
-			}
-			line = strings.TrimSpace(line)
-			if v, ok := strings.CutPrefix(line, "event: "); ok {
-				name = v
-			} else if v, ok := strings.CutPrefix(line, "data: "); ok {
-				s.events <- [2]string{name, v}
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-s.done
-	})
-	return s
+	return &consoleStream{Stream: ssetest.Open(t, "http://"+n.metrics+"/console/stream"+query, consoleToken)}
 }
 
 // await reads events until one named name satisfies ok (given its data), failing after
@@ -79,17 +44,17 @@ func (s *consoleStream) await(t *testing.T, name, what string, ok func(data stri
 	last := ""
 	for {
 		select {
-		case ev, open := <-s.events:
+		case ev, open := <-s.Events:
 			if !open {
 				t.Fatalf("stream ended waiting for %s (last %s: %s)", what, name, last)
 			}
-			if ev[0] == "log" {
-				s.logs = append(s.logs, ev[1])
+			if ev.Name == "log" {
+				s.logs = append(s.logs, ev.Data)
 			}
-			if ev[0] == name {
-				last = ev[1]
-				if ok(ev[1]) {
-					return ev[1]
+			if ev.Name == name {
+				last = ev.Data
+				if ok(ev.Data) {
+					return ev.Data
 				}
 			}
 		case <-deadline:
@@ -245,7 +210,7 @@ func TestConsoleServe(t *testing.T) {
 		t.Errorf("stop took %v with a console page open", d)
 	}
 	select {
-	case <-s.done:
+	case <-s.Done:
 	case <-time.After(clusterWait):
 		t.Error("the stream outlived the node")
 	}

@@ -6,18 +6,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/herald-rt/herald/internal/poll"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/herald-rt/herald/internal/poll"
 	"github.com/herald-rt/herald/internal/servicetest"
 )
 
@@ -79,8 +77,7 @@ func TestIngestKafkaNodes(t *testing.T) {
 		}
 	}
 
-	cfgPath := filepath.Join(t.TempDir(), "herald.yaml")
-	if err := os.WriteFile(cfgPath, []byte(`
+	cfgPath := writeFile(t, "herald.yaml", `
 ingest:
   - name: trades
     app: app-id
@@ -93,13 +90,11 @@ ingest:
     channel: "{value.symbol}.trade"
     event: trade
     data: "{value.seq}"
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`)
 	a := startNode(t, "node-a", bus.URL(), "--config", cfgPath)
 	b := startNode(t, "node-b", bus.URL(), "--config", cfgPath)
 	for _, n := range []*node{a, b} {
-		n.waitHealth(t, "the source up", func(h nodeHealth) error { return ingestState(n, t, "up") })
+		waitIngestUp(t, n, "the source up")
 	}
 	subsA := []*tradeSub{watchTrades(t, a, "BTC.trade"), watchTrades(t, a, "ETH.trade")}
 	subsB := []*tradeSub{watchTrades(t, b, "BTC.trade"), watchTrades(t, b, "ETH.trade")}
@@ -137,32 +132,18 @@ ingest:
 	}
 
 	// Phase 2: produce without pause; kill node-a mid-stream and start it again.
-	stop := make(chan struct{})
-	producing := make(chan struct{})
-	go func() {
-		defer close(producing)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			produce(5)
-			time.Sleep(5 * time.Millisecond) // pacing the producer, not a wait
-		}
-	}()
+	stop := keepProducing(func() { produce(5) })
 	subsB[0].waitAll(t, 300)
 	a.kill(t)
 	subsB[0].waitAll(t, 600)
 	a = startNode(t, "node-a", bus.URL(), "--config", cfgPath)
-	a.waitHealth(t, "the source up again", func(h nodeHealth) error { return ingestState(a, t, "up") })
+	waitIngestUp(t, a, "the source up again")
 	late := watchTrades(t, a, "ETH.trade")
 	produceMu.Lock()
 	more := seqs[1] + 200
 	produceMu.Unlock()
 	subsB[1].waitAll(t, more)
-	close(stop)
-	<-producing
+	stop()
 	produced := seqs[0]
 	for _, s := range subsB {
 		s.waitAll(t, produced)
@@ -189,29 +170,16 @@ ingest:
 	produceMu.Lock()
 	from := seqs[0]
 	produceMu.Unlock()
-	stop, producing = make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(producing)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			produce(5)
-			time.Sleep(5 * time.Millisecond) // pacing the producer, not a wait
-		}
-	}()
+	stop = keepProducing(func() { produce(5) })
 	subsC[0].waitSeq(t, from+300)
 	a.kill(t)
 	a = startNode(t, "node-a", bus.URL(), "--config", cfgPath)
-	a.waitHealth(t, "the only consumer up again", func(h nodeHealth) error { return ingestState(a, t, "up") })
+	waitIngestUp(t, a, "the only consumer up again")
 	produceMu.Lock()
 	more = seqs[1] + 200
 	produceMu.Unlock()
 	subsC[1].waitSeq(t, more)
-	close(stop)
-	<-producing
+	stop()
 	for _, s := range subsC {
 		poll.NoError(t, 2*clusterWait, s.channel+" on node-c: every record from "+strconv.Itoa(from), func() error {
 			s.mu.Lock()
@@ -230,6 +198,25 @@ ingest:
 		dups := s.check(t)
 		t.Logf("%s on node-c: records %d..%d all delivered across the only consumer's kill -9 and restart, %d duplicates", s.channel, from, seqs[0]-1, dups)
 	}
+}
+
+// keepProducing calls produce, 5 ms apart, until the stop it returns is called; stop returns
+// once produce has returned for the last time.
+func keepProducing(produce func()) (stop func()) {
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-quit:
+				return
+			default:
+			}
+			produce()
+			time.Sleep(5 * time.Millisecond) // pacing the producer, not a wait
+		}
+	}()
+	return func() { close(quit); <-done }
 }
 
 // tradeSub collects the seq numbers a subscriber receives on one channel.
@@ -334,11 +321,15 @@ func ingestHealth(t *testing.T, n *node) ingestSource {
 	return h.Ingest[0]
 }
 
-func ingestState(n *node, t *testing.T, want string) error {
-	if h := ingestHealth(t, n); h.State != want {
-		return fmt.Errorf("ingest state %q", h.State)
-	}
-	return nil
+// waitIngestUp waits until the node's one source is up.
+func waitIngestUp(t *testing.T, n *node, what string) {
+	t.Helper()
+	n.waitHealth(t, what, func(nodeHealth) error {
+		if h := ingestHealth(t, n); h.State != "up" {
+			return fmt.Errorf("ingest state %q", h.State)
+		}
+		return nil
+	})
 }
 
 // metric reads one sample from the node's metrics.

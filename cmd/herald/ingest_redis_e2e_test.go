@@ -4,16 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/herald-rt/herald/internal/poll"
 	"github.com/redis/rueidis"
 
+	"github.com/herald-rt/herald/internal/poll"
 	"github.com/herald-rt/herald/internal/servicetest"
 )
 
@@ -32,8 +29,7 @@ func TestIngestRedisStreamNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	cfgPath := filepath.Join(t.TempDir(), "herald.yaml")
-	if err := os.WriteFile(cfgPath, []byte(`
+	cfgPath := writeFile(t, "herald.yaml", `
 ingest:
   - name: bids
     app: app-id
@@ -46,13 +42,11 @@ ingest:
     channel: "auction-{value.item_id}"
     event: trade
     data: "{value.seq}"
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`)
 	a := startNode(t, "node-a", rs.URL(), "--config", cfgPath)
 	b := startNode(t, "node-b", rs.URL(), "--config", cfgPath)
 	for _, n := range []*node{a, b} {
-		n.waitHealth(t, "the source up", func(nodeHealth) error { return ingestState(n, t, "up") })
+		waitIngestUp(t, n, "the source up")
 	}
 	sub := watchTrades(t, b, "auction-1")
 
@@ -75,27 +69,14 @@ ingest:
 		}
 	}
 	added := func() int { mu.Lock(); defer mu.Unlock(); return seq }
-	stop, adding := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(adding)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			add(5)
-			time.Sleep(5 * time.Millisecond) // pacing the producer, not a wait
-		}
-	}()
+	stop := keepProducing(func() { add(5) })
 	sub.waitAll(t, 300)
 	a.kill(t)
 	sub.waitAll(t, added()+100) // node-b alone, claiming what node-a left pending
 	a = startNode(t, "node-a", rs.URL(), "--config", cfgPath)
-	a.waitHealth(t, "the source up again", func(nodeHealth) error { return ingestState(a, t, "up") })
+	waitIngestUp(t, a, "the source up again")
 	sub.waitAll(t, added()+200)
-	close(stop)
-	<-adding
+	stop()
 	total := added()
 	sub.waitAll(t, total)
 	sub.mu.Lock()
@@ -126,8 +107,7 @@ func TestIngestBrokersDownAtStart(t *testing.T) {
 		t.Skip("runs redis-server and a herald node")
 	}
 	bus := servicetest.Redis(t)
-	cfgPath := filepath.Join(t.TempDir(), "herald.yaml")
-	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf(`
+	cfgPath := writeFile(t, "herald.yaml", fmt.Sprintf(`
 ingest:
   - name: trades
     app: app-id
@@ -139,9 +119,7 @@ ingest:
     redis: {url: "redis://127.0.0.1:%d/0", stream: bids, group: g}
     channel: "auction-{value.item_id}"
     event: bid
-`, freePort(t), freePort(t))), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`, freePort(t), freePort(t)))
 	n := startNode(t, "node-a", bus.URL(), "--config", cfgPath)
 	poll.NoError(t, clusterWait, "both sources down with their error", func() error {
 		_, body, err := n.get(t, "/health")

@@ -5,18 +5,17 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/herald-rt/herald/internal/poll"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/ingest"
+	"github.com/herald-rt/herald/ingest/ingesttest"
 	"github.com/herald-rt/herald/ingest/kafka"
+	"github.com/herald-rt/herald/internal/poll"
 	"github.com/herald-rt/herald/internal/servicetest"
 )
 
@@ -80,59 +79,16 @@ func produce(t *testing.T, cl *kgo.Client, topic string, part int32, values ...s
 	}
 }
 
-// sink is the hub as the pipeline sees it: it keeps what it takes, and refuses while told.
-type sink struct {
-	mu      sync.Mutex
-	evs     []herald.Event
-	refuse  bool
-	refused int
-}
-
-func (s *sink) Publish(_ string, evs ...herald.Event) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.refuse {
-		s.refused++
-		return herald.Errorf(herald.CodeBusy, "fan-out queues are full, retry later")
-	}
-	s.evs = append(s.evs, evs...)
-	return nil
-}
-
-func (s *sink) setRefuse(v bool) { s.mu.Lock(); s.refuse = v; s.mu.Unlock() }
-
-func (s *sink) events() []herald.Event {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]herald.Event(nil), s.evs...)
-}
-
 // waitFor polls until cond holds or the deadline passes.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	poll.Until(t, wait, what, func() (bool, string) { return cond(), "" })
 }
 
-type source struct {
-	*kafka.Source
-	p *ingest.Pipeline
-}
-
 // start runs a source of the topic in group into pub: channel {value.ch}, event "e".
-func start(t *testing.T, k *servicetest.Kafka, pub ingest.Publisher, topic, group string, mod func(*kafka.Config)) source {
+func start(t *testing.T, k *servicetest.Kafka, pub ingest.Publisher, topic, group string, mod func(*kafka.Config)) *kafka.Source {
 	t.Helper()
-	tp := func(s string) *ingest.Template {
-		x, err := ingest.ParseTemplate(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return x
-	}
-	p, err := ingest.New(ingest.Config{Name: "t", Kind: "kafka", App: &herald.App{ID: "app"},
-		Channel: tp("{value.ch}"), Event: tp("e"), Data: tp("{value.seq}")}, pub)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := ingesttest.Pipeline(t, "kafka", "{value.ch}", "e", "{value.seq}", pub)
 	cfg := kafka.Config{Brokers: []string{k.Addr()}, Topics: []string{topic}, Group: group, Start: "earliest",
 		SessionTimeout: 6 * time.Second}
 	if mod != nil {
@@ -143,16 +99,8 @@ func start(t *testing.T, k *servicetest.Kafka, pub ingest.Publisher, topic, grou
 		t.Fatal(err)
 	}
 	s.Start()
-	t.Cleanup(func() { stop(t, s) })
-	return source{s, p}
-}
-
-func stop(t *testing.T, s *kafka.Source) {
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	if err := s.Close(ctx); err != nil {
-		t.Errorf("Close: %v", err)
-	}
+	t.Cleanup(func() { ingesttest.Stop(t, s) })
+	return s
 }
 
 func rec(ch string, seq int) string { return fmt.Sprintf(`{"ch":%q,"seq":%d}`, ch, seq) }

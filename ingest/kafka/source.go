@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -37,17 +36,16 @@ type Config struct {
 	FetchMaxBytes int32
 }
 
-// Source consumes a Kafka consumer group into a pipeline.
+// Source consumes a Kafka consumer group into a pipeline. Start joins the group and consumes
+// until Close, which commits what was handed to the hub, leaves the group (its partitions go
+// to the other nodes) and waits for the source's goroutines within its ctx.
 type Source struct {
+	*ingest.Lifecycle
 	cfg    Config
 	p      *ingest.Pipeline
 	cl     *kgo.Client
 	log    *slog.Logger
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	start  sync.Once
-	close  sync.Once
+	ctx    context.Context // done once Close is called
 	errLog lograte.Limit
 }
 
@@ -83,7 +81,7 @@ func New(cfg Config, p *ingest.Pipeline) (*Source, error) {
 		return nil, fmt.Errorf("kafka: start %q: want earliest or latest", cfg.Start)
 	}
 	s := &Source{cfg: cfg, p: p, log: p.Logger()}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.Lifecycle, s.ctx = ingest.NewLifecycle(p, func() { s.cl.Close() }, s.run, s.watch)
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID(cfg.ClientID),
@@ -98,7 +96,7 @@ func New(cfg Config, p *ingest.Pipeline) (*Source, error) {
 		kgo.FetchMaxBytes(cfg.FetchMaxBytes),
 		kgo.FetchMaxPartitionBytes(min(cfg.FetchMaxBytes, 1<<20)),
 		kgo.FetchMaxWait(500*time.Millisecond),
-		kgo.RetryBackoffFn(backoff),
+		kgo.RetryBackoffFn(ingest.Backoff),
 		kgo.OnPartitionsRevoked(s.dropped),
 		kgo.OnPartitionsLost(s.dropped),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)), // dead letters keep their key's partition
@@ -113,43 +111,8 @@ func New(cfg Config, p *ingest.Pipeline) (*Source, error) {
 	return s, nil
 }
 
-// backoff is the wait before the n-th retry of a request to an unreachable broker: 100 ms
-// doubling to 5 s.
-func backoff(n int) time.Duration {
-	return min(100*time.Millisecond<<min(n, 6), 5*time.Second)
-}
-
-// Start joins the group and consumes until Close.
-func (s *Source) Start() {
-	s.start.Do(func() {
-		s.wg.Add(2)
-		go s.run()
-		go s.watch()
-	})
-}
-
-// Close stops consuming, commits what was handed to the hub, leaves the group (its
-// partitions go to the other nodes) and waits for the source's goroutines within ctx.
-func (s *Source) Close(ctx context.Context) error {
-	s.close.Do(func() {
-		s.cancel()
-		done := make(chan struct{})
-		go func() { s.wg.Wait(); s.cl.Close(); close(done) }()
-		select {
-		case <-done:
-		case <-ctx.Done():
-		}
-		s.p.SetState(ingest.StateStopped, nil)
-	})
-	return ctx.Err()
-}
-
-// Stats is the pipeline's.
-func (s *Source) Stats() ingest.Stats { return s.p.Stats() }
-
 // run polls, hands each poll to the pipeline in order and commits what it did.
 func (s *Source) run() {
-	defer s.wg.Done()
 	var recs []ingest.Record
 	var krecs []*kgo.Record
 	for s.ctx.Err() == nil {
@@ -227,7 +190,6 @@ const watchEvery = time.Second
 
 // watch keeps the source's state: up while a broker answers, down with the error otherwise.
 func (s *Source) watch() {
-	defer s.wg.Done()
 	t := time.NewTicker(watchEvery)
 	defer t.Stop()
 	var was ingest.State

@@ -9,30 +9,11 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/ingest"
+	"github.com/herald-rt/herald/ingest/ingesttest"
 	"github.com/herald-rt/herald/ingest/kafka"
 	"github.com/herald-rt/herald/internal/servicetest"
 )
-
-// checkOrder fails unless each channel's events carry increasing seq numbers, and returns
-// how many events each channel got.
-func checkOrder(t *testing.T, evs []herald.Event) map[string]int {
-	t.Helper()
-	last, n := map[string]int{}, map[string]int{}
-	for _, ev := range evs {
-		seq, err := strconv.Atoi(ev.Data)
-		if err != nil {
-			t.Fatalf("event data %q", ev.Data)
-		}
-		if prev, ok := last[ev.Channel]; ok && seq <= prev {
-			t.Fatalf("channel %s: seq %d after %d", ev.Channel, seq, prev)
-		}
-		last[ev.Channel] = seq
-		n[ev.Channel]++
-	}
-	return n
-}
 
 // TestDeliversInOrderAndCommits: records of three partitions reach the hub, each partition's
 // in order; a second source of the same group, started after the first closed, gets only
@@ -49,12 +30,12 @@ func TestDeliversInOrderAndCommits(t *testing.T) {
 		}
 		produce(t, cl, topic, p, vs...)
 	}
-	pub := &sink{}
+	pub := &ingesttest.Sink{}
 	s := start(t, k, pub, topic, group, nil)
-	waitFor(t, "600 events", func() bool { return len(pub.events()) >= 600 })
-	n := checkOrder(t, pub.events())
-	if len(pub.events()) != 600 || n["ch0"] != 200 || n["ch1"] != 200 || n["ch2"] != 200 {
-		t.Fatalf("got %d events, per channel %v; want 200 on each of 3", len(pub.events()), n)
+	waitFor(t, "600 events", func() bool { return len(pub.Events()) >= 600 })
+	n := ingesttest.CheckOrder(t, pub.Events())
+	if len(pub.Events()) != 600 || n["ch0"] != 200 || n["ch1"] != 200 || n["ch2"] != 200 {
+		t.Fatalf("got %d events, per channel %v; want 200 on each of 3", len(pub.Events()), n)
 	}
 	waitFor(t, "lag 0 on 3 partitions", func() bool {
 		st := s.Stats()
@@ -71,15 +52,15 @@ func TestDeliversInOrderAndCommits(t *testing.T) {
 	if st := s.Stats(); st.State != ingest.StateUp || st.Consumed != 600 || st.Published != 600 || st.CommitErrors != 0 {
 		t.Errorf("stats %+v", st)
 	}
-	stop(t, s.Source)
+	ingesttest.Stop(t, s)
 
 	produce(t, cl, topic, 1, rec("ch1", 200), rec("ch1", 201))
-	pub2 := &sink{}
+	pub2 := &ingesttest.Sink{}
 	start(t, k, pub2, topic, group, nil)
-	waitFor(t, "the 2 new records", func() bool { return len(pub2.events()) >= 2 })
+	waitFor(t, "the 2 new records", func() bool { return len(pub2.Events()) >= 2 })
 	produce(t, cl, topic, 0, rec("ch0", 200)) // a marker: once it is in, nothing older is coming
-	waitFor(t, "the marker", func() bool { return len(pub2.events()) >= 3 })
-	if got := pub2.events(); len(got) != 3 || got[0].Data != "200" || got[1].Data != "201" || got[2].Channel != "ch0" {
+	waitFor(t, "the marker", func() bool { return len(pub2.Events()) >= 3 })
+	if got := pub2.Events(); len(got) != 3 || got[0].Data != "200" || got[1].Data != "201" || got[2].Channel != "ch0" {
 		t.Fatalf("second source of the group got %+v; want only the records produced after the first closed", got)
 	}
 }
@@ -93,14 +74,14 @@ func TestBadRecordsSkippedCommittedDeadLettered(t *testing.T) {
 	createTopic(t, cl, topic, 1)
 	createTopic(t, cl, dlq, 1)
 	produce(t, cl, topic, 0, rec("a", 1), `{not json`, `{"seq":2}`, rec("bad channel!", 3), rec("a", 4))
-	pub := &sink{}
+	pub := &ingesttest.Sink{}
 	s := start(t, k, pub, topic, group, func(c *kafka.Config) { c.DeadLetter = dlq })
-	waitFor(t, "the two good records", func() bool { return len(pub.events()) >= 2 })
+	waitFor(t, "the two good records", func() bool { return len(pub.Events()) >= 2 })
 	waitFor(t, "three bad records counted", func() bool {
 		b := s.Stats().Bad
 		return b[ingest.ReasonInvalidJSON] == 1 && b[ingest.ReasonMissingField] == 1 && b[ingest.ReasonInvalidChannel] == 1
 	})
-	if got := pub.events(); got[0].Data != "1" || got[1].Data != "4" {
+	if got := pub.Events(); got[0].Data != "1" || got[1].Data != "4" {
 		t.Fatalf("events %+v", got)
 	}
 
@@ -134,14 +115,14 @@ func TestBadRecordsSkippedCommittedDeadLettered(t *testing.T) {
 			t.Errorf("dead letter %d: reason %q offset %q value %q; want %+v", i, hdr(r, "herald-reason"), hdr(r, "herald-offset"), r.Value, w)
 		}
 	}
-	stop(t, s.Source)
+	ingesttest.Stop(t, s)
 
 	// All five were committed: a new source of the group starts after them.
 	produce(t, cl, topic, 0, rec("a", 5))
-	pub2 := &sink{}
+	pub2 := &ingesttest.Sink{}
 	s2 := start(t, k, pub2, topic, group, nil)
-	waitFor(t, "the new record", func() bool { return len(pub2.events()) >= 1 })
-	if got := pub2.events(); len(got) != 1 || got[0].Data != "5" || s2.Stats().Consumed != 1 {
+	waitFor(t, "the new record", func() bool { return len(pub2.Events()) >= 1 })
+	if got := pub2.Events(); len(got) != 1 || got[0].Data != "5" || s2.Stats().Consumed != 1 {
 		t.Fatalf("after a restart: events %+v, consumed %d; want only the new record", got, s2.Stats().Consumed)
 	}
 }
@@ -159,7 +140,7 @@ func TestBackpressureCommitsNothingRefused(t *testing.T) {
 	}
 	produce(t, cl, topic, 0, vs...)
 	goroutines := runtime.NumGoroutine()
-	pub := &sink{refuse: true}
+	pub := ingesttest.Refusing()
 	s := start(t, k, pub, topic, group, func(c *kafka.Config) { c.PollRecords = 20 })
 	waitFor(t, "paused", func() bool { return s.Stats().State == ingest.StatePaused })
 	waitFor(t, "a few retries", func() bool { return s.Stats().PublishRetries >= 3 })
@@ -167,29 +148,29 @@ func TestBackpressureCommitsNothingRefused(t *testing.T) {
 	if c := s.Stats().Consumed; c > 20 {
 		t.Errorf("%d records taken while the hub refused, want at most one poll (20)", c)
 	}
-	stop(t, s.Source)
-	if len(pub.events()) != 0 || s.Stats().Published != 0 {
-		t.Fatalf("published %d while refused", len(pub.events()))
+	ingesttest.Stop(t, s)
+	if len(pub.Events()) != 0 || s.Stats().Published != 0 {
+		t.Fatalf("published %d while refused", len(pub.Events()))
 	}
 	waitFor(t, "the closed source's goroutines gone", func() bool { return runtime.NumGoroutine() <= goroutines })
 
-	pub2 := &sink{}
+	pub2 := &ingesttest.Sink{}
 	start(t, k, pub2, topic, group, nil)
-	waitFor(t, "all 50", func() bool { return len(pub2.events()) >= 50 })
-	if n := checkOrder(t, pub2.events()); n["a"] != 50 {
+	waitFor(t, "all 50", func() bool { return len(pub2.Events()) >= 50 })
+	if n := ingesttest.CheckOrder(t, pub2.Events()); n["a"] != 50 {
 		t.Fatalf("got %v", n)
 	}
 
 	// Refused then accepted in one run: nothing lost, nothing twice.
 	topic2 := unique(t, "topic")
 	createTopic(t, cl, topic2, 1)
-	pub3 := &sink{refuse: true}
+	pub3 := ingesttest.Refusing()
 	s3 := start(t, k, pub3, topic2, unique(t, "group"), nil)
 	produce(t, cl, topic2, 0, vs...)
 	waitFor(t, "retries", func() bool { return s3.Stats().PublishRetries >= 2 })
-	pub3.setRefuse(false)
-	waitFor(t, "all 50 after the refusals", func() bool { return len(pub3.events()) >= 50 })
-	if n := checkOrder(t, pub3.events()); n["a"] != 50 {
+	pub3.SetRefuse(false)
+	waitFor(t, "all 50 after the refusals", func() bool { return len(pub3.Events()) >= 50 })
+	if n := ingesttest.CheckOrder(t, pub3.Events()); n["a"] != 50 {
 		t.Fatalf("got %v", n)
 	}
 	waitFor(t, "up again", func() bool { return s3.Stats().State == ingest.StateUp })
@@ -202,7 +183,7 @@ func TestRebalanceSharesAndHandsOver(t *testing.T) {
 	cl := admin(t, k)
 	topic, group := unique(t, "topic"), unique(t, "group")
 	createTopic(t, cl, topic, 4)
-	a, b := &sink{}, &sink{}
+	a, b := &ingesttest.Sink{}, &ingesttest.Sink{}
 	sa := start(t, k, a, topic, group, nil)
 	sb := start(t, k, b, topic, group, nil)
 	waitFor(t, "both sources up", func() bool { return sa.Stats().State == ingest.StateUp && sb.Stats().State == ingest.StateUp })
@@ -216,21 +197,21 @@ func TestRebalanceSharesAndHandsOver(t *testing.T) {
 	// Until both hold partitions (the group settles), every record reaches one of them.
 	waitFor(t, "both sources consuming", func() bool {
 		round()
-		return len(a.events()) > 0 && len(b.events()) > 0
+		return len(a.Events()) > 0 && len(b.Events()) > 0
 	})
-	stop(t, sb.Source)
+	ingesttest.Stop(t, sb)
 	for range 20 {
 		round()
 	}
 	total := 4 * seq
 	waitFor(t, "every record on the remaining node", func() bool {
 		seen := map[string]bool{}
-		for _, ev := range append(a.events(), b.events()...) {
+		for _, ev := range append(a.Events(), b.Events()...) {
 			seen[ev.Channel+"/"+ev.Data] = true
 		}
 		return len(seen) == total
 	})
-	n := checkOrder(t, a.events()) // the remaining node's own events stay in order per partition
+	n := ingesttest.CheckOrder(t, a.Events()) // the remaining node's own events stay in order per partition
 	for p := range 4 {
 		if n["p"+strconv.Itoa(p)] == 0 {
 			t.Errorf("the remaining node got nothing of partition %d", p)
@@ -245,10 +226,10 @@ func TestBrokerRestart(t *testing.T) {
 	cl := admin(t, k)
 	topic, group := unique(t, "topic"), unique(t, "group")
 	createTopic(t, cl, topic, 1)
-	pub := &sink{}
+	pub := &ingesttest.Sink{}
 	s := start(t, k, pub, topic, group, nil)
 	produce(t, cl, topic, 0, rec("a", 0), rec("a", 1))
-	waitFor(t, "the first records", func() bool { return len(pub.events()) >= 2 })
+	waitFor(t, "the first records", func() bool { return len(pub.Events()) >= 2 })
 
 	t0 := time.Now()
 	k.Kill()
@@ -268,25 +249,12 @@ func TestBrokerRestart(t *testing.T) {
 	produce(t, cl, topic, 0, vs...)
 	waitFor(t, "all 30", func() bool {
 		seen := map[string]bool{}
-		for _, ev := range pub.events() {
+		for _, ev := range pub.Events() {
 			seen[ev.Data] = true
 		}
 		return len(seen) == 30
 	})
-	checkOrder(t, dedupe(pub.events()))
-}
-
-// dedupe drops repeated events (a redelivery after a lost commit), keeping the first.
-func dedupe(evs []herald.Event) []herald.Event {
-	seen := map[string]bool{}
-	var out []herald.Event
-	for _, ev := range evs {
-		if k := ev.Channel + "/" + ev.Data; !seen[k] {
-			seen[k] = true
-			out = append(out, ev)
-		}
-	}
-	return out
+	ingesttest.CheckOrder(t, ingesttest.Dedupe(pub.Events()))
 }
 
 // TestBrokerUnreachableAtStart: a source started while its broker is down reports down,
@@ -298,14 +266,14 @@ func TestBrokerUnreachableAtStart(t *testing.T) {
 	createTopic(t, cl, topic, 1)
 	produce(t, cl, topic, 0, rec("a", 0))
 	k.Kill()
-	pub := &sink{}
+	pub := &ingesttest.Sink{}
 	s := start(t, k, pub, topic, group, nil)
 	waitFor(t, "the source down", func() bool { return s.Stats().State == ingest.StateDown && s.Stats().Error != "" })
 	if err := k.Start(); err != nil {
 		t.Fatal(err)
 	}
 	produce(t, cl, topic, 0, rec("a", 1))
-	waitFor(t, "both records", func() bool { return len(dedupe(pub.events())) >= 2 })
-	checkOrder(t, dedupe(pub.events()))
+	waitFor(t, "both records", func() bool { return len(ingesttest.Dedupe(pub.Events())) >= 2 })
+	ingesttest.CheckOrder(t, ingesttest.Dedupe(pub.Events()))
 	waitFor(t, "the source up", func() bool { return s.Stats().State == ingest.StateUp })
 }

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -39,17 +38,16 @@ type Config struct {
 	Count int
 }
 
-// Source reads a Redis stream or pub/sub patterns into a pipeline.
+// Source reads a Redis stream or pub/sub patterns into a pipeline. Start connects and
+// consumes until Close, which stops consuming (acknowledging what was handed on) and waits
+// within its ctx.
 type Source struct {
+	*ingest.Lifecycle
 	cfg    Config
 	opt    rueidis.ClientOption
 	p      *ingest.Pipeline
 	log    *slog.Logger
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	start  sync.Once
-	close  sync.Once
+	ctx    context.Context // done once Close is called
 	errLog lograte.Limit
 
 	client rueidis.Client // set by run once connected
@@ -87,43 +85,16 @@ func New(cfg Config, p *ingest.Pipeline) (*Source, error) {
 	opt.ForceSingleClient = true
 	opt.ClientName = "herald-ingest-" + cfg.Consumer
 	s := &Source{cfg: cfg, opt: opt, p: p, log: p.Logger()}
-	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.Lifecycle, s.ctx = ingest.NewLifecycle(p, nil, s.run)
 	if cfg.DeadLetter != "" {
 		p.SetDeadLetter(s.deadLetter)
 	}
 	return s, nil
 }
 
-// Start connects and consumes until Close.
-func (s *Source) Start() {
-	s.start.Do(func() {
-		s.wg.Add(1)
-		go s.run()
-	})
-}
-
-// Close stops consuming (acknowledging what was handed on) and waits within ctx.
-func (s *Source) Close(ctx context.Context) error {
-	s.close.Do(func() {
-		s.cancel()
-		done := make(chan struct{})
-		go func() { s.wg.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-ctx.Done():
-		}
-		s.p.SetState(ingest.StateStopped, nil)
-	})
-	return ctx.Err()
-}
-
-// Stats is the pipeline's.
-func (s *Source) Stats() ingest.Stats { return s.p.Stats() }
-
 // run connects, with backoff, and consumes; after a failure it starts again from the
 // pending entries.
 func (s *Source) run() {
-	defer s.wg.Done()
 	defer func() {
 		if s.client != nil {
 			s.client.Close()
@@ -151,7 +122,7 @@ func (s *Source) run() {
 		select {
 		case <-s.ctx.Done():
 			return
-		case <-time.After(min(100*time.Millisecond<<min(n, 6), 5*time.Second)):
+		case <-time.After(ingest.Backoff(n)):
 		}
 	}
 }

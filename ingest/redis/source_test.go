@@ -5,45 +5,20 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/herald-rt/herald/internal/poll"
 	"github.com/redis/rueidis"
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/ingest"
+	"github.com/herald-rt/herald/ingest/ingesttest"
 	"github.com/herald-rt/herald/ingest/redis"
+	"github.com/herald-rt/herald/internal/poll"
 	"github.com/herald-rt/herald/internal/servicetest"
 )
 
 const wait = 30 * time.Second
-
-// sink is the hub as the pipeline sees it: it keeps what it takes, and refuses while told.
-type sink struct {
-	mu     sync.Mutex
-	evs    []herald.Event
-	refuse bool
-}
-
-func (s *sink) Publish(_ string, evs ...herald.Event) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.refuse {
-		return herald.Errorf(herald.CodeBusy, "fan-out queues are full, retry later")
-	}
-	s.evs = append(s.evs, evs...)
-	return nil
-}
-
-func (s *sink) setRefuse(v bool) { s.mu.Lock(); s.refuse = v; s.mu.Unlock() }
-
-func (s *sink) events() []herald.Event {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]herald.Event(nil), s.evs...)
-}
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -74,18 +49,7 @@ func do(t *testing.T, c rueidis.Client, args ...string) rueidis.RedisResult {
 // start runs a source into pub: channel "auction-{value.item_id}", event "bid", data {value.seq}.
 func start(t *testing.T, srv *servicetest.Server, pub ingest.Publisher, mod func(*redis.Config)) *redis.Source {
 	t.Helper()
-	tp := func(s string) *ingest.Template {
-		x, err := ingest.ParseTemplate(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return x
-	}
-	p, err := ingest.New(ingest.Config{Name: "t", Kind: "redis_stream", App: &herald.App{ID: "app"},
-		Channel: tp("auction-{value.item_id}"), Event: tp("bid"), Data: tp("{value.seq}")}, pub)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := ingesttest.Pipeline(t, "redis_stream", "auction-{value.item_id}", "bid", "{value.seq}", pub)
 	cfg := redis.Config{URL: srv.URL(), Stream: "bids", Group: "herald", Consumer: "node-1", Start: "earliest"}
 	if mod != nil {
 		mod(&cfg)
@@ -95,16 +59,8 @@ func start(t *testing.T, srv *servicetest.Server, pub ingest.Publisher, mod func
 		t.Fatal(err)
 	}
 	s.Start()
-	t.Cleanup(func() { stop(t, s) })
+	t.Cleanup(func() { ingesttest.Stop(t, s) })
 	return s
-}
-
-func stop(t *testing.T, s *redis.Source) {
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	if err := s.Close(ctx); err != nil {
-		t.Errorf("Close: %v", err)
-	}
 }
 
 func xadd(t *testing.T, c rueidis.Client, stream string, item, seq int) {
@@ -120,19 +76,6 @@ func pending(t *testing.T, c rueidis.Client, stream, group string) int64 {
 	return n
 }
 
-func checkOrder(t *testing.T, evs []herald.Event) map[string]int {
-	t.Helper()
-	last, n := map[string]int{}, map[string]int{}
-	for _, ev := range evs {
-		seq, _ := strconv.Atoi(ev.Data)
-		if prev, ok := last[ev.Channel]; ok && seq <= prev {
-			t.Fatalf("channel %s: seq %d after %d", ev.Channel, seq, prev)
-		}
-		last[ev.Channel], n[ev.Channel] = seq, n[ev.Channel]+1
-	}
-	return n
-}
-
 // TestStreamInOrderAcked: entries (fields, no value field: the value is their JSON object)
 // reach the channels in stream order and are acknowledged; a restarted source of the group
 // gets only what was added since.
@@ -142,24 +85,24 @@ func TestStreamInOrderAcked(t *testing.T) {
 	for i := range 200 {
 		xadd(t, c, "bids", i%3, i)
 	}
-	pub := &sink{}
+	pub := &ingesttest.Sink{}
 	s := start(t, srv, pub, nil)
-	waitFor(t, "200 events", func() bool { return len(pub.events()) >= 200 })
-	if n := checkOrder(t, pub.events()); len(n) != 3 || n["auction-0"] != 67 {
+	waitFor(t, "200 events", func() bool { return len(pub.Events()) >= 200 })
+	if n := ingesttest.CheckOrder(t, pub.Events()); len(n) != 3 || n["auction-0"] != 67 {
 		t.Fatalf("per channel %v", n)
 	}
 	waitFor(t, "nothing pending", func() bool { return pending(t, c, "bids", "herald") == 0 })
 	if st := s.Stats(); st.State != ingest.StateUp || st.Consumed != 200 || st.Published != 200 {
 		t.Errorf("stats %+v", st)
 	}
-	stop(t, s)
+	ingesttest.Stop(t, s)
 	xadd(t, c, "bids", 1, 200)
-	pub2 := &sink{}
+	pub2 := &ingesttest.Sink{}
 	start(t, srv, pub2, nil)
-	waitFor(t, "the new entry", func() bool { return len(pub2.events()) >= 1 })
+	waitFor(t, "the new entry", func() bool { return len(pub2.Events()) >= 1 })
 	xadd(t, c, "bids", 1, 201)
-	waitFor(t, "a marker", func() bool { return len(pub2.events()) >= 2 })
-	if got := pub2.events(); len(got) != 2 || got[0].Data != "200" {
+	waitFor(t, "a marker", func() bool { return len(pub2.Events()) >= 2 })
+	if got := pub2.Events(); len(got) != 2 || got[0].Data != "200" {
 		t.Fatalf("after a restart: %+v", got)
 	}
 }
@@ -177,10 +120,10 @@ func TestStreamClaimsDeadConsumersEntries(t *testing.T) {
 	if n := pending(t, c, "bids", "herald"); n != 10 {
 		t.Fatalf("%d pending with the dead consumer, want 10", n)
 	}
-	pub := &sink{}
+	pub := &ingesttest.Sink{}
 	s := start(t, srv, pub, func(c *redis.Config) { c.ClaimIdle = 300 * time.Millisecond })
-	waitFor(t, "the 10 claimed", func() bool { return len(pub.events()) >= 10 })
-	if n := checkOrder(t, pub.events()); n["auction-1"] != 10 {
+	waitFor(t, "the 10 claimed", func() bool { return len(pub.Events()) >= 10 })
+	if n := ingesttest.CheckOrder(t, pub.Events()); n["auction-1"] != 10 {
 		t.Fatalf("got %v", n)
 	}
 	waitFor(t, "nothing pending", func() bool { return pending(t, c, "bids", "herald") == 0 })
@@ -203,7 +146,7 @@ func TestStreamClaimsDeadConsumersEntries(t *testing.T) {
 func TestStreamBackpressureAcksNothingRefused(t *testing.T) {
 	srv := servicetest.Redis(t)
 	c := client(t, srv)
-	pub := &sink{refuse: true}
+	pub := ingesttest.Refusing()
 	s := start(t, srv, pub, nil)
 	waitFor(t, "up", func() bool { return s.Stats().State == ingest.StateUp })
 	for i := range 20 {
@@ -213,9 +156,9 @@ func TestStreamBackpressureAcksNothingRefused(t *testing.T) {
 	if n := pending(t, c, "bids", "herald"); n == 0 {
 		t.Fatal("entries acknowledged while the hub refused them")
 	}
-	pub.setRefuse(false)
-	waitFor(t, "all 20", func() bool { return len(pub.events()) >= 20 })
-	if n := checkOrder(t, pub.events()); n["auction-2"] != 20 {
+	pub.SetRefuse(false)
+	waitFor(t, "all 20", func() bool { return len(pub.Events()) >= 20 })
+	if n := ingesttest.CheckOrder(t, pub.Events()); n["auction-2"] != 20 {
 		t.Fatalf("got %v", n)
 	}
 	waitFor(t, "nothing pending", func() bool { return pending(t, c, "bids", "herald") == 0 })
@@ -230,9 +173,9 @@ func TestStreamBadEntriesDeadLettered(t *testing.T) {
 	do(t, c, "XADD", "bids", "*", "value", `{oops`)
 	do(t, c, "XADD", "bids", "*", "seq", "2")
 	do(t, c, "XADD", "bids", "*", "value", `{"item_id":1,"seq":3}`)
-	pub := &sink{}
+	pub := &ingesttest.Sink{}
 	s := start(t, srv, pub, func(c *redis.Config) { c.DeadLetter = "bids-dead" })
-	waitFor(t, "2 good entries", func() bool { return len(pub.events()) >= 2 })
+	waitFor(t, "2 good entries", func() bool { return len(pub.Events()) >= 2 })
 	waitFor(t, "2 dead letters", func() bool { return s.Stats().DeadLettered == 2 })
 	entries, err := do(t, c, "XRANGE", "bids-dead", "-", "+").AsXRange()
 	if err != nil || len(entries) != 2 {
@@ -251,11 +194,11 @@ func TestStreamBadEntriesDeadLettered(t *testing.T) {
 // reconnects, recreates its group and delivers what is added.
 func TestStreamRedisRestart(t *testing.T) {
 	srv := servicetest.Redis(t)
-	pub := &sink{}
+	pub := &ingesttest.Sink{}
 	s := start(t, srv, pub, nil)
 	c := client(t, srv)
 	xadd(t, c, "bids", 1, 0)
-	waitFor(t, "the first entry", func() bool { return len(pub.events()) >= 1 })
+	waitFor(t, "the first entry", func() bool { return len(pub.Events()) >= 1 })
 	srv.Stop(t)
 	waitFor(t, "down", func() bool { return s.Stats().State == ingest.StateDown })
 	srv.Start(t)
@@ -264,28 +207,27 @@ func TestStreamRedisRestart(t *testing.T) {
 	for i := 1; i < 10; i++ {
 		xadd(t, c2, "bids", 1, i)
 	}
-	waitFor(t, "all 10", func() bool { return len(pub.events()) >= 10 })
-	checkOrder(t, pub.events())
+	waitFor(t, "all 10", func() bool { return len(pub.Events()) >= 10 })
+	ingesttest.CheckOrder(t, pub.Events())
 }
 
 // TestPubSub: messages published on channels matching the patterns reach the hub in order.
 func TestPubSub(t *testing.T) {
 	srv := servicetest.Redis(t)
 	c := client(t, srv)
-	pub := &sink{}
-	tp := func(s string) *ingest.Template { x, _ := ingest.ParseTemplate(s); return x }
-	p, _ := ingest.New(ingest.Config{Name: "ps", App: &herald.App{ID: "app"}, Channel: tp("{topic}"), Event: tp("bid")}, pub)
+	pub := &ingesttest.Sink{}
+	p := ingesttest.Pipeline(t, "redis_pubsub", "{topic}", "bid", "", pub)
 	s, err := redis.New(redis.Config{URL: srv.URL(), Subscribe: []string{"bids.*"}}, p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.Start()
-	defer stop(t, s)
+	defer ingesttest.Stop(t, s)
 	// At most once: what is published before the subscription is lost, so publish until
 	// one arrives.
 	waitFor(t, "subscribed", func() bool {
 		do(t, c, "PUBLISH", "bids.warmup", "w")
-		return len(pub.events()) > 0
+		return len(pub.Events()) > 0
 	})
 	for i := range 100 {
 		do(t, c, "PUBLISH", "bids.7", strconv.Itoa(i))
@@ -294,7 +236,7 @@ func TestPubSub(t *testing.T) {
 	// Warm-up messages still in flight may come between; bids.7's come in order.
 	on7 := func() []herald.Event {
 		var out []herald.Event
-		for _, ev := range pub.events() {
+		for _, ev := range pub.Events() {
 			if ev.Channel == "bids.7" {
 				out = append(out, ev)
 			}
@@ -307,7 +249,7 @@ func TestPubSub(t *testing.T) {
 			t.Fatalf("message %d: %+v", i, ev)
 		}
 	}
-	for _, ev := range pub.events() {
+	for _, ev := range pub.Events() {
 		if ev.Channel != "bids.7" && ev.Channel != "bids.warmup" {
 			t.Errorf("a message on a channel outside the pattern: %+v", ev)
 		}
@@ -320,15 +262,15 @@ func TestStreamRedisUnreachableAtStart(t *testing.T) {
 	srv := servicetest.Redis(t)
 	goroutines := runtime.NumGoroutine() // with the server's waiter, as after its restart
 	srv.Stop(t)
-	pub := &sink{}
+	pub := &ingesttest.Sink{}
 	s := start(t, srv, pub, nil)
 	waitFor(t, "down", func() bool { return s.Stats().State == ingest.StateDown })
 	srv.Start(t)
 	waitFor(t, "up", func() bool { return s.Stats().State == ingest.StateUp })
 	c := client(t, srv)
 	xadd(t, c, "bids", 3, 1)
-	waitFor(t, "the entry", func() bool { return len(pub.events()) >= 1 })
-	stop(t, s)
+	waitFor(t, "the entry", func() bool { return len(pub.Events()) >= 1 })
+	ingesttest.Stop(t, s)
 	c.Close()
 	waitFor(t, "the source's goroutines gone", func() bool { return runtime.NumGoroutine() <= goroutines })
 }

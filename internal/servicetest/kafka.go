@@ -31,9 +31,7 @@ type Kafka struct {
 	cport int // the controller's listener
 	dir   string
 	libs  string
-	log   string
-	cmd   *exec.Cmd
-	done  chan struct{}
+	proc  process
 }
 
 // Addr is the broker's host:port.
@@ -58,7 +56,7 @@ func StartKafka() (*Kafka, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &Kafka{dir: dir, libs: libs}
+	k := &Kafka{dir: dir, libs: libs, proc: process{name: "kafka", dir: dir, tail: 3000, every: 50 * time.Millisecond}}
 	var errs []string
 	for attempt := 0; attempt < 5; attempt++ {
 		if k.Port, err = anyPort(); err != nil {
@@ -81,15 +79,6 @@ func StartKafka() (*Kafka, error) {
 	}
 	_ = os.RemoveAll(dir)
 	return nil, fmt.Errorf("kafka did not start: %s", strings.Join(errs, "; "))
-}
-
-func anyPort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // format writes server.properties for the current ports and formats the log directory.
@@ -142,38 +131,8 @@ func (k *Kafka) props() string { return filepath.Join(k.dir, "server.properties"
 
 // run starts the JVM and waits until the broker answers an ApiVersions request.
 func (k *Kafka) run() error {
-	k.log = filepath.Join(k.dir, fmt.Sprintf("kafka-%d.log", time.Now().UnixNano()))
-	out, err := os.Create(k.log)
-	if err != nil {
-		return err
-	}
-	defer out.Close()
-	cmd := exec.Command("java", "-Xmx512m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC",
-		"-cp", filepath.Join(k.libs, "*"), "kafka.Kafka", k.props())
-	cmd.Stdout, cmd.Stderr = out, out
-	orphanProof(cmd)
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	k.cmd, k.done = cmd, make(chan struct{})
-	done := k.done
-	go func() { _ = cmd.Wait(); close(done) }()
-	deadline := time.Now().Add(2 * Ready)
-	var last error
-	for time.Now().Before(deadline) {
-		select {
-		case <-done:
-			k.cmd = nil
-			return fmt.Errorf("kafka exited on port %d before answering (%v); log: %s", k.Port, cmd.ProcessState, k.logTail())
-		default:
-		}
-		if last = apiVersions(k.Addr()); last == nil {
-			return nil
-		}
-		time.Sleep(50 * time.Millisecond) // polling interval while the JVM starts
-	}
-	k.Kill()
-	return fmt.Errorf("kafka on port %d did not answer within %v (last: %v); log: %s", k.Port, 2*Ready, last, k.logTail())
+	return k.proc.run(k.Port, 2*Ready, func() error { return apiVersions(k.Addr()) },
+		"java", "-Xmx512m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", filepath.Join(k.libs, "*"), "kafka.Kafka", k.props())
 }
 
 // apiVersions sends ApiVersions v0 and checks that the broker answers without an error.
@@ -199,41 +158,27 @@ func apiVersions(addr string) error {
 	return nil
 }
 
-func (k *Kafka) logTail() string {
-	b, _ := os.ReadFile(k.log)
-	if len(b) > 3000 {
-		b = b[len(b)-3000:]
-	}
-	return strings.TrimSpace(string(b))
-}
-
 // Kill stops the broker with SIGKILL, as a crash would, and waits for the process to exit.
-func (k *Kafka) Kill() {
-	if k.cmd == nil {
-		return
-	}
-	_ = k.cmd.Process.Kill()
-	<-k.done
-	k.cmd = nil
-}
+func (k *Kafka) Kill() { k.proc.kill() }
 
 // Stop stops the broker with SIGTERM (a clean shutdown), killing it after 20 s.
 func (k *Kafka) Stop() {
-	if k.cmd == nil {
+	p := &k.proc
+	if p.cmd == nil {
 		return
 	}
-	_ = k.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-k.done:
-		k.cmd = nil
+	case <-p.done:
+		p.cmd = nil
 	case <-time.After(20 * time.Second):
-		k.Kill()
+		p.kill()
 	}
 }
 
 // Start starts a stopped broker again on the same ports with its data.
 func (k *Kafka) Start() error {
-	if k.cmd != nil {
+	if k.proc.cmd != nil {
 		return errors.New("kafka: Start while running")
 	}
 	deadline := time.Now().Add(Ready)

@@ -26,10 +26,7 @@ type Server struct {
 	bin   string
 	args  func(port int, dir string) []string
 	ready func(c net.Conn) error // reads the server's first answer on a new connection
-	dir   string
-	log   string
-	cmd   *exec.Cmd
-	done  chan struct{} // closed when cmd has exited
+	proc  process
 }
 
 // Addr is the server's host:port.
@@ -60,8 +57,8 @@ func fileExists(p string) bool { st, err := os.Stat(p); return err == nil && !st
 func start(t testing.TB, s *Server) *Server {
 	t.Helper()
 	s.bin = find(t, s.Name)
-	s.dir = t.TempDir()
-	t.Cleanup(func() { s.kill() })
+	s.proc = process{name: s.Name, dir: t.TempDir(), tail: 2000, every: 20 * time.Millisecond}
+	t.Cleanup(s.proc.kill)
 	var errs []string
 	for attempt := 0; attempt < 5; attempt++ {
 		s.Port = freePort(t)
@@ -77,48 +74,16 @@ func start(t testing.TB, s *Server) *Server {
 
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := anyPort()
 	if err != nil {
 		t.Fatalf("picking a free port: %v", err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
 	return port
 }
 
 // run starts the process on s.Port and waits until it answers or exits.
 func (s *Server) run() error {
-	s.log = filepath.Join(s.dir, fmt.Sprintf("%s-%d.log", s.Name, time.Now().UnixNano()))
-	out, err := os.Create(s.log)
-	if err != nil {
-		return err
-	}
-	defer out.Close()
-	cmd := exec.Command(s.bin, s.args(s.Port, s.dir)...)
-	cmd.Stdout, cmd.Stderr = out, out
-	orphanProof(cmd)
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting %s: %w", s.bin, err)
-	}
-	s.cmd, s.done = cmd, make(chan struct{})
-	done := s.done
-	go func() { _ = cmd.Wait(); close(done) }()
-
-	deadline := time.Now().Add(Ready)
-	var last error
-	for time.Now().Before(deadline) {
-		select {
-		case <-done:
-			return fmt.Errorf("%s exited on port %d before answering (%v); log: %s", s.Name, s.Port, cmd.ProcessState, s.logTail())
-		default:
-		}
-		if last = s.probe(); last == nil {
-			return nil
-		}
-		time.Sleep(20 * time.Millisecond) // polling interval while the server starts
-	}
-	s.kill()
-	return fmt.Errorf("%s on port %d did not answer within %v (last: %v); log: %s", s.Name, s.Port, Ready, last, s.logTail())
+	return s.proc.run(s.Port, Ready, s.probe, append([]string{s.bin}, s.args(s.Port, s.proc.dir)...)...)
 }
 
 func (s *Server) probe() error {
@@ -131,38 +96,20 @@ func (s *Server) probe() error {
 	return s.ready(c)
 }
 
-func (s *Server) logTail() string {
-	b, _ := os.ReadFile(s.log)
-	if len(b) > 2000 {
-		b = b[len(b)-2000:]
-	}
-	return strings.TrimSpace(string(b))
-}
-
-// kill stops the process (exactly the pid this Server started) and waits for it to exit.
-func (s *Server) kill() {
-	if s.cmd == nil {
-		return
-	}
-	_ = s.cmd.Process.Kill()
-	<-s.done
-	s.cmd = nil
-}
-
 // Stop kills the server, as a crash would, and returns once the process has exited.
 func (s *Server) Stop(t testing.TB) {
 	t.Helper()
-	if s.cmd == nil {
+	if s.proc.cmd == nil {
 		t.Fatalf("%s on port %d: Stop while stopped", s.Name, s.Port)
 	}
-	s.kill()
+	s.proc.kill()
 }
 
 // Start starts the server again on the same port and returns once it answers. The port
 // may be held for a moment by the old process's sockets; Start retries until Ready.
 func (s *Server) Start(t testing.TB) {
 	t.Helper()
-	if s.cmd != nil {
+	if s.proc.cmd != nil {
 		t.Fatalf("%s on port %d: Start while running", s.Name, s.Port)
 	}
 	deadline := time.Now().Add(Ready)

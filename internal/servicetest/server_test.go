@@ -7,7 +7,7 @@ import (
 
 func TestStopStart(t *testing.T) {
 	for _, s := range []*Server{Redis(t), NATS(t)} {
-		pid := s.cmd.Process.Pid
+		pid := s.proc.cmd.Process.Pid
 		s.Stop(t)
 		if _, err := net.Dial("tcp", s.Addr()); err == nil {
 			t.Errorf("%s (pid %d) still answers on %s after Stop", s.Name, pid, s.Addr())
