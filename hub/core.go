@@ -66,7 +66,8 @@ type appState struct {
 	counters []counters // by worker
 	origins  guard.Origins
 	events   guard.Rate // each connection's client-event rate
-	latency  Observer   // nil: not measured
+	latency  Observer   // publish → frames queued; nil: not measured
+	origin   Observer   // an event's origin → frames queued; nil: not measured
 	usersMu  sync.Mutex
 	users    map[string][]*Conn // signed-in user id -> connections
 	obs      observers          // activity observers (activity.go)
