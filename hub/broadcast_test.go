@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -49,12 +50,29 @@ func BenchmarkBroadcastObserved(b *testing.B) {
 	}
 }
 
-func benchBroadcast(b *testing.B, n int, cfg Config) {
+// BenchmarkBroadcastOrigin is BenchmarkBroadcastObserved with an ingested event: one with an
+// origin, also observed from its origin to its frames queued (herald_ingest_latency_seconds).
+func BenchmarkBroadcastOrigin(b *testing.B) {
+	hist := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "x", Buckets: prometheus.ExponentialBuckets(10e-6, 2, 19)})
+	origin := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "y", Buckets: prometheus.ExponentialBuckets(100e-6, 2, 20)})
+	ev := benchEvent
+	ev.Origin = time.Now()
+	for _, n := range []int{1, 1000, 10000} {
+		b.Run(fmt.Sprintf("subs=%d", n), func(b *testing.B) {
+			benchBroadcastEvent(b, n, Config{Workers: 2, PublishLatency: func(string) Observer { return hist },
+				OriginLatency: func(string) Observer { return origin }}, ev)
+		})
+	}
+}
+
+func benchBroadcast(b *testing.B, n int, cfg Config) { benchBroadcastEvent(b, n, cfg, benchEvent) }
+
+func benchBroadcastEvent(b *testing.B, n int, cfg Config, ev herald.Event) {
 	h, _ := setupBroadcastWith(b, n, cfg)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if err := h.Publish("app-id", benchEvent); err != nil {
+		if err := h.Publish("app-id", ev); err != nil {
 			b.Fatal(err)
 		}
 		h.fence()
