@@ -66,8 +66,7 @@ type appState struct {
 	counters []counters // by worker
 	origins  guard.Origins
 	events   guard.Rate // each connection's client-event rate
-	latency  Observer   // publish → frames queued; nil: not measured
-	origin   Observer   // an event's origin → frames queued; nil: not measured
+	lat      latencies  // what its publishes observe
 	usersMu  sync.Mutex
 	users    map[string][]*Conn // signed-in user id -> connections
 	obs      observers          // activity observers (activity.go)

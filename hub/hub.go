@@ -151,10 +151,10 @@ func New(cfg Config, apps []*herald.App, log *slog.Logger) (*Hub, error) {
 			counters: make([]counters, cfg.Workers), origins: origins,
 			events: guard.Rate{PerSecond: float64(lim.MaxClientEventsPerSecond), Burst: float64(lim.MaxClientEventsPerSecond)}}
 		if cfg.PublishLatency != nil {
-			st.latency = cfg.PublishLatency(a.ID)
+			st.lat.publish = cfg.PublishLatency(a.ID)
 		}
 		if cfg.OriginLatency != nil {
-			st.origin = cfg.OriginLatency(a.ID)
+			st.lat.origin = cfg.OriginLatency(a.ID)
 		}
 		h.apps[a.ID] = st
 		h.byKey[a.Key] = st

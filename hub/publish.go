@@ -129,9 +129,9 @@ func originNanos(ev herald.Event) int64 {
 // not nil, are the slots reserved for it (see dispatch); origin, when not 0, is the event's
 // origin in Unix nanoseconds (herald.Event.Origin).
 func (f *core) publish(a *appState, name string, frame []byte, excl uint64, held []int32, origin int64) {
-	m := measure{publish: a.latency}
-	if origin != 0 && a.origin != nil {
-		m.origin, m.at = a.origin, origin
+	m := measure{lat: &a.lat}
+	if a.lat.origin != nil {
+		m.at = origin
 	}
 	if herald.Classify(name).Cache {
 		a.cache.with(name, f.now(), func([]byte) []byte {
@@ -154,7 +154,7 @@ func (f *core) publish(a *appState, name string, frame []byte, excl uint64, held
 // what to observe once the last worker has queued the frame for its subscribers.
 func (f *core) dispatch(ch *Channel, frame []byte, excl uint64, held []int32, m measure) {
 	var track *pubTrack
-	if m.publish != nil || m.origin != nil {
+	if m.lat != nil && (m.lat.publish != nil || m.at != 0) {
 		n := int32(0)
 		for i := range f.workers {
 			if ch.wcount[i].Load() > 0 {
