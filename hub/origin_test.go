@@ -89,7 +89,7 @@ func subscribeTo(t *testing.T, addr string, channels ...string) *wstest.Client {
 
 // TestOriginLatencySingleNode: an event with an origin 2 s in the past is observed at 2 s or
 // more once its frames are queued, on a plain and on a cache channel; an event without one
-// is observed by the publish latency only.
+// (or with Kafka's -1 ms) is observed by the publish latency only.
 func TestOriginLatencySingleNode(t *testing.T) {
 	origin, publish := &originObserver{}, &countObserver{}
 	h, addr := startHub(t, hub.Config{Workers: 2,
@@ -100,7 +100,8 @@ func TestOriginLatencySingleNode(t *testing.T) {
 	evs := []herald.Event{
 		{Name: "e1", Channel: "m", Data: "1", Origin: now.Add(-2 * time.Second)},
 		{Name: "e2", Channel: "cache-m", Data: "2", Origin: now.Add(-2 * time.Second)},
-		{Name: "e3", Channel: "m", Data: "3"}, // no origin: nothing to observe
+		{Name: "e3", Channel: "m", Data: "3"},                               // no origin: nothing to observe
+		{Name: "e3b", Channel: "m", Data: "3b", Origin: time.UnixMilli(-1)}, // Kafka's "no timestamp": none either
 		{Name: "e4", Channel: "m", Data: "4", Origin: now.Add(-3 * time.Second)},
 	}
 	for _, ev := range evs {
@@ -111,11 +112,11 @@ func TestOriginLatencySingleNode(t *testing.T) {
 	for _, c := range cs {
 		expectAll(t, c, evs)
 	}
-	// The workers queue each channel's frames in publish order, so e3's observation, had it
-	// one, would come before e4's.
+	// The workers queue each channel's frames in publish order, so e3's and e3b's
+	// observations, had they one, would come before e4's.
 	expectOrigins(t, "the node", origin, 2, 2, 3)
-	poll.Until(t, patience, "4 publish latencies", func() (bool, string) {
-		return publish.n.Load() == 4, fmt.Sprint(publish.n.Load())
+	poll.Until(t, patience, "5 publish latencies", func() (bool, string) {
+		return publish.n.Load() == 5, fmt.Sprint(publish.n.Load())
 	})
 }
 

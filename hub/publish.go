@@ -117,12 +117,13 @@ func (f *core) release(held []int32) {
 	}
 }
 
-// originNanos is ev's origin in Unix nanoseconds, 0 when it has none.
+// originNanos is ev's origin in Unix nanoseconds, 0 when it has none or one not after 1970
+// (a Kafka record without a timestamp says -1 ms).
 func originNanos(ev herald.Event) int64 {
 	if ev.Origin.IsZero() {
 		return 0
 	}
-	return ev.Origin.UnixNano()
+	return max(ev.Origin.UnixNano(), 0)
 }
 
 // publish sends frame to channel name's subscribers; cache channels also keep it. held, when
