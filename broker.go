@@ -118,7 +118,11 @@ type BusMessage struct {
 	// ExcludeSocket, when set, is the socket id (on whatever node) that must not receive
 	// the message: the publisher's own connection.
 	ExcludeSocket string
-	Payload       []byte
+	// Origin, when not 0, is the Unix time in nanoseconds at which the event's source
+	// produced it (herald.Event.Origin), for the receiving nodes' latency metrics. Brokers
+	// carry it without interpreting it.
+	Origin  int64
+	Payload []byte
 }
 
 // BusConsole: a node's figures (connections, rates, refusals) for the other nodes'

@@ -1,6 +1,9 @@
 package herald
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Event is one message published to a channel, by the REST API, a client or a bus.
 type Event struct {
@@ -11,6 +14,11 @@ type Event struct {
 	SocketID string
 	// UserID is set on client events sent on presence channels.
 	UserID string
+	// Origin, when not zero, is when the event's source produced it (an ingested record's
+	// timestamp). The hub then observes Origin → frames queued for the subscribers on every
+	// node that delivers the event (hub.Config.OriginLatency); it travels with the event
+	// through the cluster bus. Zero: nothing is measured.
+	Origin time.Time
 }
 
 // Member is one user in a presence channel.

@@ -8,8 +8,13 @@ import (
 )
 
 // wireVersion is the first byte of every encoded message. A node refuses versions it does
-// not know (counted as dropped) rather than misreading them.
-const wireVersion = 1
+// not know (counted as dropped) rather than misreading them. Version 2 is version 1 with an
+// origin time after the kind; it is written only for a message with an Origin, so a message
+// without one is the same bytes as before version 2 existed, and every node decodes both.
+const (
+	wireVersion       = 1
+	wireVersionOrigin = 2
+)
 
 // MaxFieldBytes bounds each string field of an encoded message (app, channel, node, socket).
 const MaxFieldBytes = 4096
@@ -17,11 +22,17 @@ const MaxFieldBytes = 4096
 // ErrMalformed is returned by DecodeMessage for bytes that are not an encoded message.
 var ErrMalformed = errors.New("broker: malformed bus message")
 
-// AppendMessage appends m's encoding to dst: a version byte, the kind, then app, channel,
-// node and excluded socket id, each as a uvarint length and its bytes, then the payload to
-// the end. Fields over MaxFieldBytes are not checked here: DecodeMessage refuses them.
+// AppendMessage appends m's encoding to dst: a version byte, the kind, (version 2 only: the
+// origin as 8 bytes, big-endian), then app, channel, node and excluded socket id, each as a
+// uvarint length and its bytes, then the payload to the end. Fields over MaxFieldBytes are
+// not checked here: DecodeMessage refuses them.
 func AppendMessage(dst []byte, m herald.BusMessage) []byte {
-	dst = append(dst, wireVersion, byte(m.Kind))
+	if m.Origin != 0 {
+		dst = append(dst, wireVersionOrigin, byte(m.Kind))
+		dst = binary.BigEndian.AppendUint64(dst, uint64(m.Origin))
+	} else {
+		dst = append(dst, wireVersion, byte(m.Kind))
+	}
 	for _, s := range [...]string{m.App, m.Channel, m.Node, m.ExcludeSocket} {
 		dst = binary.AppendUvarint(dst, uint64(len(s)))
 		dst = append(dst, s...)
@@ -32,6 +43,9 @@ func AppendMessage(dst []byte, m herald.BusMessage) []byte {
 // EncodedSize is the length AppendMessage adds for m.
 func EncodedSize(m herald.BusMessage) int {
 	n := 2 + len(m.Payload)
+	if m.Origin != 0 {
+		n += 8
+	}
 	for _, s := range [...]string{m.App, m.Channel, m.Node, m.ExcludeSocket} {
 		n += uvarintLen(uint64(len(s))) + len(s)
 	}
@@ -47,14 +61,24 @@ func uvarintLen(v uint64) int {
 	return n
 }
 
-// DecodeMessage decodes bytes written by AppendMessage. The returned Payload aliases b; the
-// strings are copies. Any other input, however it was made, returns ErrMalformed.
+// DecodeMessage decodes bytes written by AppendMessage, of either version. The returned
+// Payload aliases b; the strings are copies. Any other input, however it was made (a version
+// 2 message with a zero origin included), returns ErrMalformed.
 func DecodeMessage(b []byte) (herald.BusMessage, error) {
 	var m herald.BusMessage
-	if len(b) < 2 || b[0] != wireVersion {
+	if len(b) < 2 || (b[0] != wireVersion && b[0] != wireVersionOrigin) {
 		return m, ErrMalformed
 	}
 	m.Kind = herald.BusKind(b[1])
+	if b[0] == wireVersionOrigin {
+		if len(b) < 10 {
+			return herald.BusMessage{}, ErrMalformed
+		}
+		if m.Origin = int64(binary.BigEndian.Uint64(b[2:10])); m.Origin == 0 {
+			return herald.BusMessage{}, ErrMalformed
+		}
+		b = b[8:]
+	}
 	b = b[2:]
 	var fields [4]string
 	for i := range fields {

@@ -14,6 +14,9 @@ func TestMessageRoundTrip(t *testing.T) {
 		{Kind: herald.BusEvent, App: "1", Channel: "private-a.b@c=d;e", Node: "n1", ExcludeSocket: "123.456", Payload: []byte("\x81\x05hello")},
 		{Kind: herald.BusUser, App: strings.Repeat("a", 300), Channel: herald.UserChannelPrefix + "u", Node: "node", Payload: bytes.Repeat([]byte{0}, 100<<10)},
 		{Kind: 200, App: "x"},
+		{Kind: herald.BusEvent, App: "1", Channel: "BTC.trade", Node: "n2", Origin: 1_764_000_000_123_456_789, Payload: []byte("\x81\x01x")},
+		{Kind: herald.BusCache, Channel: "cache", Origin: -1},
+		{Kind: herald.BusEvent, Origin: 1},
 	}
 	for _, m := range cases {
 		b := AppendMessage([]byte("junk"), m)[4:]
@@ -25,9 +28,31 @@ func TestMessageRoundTrip(t *testing.T) {
 			t.Fatalf("decode %+v: %v", m, err)
 		}
 		if got.Kind != m.Kind || got.App != m.App || got.Channel != m.Channel || got.Node != m.Node ||
-			got.ExcludeSocket != m.ExcludeSocket || !bytes.Equal(got.Payload, m.Payload) {
+			got.ExcludeSocket != m.ExcludeSocket || got.Origin != m.Origin || !bytes.Equal(got.Payload, m.Payload) {
 			t.Errorf("round trip of %+v gave %+v", m, got)
 		}
+	}
+}
+
+// TestWireVersions: a message without an origin is the same bytes as before version 2 (so
+// nodes that know only version 1 still read it), one with an origin is version 2, and both
+// decode; bytes a version-1 node wrote decode as they did.
+func TestWireVersions(t *testing.T) {
+	v1 := []byte("\x01\x01\x011\x04chat\x02n1\x00frame")
+	m := herald.BusMessage{Kind: herald.BusEvent, App: "1", Channel: "chat", Node: "n1", Payload: []byte("frame")}
+	if got := AppendMessage(nil, m); !bytes.Equal(got, v1) {
+		t.Errorf("without origin: %q, want the version 1 bytes %q", got, v1)
+	}
+	if got, err := DecodeMessage(v1); err != nil || got.Origin != 0 || got.App != "1" || string(got.Payload) != "frame" {
+		t.Errorf("decode version 1: %+v, %v", got, err)
+	}
+	m.Origin = 0x0102030405060708
+	v2 := []byte("\x02\x01\x01\x02\x03\x04\x05\x06\x07\x08\x011\x04chat\x02n1\x00frame")
+	if got := AppendMessage(nil, m); !bytes.Equal(got, v2) {
+		t.Errorf("with origin: %q, want %q", got, v2)
+	}
+	if got, err := DecodeMessage(v2); err != nil || got.Origin != m.Origin || got.Channel != "chat" || string(got.Payload) != "frame" {
+		t.Errorf("decode version 2: %+v, %v", got, err)
 	}
 }
 
@@ -35,7 +60,10 @@ func TestDecodeRefuses(t *testing.T) {
 	good := AppendMessage(nil, herald.BusMessage{Kind: herald.BusEvent, App: "a", Channel: "c", Node: "n"})
 	bad := [][]byte{nil, {wireVersion}, {2, 1, 0, 0, 0, 0}, good[:len(good)-1],
 		append([]byte{wireVersion, 1}, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01),
-		append([]byte{wireVersion, 1, 0x81, 0x40}, make([]byte, 8300)...)} // field over MaxFieldBytes
+		append([]byte{wireVersion, 1, 0x81, 0x40}, make([]byte, 8300)...), // field over MaxFieldBytes
+		{wireVersionOrigin, 1, 0, 0, 0, 0, 0, 0, 0},                       // origin cut short
+		{wireVersionOrigin, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},        // version 2 with no origin
+		{3, 1, 0, 0, 0, 0}}
 	for _, b := range bad {
 		if _, err := DecodeMessage(b); err != ErrMalformed {
 			t.Errorf("DecodeMessage(%q) err = %v, want ErrMalformed", b, err)
@@ -45,6 +73,7 @@ func TestDecodeRefuses(t *testing.T) {
 
 func FuzzDecodeMessage(f *testing.F) {
 	f.Add(AppendMessage(nil, herald.BusMessage{Kind: herald.BusEvent, App: "a", Channel: "c", Node: "n", ExcludeSocket: "1.2", Payload: []byte("p")}))
+	f.Add(AppendMessage(nil, herald.BusMessage{Kind: herald.BusCache, Channel: "cache", Origin: 42, Payload: []byte("p")}))
 	f.Add([]byte{wireVersion, 1, 0x80})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -49,18 +50,35 @@ func BenchmarkBroadcastObserved(b *testing.B) {
 	}
 }
 
-func benchBroadcast(b *testing.B, n int, cfg Config) {
-	h, _ := setupBroadcastWith(b, n, cfg)
-	runBroadcast(b, h, n)
+// BenchmarkBroadcastOrigin is BenchmarkBroadcastObserved with an ingested event: one with an
+// origin, also observed from its origin to its frames queued (herald_ingest_latency_seconds).
+func BenchmarkBroadcastOrigin(b *testing.B) {
+	hist := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "x", Buckets: prometheus.ExponentialBuckets(10e-6, 2, 19)})
+	origin := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "y", Buckets: prometheus.ExponentialBuckets(100e-6, 2, 20)})
+	ev := benchEvent
+	ev.Origin = time.Now()
+	for _, n := range []int{1, 1000, 10000} {
+		b.Run(fmt.Sprintf("subs=%d", n), func(b *testing.B) {
+			benchBroadcastEvent(b, n, Config{Workers: 2, PublishLatency: func(string) Observer { return hist },
+				OriginLatency: func(string) Observer { return origin }}, ev)
+		})
+	}
 }
 
-// runBroadcast publishes benchEvent b.N times on h, whose channel has n subscribers, waiting
+func benchBroadcast(b *testing.B, n int, cfg Config) { benchBroadcastEvent(b, n, cfg, benchEvent) }
+
+func benchBroadcastEvent(b *testing.B, n int, cfg Config, ev herald.Event) {
+	h, _ := setupBroadcastWith(b, n, cfg)
+	runBroadcast(b, h, n, ev)
+}
+
+// runBroadcast publishes ev b.N times on h, whose channel has n subscribers, waiting
 // each time until every worker has written it.
-func runBroadcast(b *testing.B, h *Hub, n int) {
+func runBroadcast(b *testing.B, h *Hub, n int, ev herald.Event) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if err := h.Publish("app-id", benchEvent); err != nil {
+		if err := h.Publish("app-id", ev); err != nil {
 			b.Fatal(err)
 		}
 		h.fence()

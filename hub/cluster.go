@@ -57,7 +57,7 @@ func (f *core) Receive(msg herald.BusMessage) {
 	switch msg.Kind {
 	case herald.BusEvent:
 		if a := f.apps[msg.App]; a != nil {
-			f.publish(a, msg.Channel, msg.Payload, parseSocketID(f.prefix, msg.ExcludeSocket), nil)
+			f.publish(a, msg.Channel, msg.Payload, parseSocketID(f.prefix, msg.ExcludeSocket), nil, msg.Origin)
 		}
 	case herald.BusState:
 		f.state.receive(msg.Node, msg.Payload)
@@ -65,7 +65,7 @@ func (f *core) Receive(msg herald.BusMessage) {
 		r := stateReader{b: msg.Payload}
 		app, channel := r.string(), r.string()
 		if a := f.apps[app]; a != nil && r.err == nil && herald.Classify(channel).Cache {
-			f.publish(a, channel, r.b, parseSocketID(f.prefix, msg.ExcludeSocket), nil)
+			f.publish(a, channel, r.b, parseSocketID(f.prefix, msg.ExcludeSocket), nil, msg.Origin)
 			f.echo.arrived(app, channel, r.b)
 		}
 	case herald.BusTerminate:
@@ -101,7 +101,7 @@ func (f *core) busPublish(a *appState, evs []herald.Event, frames [][]byte) erro
 		if herald.Classify(evs[i].Channel).Cache {
 			waits = append(waits, f.echo.expect(a.app.ID, evs[i].Channel, frames[i]))
 		}
-		if err := f.bus.Publish(ctx, busEvent(a.app.ID, evs[i].Channel, evs[i].SocketID, frames[i])); err != nil {
+		if err := f.bus.Publish(ctx, busEvent(a.app.ID, evs[i].Channel, evs[i].SocketID, frames[i], originNanos(evs[i]))); err != nil {
 			f.echo.cancel(waits)
 			return err
 		}
@@ -123,18 +123,19 @@ func (f *core) busForward(a *appState, channel, from string, frame []byte) bool 
 	if !f.bus.Connected() {
 		return false
 	}
-	return f.bus.Publish(context.Background(), busEvent(a.app.ID, channel, from, frame)) == nil
+	return f.bus.Publish(context.Background(), busEvent(a.app.ID, channel, from, frame, 0)) == nil
 }
 
 // busEvent is the bus message of an event's frame: to the nodes with interest in its
 // channel or, for a cache channel, to every node, so that each keeps it as the channel's
-// last event.
-func busEvent(app, channel, exclude string, frame []byte) herald.BusMessage {
+// last event. origin (Unix nanoseconds, 0: none) travels with it, so that each node that
+// delivers it observes origin → its frames queued.
+func busEvent(app, channel, exclude string, frame []byte, origin int64) herald.BusMessage {
 	if herald.Classify(channel).Cache {
 		p := appendString(appendString(make([]byte, 0, len(app)+len(channel)+4+len(frame)), app), channel)
-		return herald.BusMessage{Kind: herald.BusCache, Channel: cacheKey, ExcludeSocket: exclude, Payload: append(p, frame...)}
+		return herald.BusMessage{Kind: herald.BusCache, Channel: cacheKey, ExcludeSocket: exclude, Origin: origin, Payload: append(p, frame...)}
 	}
-	return herald.BusMessage{Kind: herald.BusEvent, App: app, Channel: channel, ExcludeSocket: exclude, Payload: frame}
+	return herald.BusMessage{Kind: herald.BusEvent, App: app, Channel: channel, ExcludeSocket: exclude, Origin: origin, Payload: frame}
 }
 
 // busTerminate asks every node to close the connections of a signed-in user.

@@ -66,7 +66,7 @@ type appState struct {
 	counters []counters // by worker
 	origins  guard.Origins
 	events   guard.Rate // each connection's client-event rate
-	latency  Observer   // nil: not measured
+	lat      latencies  // what its publishes observe
 	usersMu  sync.Mutex
 	users    map[string][]*Conn // signed-in user id -> connections
 	obs      observers          // activity observers (activity.go)

@@ -63,6 +63,11 @@ type Config struct {
 	// PublishLatency, when set, returns the observer of an app's publish → last-frame-queued
 	// latency in seconds; it is called once per app by New.
 	PublishLatency func(appID string) Observer
+	// OriginLatency, when set, returns the observer of an app's origin → last-frame-queued
+	// latency in seconds, observed for each event with an origin (herald.Event.Origin: the
+	// ingested records) on every node that delivers it to local subscribers; it is called
+	// once per app by New and may return nil for an app not to measure.
+	OriginLatency func(appID string) Observer
 }
 
 func (c Config) withDefaults() Config {
@@ -146,7 +151,10 @@ func New(cfg Config, apps []*herald.App, log *slog.Logger) (*Hub, error) {
 			counters: make([]counters, cfg.Workers), origins: origins,
 			events: guard.Rate{PerSecond: float64(lim.MaxClientEventsPerSecond), Burst: float64(lim.MaxClientEventsPerSecond)}}
 		if cfg.PublishLatency != nil {
-			st.latency = cfg.PublishLatency(a.ID)
+			st.lat.publish = cfg.PublishLatency(a.ID)
+		}
+		if cfg.OriginLatency != nil {
+			st.lat.origin = cfg.OriginLatency(a.ID)
 		}
 		h.apps[a.ID] = st
 		h.byKey[a.Key] = st

@@ -114,17 +114,39 @@ func (f *core) QueueDepths() []int {
 // Observer receives one measurement; prometheus.Observer satisfies it.
 type Observer interface{ Observe(float64) }
 
+// latencies are the observers of an app's publishes.
+type latencies struct {
+	publish Observer // publish → last frame queued; nil: not measured
+	origin  Observer // an event's origin → last frame queued; nil: not measured
+}
+
+// measure says what one publish's pubTrack observes; its zero value observes nothing.
+// (A pointer to the app's latencies rather than a copy: pubTrack, allocated per observed
+// publish, stays in the 32-byte size class.)
+type measure struct {
+	lat *latencies
+	at  int64 // the event's origin, Unix nanoseconds; 0: none, or lat.origin is nil
+}
+
 // pubTrack measures one publish until its last frame is queued: each worker that has
-// subscribers takes one count, and the last one observes the elapsed time.
+// subscribers takes one count, and the last one observes the elapsed times: one time.Now
+// per event with an origin, nothing per recipient.
 type pubTrack struct {
 	start int64 // monotonic nanoseconds, see mono
 	left  atomic.Int32
-	obs   Observer
+	measure
 }
 
 func (t *pubTrack) done() {
-	if t != nil && t.left.Add(-1) == 0 {
-		t.obs.Observe(float64(mono()-t.start) / 1e9)
+	if t == nil || t.left.Add(-1) != 0 {
+		return
+	}
+	if t.lat.publish != nil {
+		t.lat.publish.Observe(float64(mono()-t.start) / 1e9)
+	}
+	if t.at != 0 {
+		// A producer's clock ahead of this node's would give a negative time: 0.
+		t.lat.origin.Observe(float64(max(time.Now().UnixNano()-t.at, 0)) / 1e9)
 	}
 }
 

@@ -47,7 +47,7 @@ func (f *core) Publish(appID string, evs ...herald.Event) error {
 		return err
 	}
 	for i := range evs {
-		f.publish(a, evs[i].Channel, frames[i], parseSocketID(f.prefix, evs[i].SocketID), held)
+		f.publish(a, evs[i].Channel, frames[i], parseSocketID(f.prefix, evs[i].SocketID), held, originNanos(evs[i]))
 	}
 	f.release(held) // what subscribers who left meanwhile did not use
 	if a.wants(herald.APIEvent) {
@@ -117,32 +117,45 @@ func (f *core) release(held []int32) {
 	}
 }
 
+// originNanos is ev's origin in Unix nanoseconds, 0 when it has none or one not after 1970
+// (a Kafka record without a timestamp says -1 ms).
+func originNanos(ev herald.Event) int64 {
+	if ev.Origin.IsZero() {
+		return 0
+	}
+	return max(ev.Origin.UnixNano(), 0)
+}
+
 // publish sends frame to channel name's subscribers; cache channels also keep it. held, when
-// not nil, are the slots reserved for it (see dispatch).
-func (f *core) publish(a *appState, name string, frame []byte, excl uint64, held []int32) {
+// not nil, are the slots reserved for it (see dispatch); origin, when not 0, is the event's
+// origin in Unix nanoseconds (herald.Event.Origin).
+func (f *core) publish(a *appState, name string, frame []byte, excl uint64, held []int32, origin int64) {
+	m := measure{lat: &a.lat}
+	if a.lat.origin != nil {
+		m.at = origin
+	}
 	if herald.Classify(name).Cache {
 		a.cache.with(name, f.now(), func([]byte) []byte {
 			if ch := a.channels.lookup(name); ch != nil {
-				f.dispatch(ch, frame, excl, held, a.latency)
+				f.dispatch(ch, frame, excl, held, m)
 			}
 			return frame
 		})
 		return
 	}
 	if ch := a.channels.lookup(name); ch != nil {
-		f.dispatch(ch, frame, excl, held, a.latency)
+		f.dispatch(ch, frame, excl, held, m)
 	}
 }
 
 // dispatch sends one publish command to each worker that has subscribers of ch. A command
 // to worker i uses one of the slots held[i] reserved for it while there is one (held may be
 // nil); without (a subscriber arrived after the reservation, or a client event or presence
-// change, which never fail) the send waits for room, which a worker always makes. latency,
-// when not nil, observes the time until the last worker has queued the frame for its
-// subscribers.
-func (f *core) dispatch(ch *Channel, frame []byte, excl uint64, held []int32, latency Observer) {
+// change, which never fail) the send waits for room, which a worker always makes. m says
+// what to observe once the last worker has queued the frame for its subscribers.
+func (f *core) dispatch(ch *Channel, frame []byte, excl uint64, held []int32, m measure) {
 	var track *pubTrack
-	if latency != nil {
+	if m.lat != nil && (m.lat.publish != nil || m.at != 0) {
 		n := int32(0)
 		for i := range f.workers {
 			if ch.wcount[i].Load() > 0 {
@@ -152,19 +165,19 @@ func (f *core) dispatch(ch *Channel, frame []byte, excl uint64, held []int32, la
 		if n == 0 {
 			return
 		}
-		track = &pubTrack{start: mono(), obs: latency}
+		track = &pubTrack{start: mono(), measure: m}
 		track.left.Store(n)
 	}
 	for i, w := range f.workers {
 		if ch.wcount[i].Load() <= 0 {
 			continue
 		}
-		m := cmd{op: opPublish, ch: ch, frame: frame, excl: excl, track: track}
+		c := cmd{op: opPublish, ch: ch, frame: frame, excl: excl, track: track}
 		if held != nil && held[i] > 0 {
 			held[i]--
-			m.slot = true
+			c.slot = true
 		}
-		w.inbox <- m
+		w.inbox <- c
 	}
 }
 
@@ -214,5 +227,5 @@ func (h *Hub) clientEvent(c *Conn, m pusher.Message) {
 	if h.bus != nil && h.busForward(a, m.Channel, c.sid, frame) {
 		return // delivered here too when the bus brings it back
 	}
-	h.publish(a, m.Channel, frame, c.num, nil)
+	h.publish(a, m.Channel, frame, c.num, nil, 0)
 }

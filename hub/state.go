@@ -626,7 +626,7 @@ func (s *clusterState) remoteMember(a *appState, channel, user string, info []by
 		} else {
 			frame = ws.TextFrame(pusher.AppendMemberRemoved(nil, channel, user))
 		}
-		s.f.dispatch(p.ch, frame, 0, nil, nil)
+		s.f.dispatch(p.ch, frame, 0, nil, measure{})
 	}
 	p.mu.Unlock()
 	t.tidy(p)

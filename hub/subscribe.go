@@ -155,7 +155,7 @@ func (h *Hub) join(c *Conn, ch *Channel, mb herald.Member, extra []byte) bool {
 	if !known {
 		// Before the joiner's confirmation: once it has that, every other subscriber here
 		// has been sent its member_added.
-		h.dispatch(ch, ws.TextFrame(pusher.AppendMemberAdded(nil, ch.name, herald.Member{UserID: mb.UserID, Info: m.info})), c.num, nil, nil)
+		h.dispatch(ch, ws.TextFrame(pusher.AppendMemberAdded(nil, ch.name, herald.Member{UserID: mb.UserID, Info: m.info})), c.num, nil, measure{})
 	}
 	h.sendSub(c, ch, mb.UserID, ws.TextFrame(pusher.AppendSubscriptionSucceeded(nil, ch.name, p.snapshotLocked(), true)), extra)
 	return true
@@ -190,7 +190,7 @@ func (h *Hub) leave(c *Conn, s sub) {
 				gone := !p.hasLocked(uid) // not a member on another node either
 				h.memberChanged(c.app, ch.name, uid, false, gone)
 				if gone {
-					h.dispatch(ch, ws.TextFrame(pusher.AppendMemberRemoved(nil, ch.name, uid)), c.num, nil, nil)
+					h.dispatch(ch, ws.TextFrame(pusher.AppendMemberRemoved(nil, ch.name, uid)), c.num, nil, measure{})
 				}
 			}
 		}

@@ -54,7 +54,7 @@ func BenchmarkBroadcastAPIObserved(b *testing.B) {
 			if _, err := h.Observe("app-id", nullObserver{want: herald.Activities(herald.APIEvent)}); err != nil {
 				b.Fatal(err)
 			}
-			runBroadcast(b, h, n)
+			runBroadcast(b, h, n, benchEvent)
 		})
 	}
 }

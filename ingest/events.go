@@ -42,7 +42,7 @@ func (p *Pipeline) events(evs []herald.Event, r *Record) ([]herald.Event, *badRe
 	if b := p.check(name, []string{ch}, data, ""); b != nil {
 		return evs, b
 	}
-	return append(evs, herald.Event{Name: name, Channel: ch, Data: data}), nil
+	return append(evs, herald.Event{Name: name, Channel: ch, Data: data, Origin: r.Time}), nil
 }
 
 func renderBad(err error) *badRecord {
@@ -71,7 +71,7 @@ func (p *Pipeline) pusherEvents(evs []herald.Event, r *Record) ([]herald.Event, 
 	}
 	chans, _ = pusher.ValidateChannels(chans, p.limits) // repeats removed
 	for _, ch := range chans {
-		evs = append(evs, herald.Event{Name: b.Name, Channel: ch, Data: data, SocketID: b.SocketID})
+		evs = append(evs, herald.Event{Name: b.Name, Channel: ch, Data: data, SocketID: b.SocketID, Origin: r.Time})
 	}
 	return evs, nil
 }

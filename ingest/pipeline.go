@@ -36,8 +36,11 @@ type Config struct {
 	Channel, Event, Data *Template
 	// BatchEvents bounds the events handed to the hub in one Publish; 0 means 64.
 	BatchEvents int
-	// Latency, when set, observes record time → handed to the hub, in seconds.
-	Latency Observer
+	// Handoff, when set, observes record time → its events handed to the hub (on a
+	// clustered node: flushed to the bus), in seconds. The rest of the way, record time →
+	// frames queued for the subscribers, the hub observes itself on every node that delivers
+	// the events (hub.Config.OriginLatency), from each event's Origin: the record's Time.
+	Handoff Observer
 	Logger  *slog.Logger
 }
 
@@ -154,11 +157,11 @@ func (p *Pipeline) flush(ctx context.Context, evs []herald.Event, recs []Record)
 	}
 	p.stats.setPaused(false)
 	p.stats.published.Add(uint64(len(evs)))
-	if p.cfg.Latency != nil {
+	if p.cfg.Handoff != nil {
 		now := time.Now()
 		for i := range recs {
 			if !recs[i].Time.IsZero() {
-				p.cfg.Latency.Observe(max(now.Sub(recs[i].Time).Seconds(), 0))
+				p.cfg.Handoff.Observe(max(now.Sub(recs[i].Time).Seconds(), 0))
 			}
 		}
 	}

@@ -80,7 +80,7 @@ func trade(sym string, i int) Record {
 func TestHandleInOrderAndBatched(t *testing.T) {
 	pub := &hubStub{}
 	lat := &latencies{}
-	p := newPipeline(t, pub, func(c *Config) { c.BatchEvents = 4; c.Latency = lat })
+	p := newPipeline(t, pub, func(c *Config) { c.BatchEvents = 4; c.Handoff = lat })
 	var recs []Record
 	for i := range 10 {
 		recs = append(recs, trade([]string{"BTC", "ETH"}[i%2], i))
@@ -94,7 +94,8 @@ func TestHandleInOrderAndBatched(t *testing.T) {
 		t.Fatalf("%d events, want 10", len(got))
 	}
 	for i, ev := range got {
-		if ev.Data != string(recs[i].Value) || ev.Name != "trade" || ev.Channel != []string{"BTC", "ETH"}[i%2]+".trade" {
+		if ev.Data != string(recs[i].Value) || ev.Name != "trade" || ev.Channel != []string{"BTC", "ETH"}[i%2]+".trade" ||
+			!ev.Origin.Equal(recs[i].Time) {
 			t.Errorf("event %d = %+v", i, ev)
 		}
 	}
@@ -241,9 +242,10 @@ func TestPusherFormat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	at := time.UnixMilli(1_764_000_000_123)
 	recs := []Record{
 		{Value: []byte(`{"name":"bid","channel":"auction-1","data":"{\"amount\":5}"}`)},
-		{Value: []byte(`{"name":"bid","channels":["a","b","a"],"data":{"amount":6},"socket_id":"123.456"}`)},
+		{Value: []byte(`{"name":"bid","channels":["a","b","a"],"data":{"amount":6},"socket_id":"123.456"}`), Time: at},
 		{Value: []byte(`{"name":"bid","channel":"a","channels":["b"]}`)},
 		{Value: []byte(`{"name":"bid","channel":"a","socket_id":"nope"}`)},
 		{Value: []byte(`{"channel":"a"}`)},
@@ -255,8 +257,8 @@ func TestPusherFormat(t *testing.T) {
 	got := pub.events()
 	want := []herald.Event{
 		{Name: "bid", Channel: "auction-1", Data: `{"amount":5}`},
-		{Name: "bid", Channel: "a", Data: `{"amount":6}`, SocketID: "123.456"},
-		{Name: "bid", Channel: "b", Data: `{"amount":6}`, SocketID: "123.456"},
+		{Name: "bid", Channel: "a", Data: `{"amount":6}`, SocketID: "123.456", Origin: at},
+		{Name: "bid", Channel: "b", Data: `{"amount":6}`, SocketID: "123.456", Origin: at},
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("events %+v\nwant %+v", got, want)

@@ -2,20 +2,51 @@ package metrics
 
 import (
 	"strconv"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/herald-rt/herald/hub"
 	"github.com/herald-rt/herald/ingest"
 )
 
-// IngestLatency registers <prefix>ingest_latency_seconds and returns the observer of one
-// source. Call it once per source.
-func (r *Registry) IngestLatency(prefix string) func(source string) ingest.Observer {
+// ingestBuckets: 100 µs to about 52 s, for a backlog consumed after a restart is old.
+var ingestBuckets = prometheus.ExponentialBuckets(100e-6, 2, 20)
+
+// IngestLatency registers <prefix>ingest_latency_seconds, the end-to-end latency of ingested
+// events, and returns the observers of each app; it fits hub.Config.OriginLatency. Call it
+// once, on every node (a node without sources delivers the events of the others' too). An
+// app's series appears with its first observation.
+func (r *Registry) IngestLatency(prefix string) func(appID string) hub.Observer {
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: prefix + "ingest_latency_seconds",
-		Help: "Time from a record's timestamp (Kafka: its producer's; Redis streams: the entry id's) to its events handed to the hub (on a clustered node: flushed to the bus). The hub's publish_latency_seconds is the rest of the way to the subscribers' queues.",
-		// 100 µs to about 52 s: a backlog consumed after a restart is old.
-		Buckets: prometheus.ExponentialBuckets(100e-6, 2, 20),
+		Name:    prefix + "ingest_latency_seconds",
+		Help:    "Time from an ingested record's timestamp (Kafka: its producer's or the log-append time; Redis streams: the entry id's; Redis pub/sub has none) to the last fan-out worker of this node having queued its event's frame for every local subscriber, by app (not by source: the source is not known past the bus). Observed on every node that delivers the event; clocks of producers and nodes are assumed in sync.",
+		Buckets: ingestBuckets,
+	}, []string{"app_id"})
+	r.reg.MustRegister(h)
+	return func(appID string) hub.Observer { return &lazyObserver{vec: h, label: appID} }
+}
+
+// lazyObserver is one series of a vector, created at its first observation.
+type lazyObserver struct {
+	once  sync.Once
+	vec   *prometheus.HistogramVec
+	label string
+	obs   prometheus.Observer
+}
+
+func (o *lazyObserver) Observe(v float64) {
+	o.once.Do(func() { o.obs = o.vec.WithLabelValues(o.label) })
+	o.obs.Observe(v)
+}
+
+// IngestHandoff registers <prefix>ingest_handoff_seconds and returns the observer of one
+// source. Call it once, when the node has sources.
+func (r *Registry) IngestHandoff(prefix string) func(source string) ingest.Observer {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    prefix + "ingest_handoff_seconds",
+		Help:    "Time from a record's timestamp to its events handed to the hub (on a clustered node: flushed to the bus), by source: the part of ingest_latency_seconds spent before the hub, where a paused source (the hub refusing events) waits.",
+		Buckets: ingestBuckets,
 	}, []string{"source"})
 	r.reg.MustRegister(h)
 	return func(source string) ingest.Observer { return h.WithLabelValues(source) }

@@ -30,6 +30,7 @@ func Run(t *testing.T, newCluster NewCluster) {
 		{"ConcurrentPublishers", testConcurrentPublishers},
 		{"ChannelNames", testChannelNames},
 		{"LargePayload", testLargePayload},
+		{"Origin", testOrigin},
 		{"FlushOrder", testFlushOrder},
 		{"FlushConcurrent", testFlushConcurrent},
 		{"Close", testClose},
@@ -100,6 +101,32 @@ func testSubscribeThenPublish(t *testing.T, nc NewCluster) {
 	c.rec[1].waitCount(t, "shared", 1)
 	if s := c.Brokers[1].Stats(); s.Interests != n+1 {
 		t.Errorf("Interests = %d, want %d", s.Interests, n+1)
+	}
+}
+
+// testOrigin: a message's origin time reaches every receiver, the publisher included, as it
+// was sent; a message without one arrives without one.
+func testOrigin(t *testing.T, nc NewCluster) {
+	c := start(t, nc, 2)
+	for _, b := range c.Brokers {
+		subscribe(t, b, "app", "timed")
+	}
+	origins := []int64{1_764_000_000_123_456_789, 0, -5}
+	ctx, cancel := ctxWait()
+	defer cancel()
+	for i, o := range origins {
+		m := herald.BusMessage{Kind: herald.BusEvent, App: "app", Channel: "timed", Origin: o, Payload: []byte{byte('a' + i)}}
+		if err := c.Brokers[0].Publish(ctx, m); err != nil {
+			t.Fatalf("Publish: %v", err)
+		}
+	}
+	for n := range c.Brokers {
+		got := c.rec[n].waitCount(t, "timed", len(origins))
+		for i, m := range got {
+			if m.Origin != origins[i] || string(m.Payload) != string(rune('a'+i)) {
+				t.Errorf("node%d message %d: origin %d payload %q, want %d %q", n, i, m.Origin, m.Payload, origins[i], string(rune('a'+i)))
+			}
+		}
 	}
 }
 

@@ -26,12 +26,12 @@ func startIngest(cfg Config, nodeID string, pub ingest.Publisher, apps *herald.S
 	if len(cfg.Ingest) == 0 {
 		return s, nil
 	}
-	latency := reg.IngestLatency(cfg.Metrics.Prefix)
+	handoff := reg.IngestHandoff(cfg.Metrics.Prefix)
 	for _, c := range cfg.Ingest {
 		app, _ := apps.AppByID(c.App)
 		t := c.templates()
 		pc := ingest.Config{Name: c.Name, App: app, Format: t.format, Channel: t.channel, Event: t.event, Data: t.data,
-			Latency: latency(c.Name), Logger: log}
+			Handoff: handoff(c.Name), Logger: log}
 		var src ingest.Source
 		var err error
 		switch {

@@ -92,6 +92,7 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 		Memory:              mem,
 		IPRate:              ipRate,
 		PublishLatency:      reg.PublishLatency,
+		OriginLatency:       reg.IngestLatency(cfg.Metrics.Prefix),
 	}, apps.Apps(), log)
 	if err != nil {
 		log.Error("start hub", "err", err)
