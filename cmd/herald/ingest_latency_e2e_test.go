@@ -4,17 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/herald-rt/herald/internal/poll"
-	"github.com/herald-rt/herald/internal/servicetest"
 )
 
 // TestIngestLatencyAcrossNodes runs two `herald serve` nodes on a Redis bus, both reading
@@ -26,28 +21,7 @@ func TestIngestLatencyAcrossNodes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs redis-server and herald nodes")
 	}
-	rs := servicetest.Redis(t)
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{rs.Addr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	cfgPath := filepath.Join(t.TempDir(), "herald.yaml")
-	if err := os.WriteFile(cfgPath, []byte(`
-ingest:
-  - name: bids
-    app: app-id
-    redis:
-      url: `+rs.URL()+`
-      stream: bids
-      group: herald
-      start: earliest
-    channel: "auction-{value.item_id}"
-    event: trade
-    data: "{value.seq}"
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	rs, c, cfgPath := redisIngest(t, "")
 	nodes := []*node{startNode(t, "node-a", rs.URL(), "--config", cfgPath), startNode(t, "node-b", rs.URL(), "--config", cfgPath)}
 	var subs []*tradeSub
 	for _, n := range nodes {

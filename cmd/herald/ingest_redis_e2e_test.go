@@ -23,26 +23,7 @@ func TestIngestRedisStreamNodes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs redis-server and herald nodes")
 	}
-	rs := servicetest.Redis(t)
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{rs.Addr()}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	cfgPath := writeFile(t, "herald.yaml", `
-ingest:
-  - name: bids
-    app: app-id
-    redis:
-      url: `+rs.URL()+`
-      stream: bids
-      group: herald
-      start: earliest
-      claim_idle: 1s
-    channel: "auction-{value.item_id}"
-    event: trade
-    data: "{value.seq}"
-`)
+	rs, c, cfgPath := redisIngest(t, "      claim_idle: 1s\n")
 	a := startNode(t, "node-a", rs.URL(), "--config", cfgPath)
 	b := startNode(t, "node-b", rs.URL(), "--config", cfgPath)
 	for _, n := range []*node{a, b} {
@@ -153,4 +134,30 @@ ingest:
 	if err := n.stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
+}
+
+// redisIngest starts redis-server, a client of it, and a config file whose one source, bids,
+// reads the stream bids into auction-{value.item_id} (event trade, data the entry's seq) in
+// the consumer group herald; extra is more YAML lines of its redis block.
+func redisIngest(t *testing.T, extra string) (*servicetest.Server, rueidis.Client, string) {
+	t.Helper()
+	rs := servicetest.Redis(t)
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{rs.Addr()}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return rs, c, writeFile(t, "herald.yaml", `
+ingest:
+  - name: bids
+    app: app-id
+    redis:
+      url: `+rs.URL()+`
+      stream: bids
+      group: herald
+      start: earliest
+`+extra+`    channel: "auction-{value.item_id}"
+    event: trade
+    data: "{value.seq}"
+`)
 }
