@@ -72,7 +72,7 @@ func TestIngestLatencyFromTheHub(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = h.Shutdown(t.Context()) })
-	c := serveHub(t, h, "k1", "prices")
+	c, _ := serveHub(t, h, "k1", "prices")
 	sample := func() (count uint64, sum float64, ok bool) {
 		fams, err := reg.Gatherer().Gather()
 		if err != nil {
@@ -111,8 +111,8 @@ func TestIngestLatencyFromTheHub(t *testing.T) {
 }
 
 // serveHub serves h's WebSocket endpoint on a free port and returns a client of app key
-// subscribed to channel.
-func serveHub(t *testing.T, h *hub.Hub, key, channel string) *wstest.Client {
+// subscribed to channel, and the endpoint's address.
+func serveHub(t *testing.T, h *hub.Hub, key, channel string) (*wstest.Client, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -137,5 +137,5 @@ func serveHub(t *testing.T, h *hub.Hub, key, channel string) *wstest.Client {
 	if _, err := c.Expect("pusher_internal:subscription_succeeded", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	return c
+	return c, ln.Addr().String()
 }

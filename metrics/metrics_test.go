@@ -2,8 +2,6 @@ package metrics_test
 
 import (
 	"io"
-	"net"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -73,37 +71,14 @@ func TestMetricsReflectTheHub(t *testing.T) {
 	t.Cleanup(func() { _ = h.Shutdown(t.Context()) })
 	reg.Attach("herald_", h)
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.ServeWS(w, r, strings.TrimPrefix(r.URL.Path, "/app/"))
-	})}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-
-	c, err := wstest.Dial(ln.Addr().String(), "/app/k1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.SocketID(30 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Subscribe("prices", "", ""); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Expect("pusher_internal:subscription_succeeded", 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	c, addr := serveHub(t, h, "k1", "prices")
 	if err := h.Publish("a1", herald.Event{Name: "tick", Channel: "prices", Data: "{}"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Expect("tick", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	refused, err := wstest.Dial(ln.Addr().String(), "/app/nope")
+	refused, err := wstest.Dial(addr, "/app/nope")
 	if err != nil {
 		t.Fatal(err)
 	}
