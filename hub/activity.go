@@ -145,10 +145,10 @@ func (f *core) subsChanged(a *appState, name string, edge int) {
 }
 
 // memberChanged reports member_added (added) or member_removed of user on channel, after
-// this node's first socket of the user joined or its last left; anywhere is whether the user
-// is a member on any node now. It fires when the cluster-wide membership changed (added and
-// the user is nowhere else, or removed and nowhere left), and queues the node's record for
-// the others with whether it fired. Called with the presence lock held.
+// this node's first socket of the user joined or its last left; changed is whether that
+// changed the cluster-wide membership (added and the user is nowhere else, or removed and
+// nowhere left), and only then does it fire. It queues the node's record for the others
+// with whether it fired. Called with the presence lock held.
 func (f *core) memberChanged(a *appState, channel, user string, added, changed bool) {
 	k := herald.MemberRemoved
 	if added {
