@@ -2,21 +2,17 @@ package broker
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/internal/backoff"
 )
 
-// Backoff is the pause before reconnection attempt n (from 1): first, doubled per attempt
-// up to most, with 20% jitter so that nodes do not reconnect in step.
+// Backoff is the pause before reconnection attempt n (from 1; 0 counts as 1): first, doubled
+// per attempt up to most, with 20% jitter (from 0.9 to 1.1 times that) so that nodes do not
+// reconnect in step.
 func Backoff(first, most time.Duration, n int) time.Duration {
-	d := first
-	for i := 1; i < n && d < most; i++ {
-		d *= 2
-	}
-	d = min(d, most)
-	return d - d/10 + time.Duration(rand.Int64N(int64(d/5)+1))
+	return backoff.Policy{First: first, Most: most, Jitter: backoff.Jitter{Below: 0.1, Above: 0.1}}.Wait(n - 1)
 }
 
 // Unavailable is the error of an operation (what) that could not reach the bus: code

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/herald-rt/herald/internal/backoff"
 )
 
 // Lifecycle is what every Source does the same way: Start runs the source's goroutines once,
@@ -62,8 +64,8 @@ func (l *Lifecycle) Close(ctx context.Context) error {
 // Stats is the pipeline's.
 func (l *Lifecycle) Stats() Stats { return l.p.Stats() }
 
-// Backoff is the wait before the n-th attempt to reach an unreachable broker again: 100 ms
-// doubling to 5 s.
-func Backoff(n int) time.Duration {
-	return min(100*time.Millisecond<<min(n, 6), 5*time.Second)
-}
+// Backoff is the wait before the n-th attempt (from 0) to reach an unreachable broker
+// again: 100 ms doubling to 5 s, without jitter.
+func Backoff(n int) time.Duration { return reconnect.Wait(n) }
+
+var reconnect = backoff.Policy{First: 100 * time.Millisecond, Most: 5 * time.Second}

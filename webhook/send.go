@@ -3,11 +3,11 @@ package webhook
 import (
 	"bytes"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"time"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/internal/backoff"
 )
 
 // run sends the webhook's batches, one at a time, until the Sender stops and nothing is left.
@@ -80,7 +80,7 @@ func (t *target) deliver(evs []event) {
 			t.report(evs, code)
 			return
 		}
-		wait := backoff(t.opts.RetryMinBackoff, t.opts.RetryMaxBackoff, attempt)
+		wait := t.opts.retry().Wait(attempt)
 		if time.Since(start)+wait > t.opts.RetryFor {
 			t.dropped("expired", len(evs))
 			t.warn("webhook retries ran out: its events are dropped", code, err, attempt)
@@ -102,14 +102,11 @@ func retryable(code int) bool {
 	return code >= 500 || code == http.StatusTooManyRequests || code == http.StatusRequestTimeout
 }
 
-// backoff is the wait before retry n+1: min × 2ⁿ up to max, then a random half of it off
-// (so that many nodes' retries spread).
-func backoff(lo, hi time.Duration, n int) time.Duration {
-	d := hi
-	if n < 30 && lo<<n < hi {
-		d = lo << n
-	}
-	return d/2 + rand.N(d/2+1)
+// retry is the backoff between attempts: the wait before retry n+1 is RetryMinBackoff × 2ⁿ
+// up to RetryMaxBackoff, then a random part of its second half off (so that many nodes'
+// retries spread).
+func (o Options) retry() backoff.Policy {
+	return backoff.Policy{First: o.RetryMinBackoff, Most: o.RetryMaxBackoff, Jitter: backoff.Jitter{Below: 0.5}}
 }
 
 // post sends one request and returns the answer's status.

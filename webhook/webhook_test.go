@@ -272,13 +272,14 @@ func TestDownThenUp(t *testing.T) {
 // TestBackoff: each wait is between half and all of min × 2ⁿ, capped at max.
 func TestBackoff(t *testing.T) {
 	lo, hi := 100*time.Millisecond, 3*time.Second
+	retry := Options{RetryMinBackoff: lo, RetryMaxBackoff: hi}.retry()
 	for n := range 40 {
 		full := hi
 		if n < 5 {
 			full = lo << n
 		}
 		for range 50 {
-			if d := backoff(lo, hi, n); d < full/2 || d > full {
+			if d := retry.Wait(n); d < full/2 || d > full {
 				t.Fatalf("backoff(%d) = %v, want %v..%v", n, d, full/2, full)
 			}
 		}
