@@ -23,7 +23,7 @@ func NewBus() *Bus { return &Bus{subs: map[broker.Key][]*Broker{}} }
 // Config configures one node's Broker. Zero values mean the defaults noted.
 type Config struct {
 	NodeID    string // default "memory"
-	QueueSize int    // received messages queued for the handler; default 65536
+	QueueSize int    // received messages queued for the handler; default broker.DefaultQueueSize
 }
 
 // Broker is one node's attachment to a Bus.
@@ -38,7 +38,7 @@ type Broker struct {
 	closing   sync.Once
 	closed    atomic.Bool
 
-	sent, sentBytes, recv, recvBytes, pubErrs, dropped atomic.Uint64
+	count broker.Counters
 }
 
 // New returns the Broker of a single node: a Bus of its own.
@@ -51,7 +51,7 @@ func (bus *Bus) Attach(cfg Config, h herald.BusHandler) *Broker {
 		cfg.NodeID = "memory"
 	}
 	if cfg.QueueSize <= 0 {
-		cfg.QueueSize = 1 << 16
+		cfg.QueueSize = broker.DefaultQueueSize
 	}
 	b := &Broker{bus: bus, node: cfg.NodeID, handler: h, inbox: make(chan herald.BusMessage, cfg.QueueSize),
 		stop: make(chan struct{}), done: make(chan struct{})}
@@ -62,16 +62,10 @@ func (bus *Bus) Attach(cfg Config, h herald.BusHandler) *Broker {
 
 func (b *Broker) run() {
 	defer close(b.done)
-	for {
-		select {
-		case m := <-b.inbox:
-			b.recv.Add(1)
-			b.recvBytes.Add(uint64(broker.EncodedSize(m)))
-			b.handler(m)
-		case <-b.stop:
-			return
-		}
-	}
+	broker.Deliver(b.inbox, b.stop, func(m herald.BusMessage) {
+		b.count.CountReceived(broker.EncodedSize(m))
+		b.handler(m)
+	})
 }
 
 func (b *Broker) attach(_ context.Context, k broker.Key) error {
@@ -113,12 +107,11 @@ func (b *Broker) detach(_ context.Context, k broker.Key) error {
 // Publish implements herald.Broker. A receiver whose queue is full drops msg and counts it.
 func (b *Broker) Publish(_ context.Context, msg herald.BusMessage) error {
 	if b.closed.Load() {
-		b.pubErrs.Add(1)
+		b.count.PublishErrors.Add(1)
 		return herald.Errorf(herald.CodeUnavailable, "cluster bus: broker closed")
 	}
 	msg.Node = b.node
-	b.sent.Add(1)
-	b.sentBytes.Add(uint64(broker.EncodedSize(msg)))
+	b.count.CountSent(broker.EncodedSize(msg))
 	bus := b.bus
 	bus.mu.RLock()
 	list := bus.subs[broker.Key{App: msg.App, Channel: msg.Channel}]
@@ -127,7 +120,7 @@ func (b *Broker) Publish(_ context.Context, msg herald.BusMessage) error {
 		select {
 		case r.inbox <- msg:
 		default:
-			r.dropped.Add(1)
+			r.count.Dropped.Add(1)
 		}
 	}
 	return nil
@@ -158,9 +151,9 @@ func (b *Broker) Connected() bool { return !b.closed.Load() }
 
 // Stats implements herald.Broker.
 func (b *Broker) Stats() herald.BrokerStats {
-	return herald.BrokerStats{Connected: b.Connected(), MessagesSent: b.sent.Load(), BytesSent: b.sentBytes.Load(),
-		MessagesReceived: b.recv.Load(), BytesReceived: b.recvBytes.Load(), PublishErrors: b.pubErrs.Load(),
-		Dropped: b.dropped.Load(), Interests: b.interests.Len()}
+	st := b.count.Stats()
+	st.Connected, st.Interests = b.Connected(), b.interests.Len()
+	return st
 }
 
 // Close implements herald.Broker: it detaches the node from the bus and stops its goroutine.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,43 +15,11 @@ import (
 
 var _ herald.Broker = (*Broker)(nil)
 
-// Config configures a NATS broker. Zero values mean the defaults noted.
+// Config configures a NATS broker. Zero values mean the defaults noted; without RoundTrip
+// the connection is not probed.
 type Config struct {
-	URL    string // nats://host:port (comma-separated for several servers); required
-	NodeID string // this node's id, unique in the cluster; required
-	Prefix string // first subject token(s), namespacing clusters on one server; default "herald"
-
-	QueueSize int           // received messages queued for the handler; default 65536
-	Timeout   time.Duration // bounds a subscription's confirmation when ctx has none; default 5s
-	// ReconnectWait is the first pause between reconnection attempts; it doubles up to
-	// ReconnectMaxWait (defaults 100ms and 1s), with 20% jitter. Attempts never stop.
-	ReconnectWait, ReconnectMaxWait time.Duration
-	// ProbeInterval is how often the round trip is measured for RoundTrip; default 5s.
-	ProbeInterval time.Duration
-	RoundTrip     herald.BusObserver // nil: no probes
-	Logger        *slog.Logger       // state changes only, never per message; nil: discard
-}
-
-func (c Config) withDefaults() Config {
-	if c.Prefix == "" {
-		c.Prefix = "herald"
-	}
-	if c.QueueSize <= 0 {
-		c.QueueSize = 1 << 16
-	}
-	def := func(v *time.Duration, d time.Duration) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&c.Timeout, 5*time.Second)
-	def(&c.ReconnectWait, 100*time.Millisecond)
-	def(&c.ReconnectMaxWait, time.Second)
-	def(&c.ProbeInterval, 5*time.Second)
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	return c
+	URL string // nats://host:port (comma-separated for several servers); required
+	broker.Common
 }
 
 // Broker is one node's connection to a NATS bus.
@@ -76,18 +43,15 @@ type Broker struct {
 	closing sync.Once
 	closed  atomic.Bool
 
-	sent, sentBytes, recv, recvBytes, pubErrs, dropped, reconnects atomic.Uint64
+	count broker.Counters
 }
 
 // New connects to the NATS bus. It returns at once even when the server is unreachable:
 // the broker then reports not connected and keeps trying.
 func New(cfg Config, h herald.BusHandler) (*Broker, error) {
-	cfg = cfg.withDefaults()
-	if cfg.URL == "" || cfg.NodeID == "" {
-		return nil, errors.New("nats broker: URL and NodeID are required")
-	}
-	if !broker.ValidPrefix(cfg.Prefix) {
-		return nil, fmt.Errorf("nats broker: prefix %q is not a valid subject", cfg.Prefix)
+	cfg.Common = cfg.WithDefaults()
+	if err := cfg.Check("nats", cfg.URL); err != nil {
+		return nil, err
 	}
 	b := &Broker{cfg: cfg, handler: h, in: make(chan *nats.Msg, cfg.QueueSize),
 		subs: map[broker.Key]*nats.Subscription{}, kick: make(chan struct{}, 1), stop: make(chan struct{})}
@@ -97,7 +61,7 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 		nats.Name("herald "+cfg.NodeID),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
-		nats.CustomReconnectDelay(func(n int) time.Duration { return broker.Backoff(cfg.ReconnectWait, cfg.ReconnectMaxWait, n) }),
+		nats.CustomReconnectDelay(cfg.Reconnect),
 		nats.Timeout(cfg.Timeout),
 		nats.PingInterval(5*time.Second),
 		nats.MaxPingsOutstanding(3),
@@ -109,7 +73,7 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 			}
 		}),
 		nats.ReconnectHandler(func(*nats.Conn) {
-			b.reconnects.Add(1)
+			b.count.Reconnects.Add(1)
 			log.Info("cluster bus reconnected", "interests", b.interests.Len())
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
@@ -125,33 +89,16 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 	}
 	b.nc = nc
 	b.wg.Add(2)
-	go b.deliver()
+	go func() {
+		defer b.wg.Done()
+		broker.Deliver(b.in, b.stop, func(m *nats.Msg) { b.count.Receive(m.Data, b.handler) })
+	}()
 	go b.flusher()
 	if cfg.RoundTrip != nil {
 		b.wg.Add(1)
 		go b.probe()
 	}
 	return b, nil
-}
-
-// deliver hands received messages to the handler, in arrival order.
-func (b *Broker) deliver() {
-	defer b.wg.Done()
-	for {
-		select {
-		case m := <-b.in:
-			msg, err := broker.DecodeMessage(m.Data)
-			if err != nil {
-				b.dropped.Add(1)
-				continue
-			}
-			b.recv.Add(1)
-			b.recvBytes.Add(uint64(len(m.Data)))
-			b.handler(msg)
-		case <-b.stop:
-			return
-		}
-	}
 }
 
 func (b *Broker) probe() {
@@ -251,7 +198,7 @@ func (b *Broker) unsub(ctx context.Context, k broker.Key) error {
 // Publish implements herald.Broker.
 func (b *Broker) Publish(_ context.Context, msg herald.BusMessage) error {
 	if b.closed.Load() || !b.nc.IsConnected() {
-		b.pubErrs.Add(1)
+		b.count.PublishErrors.Add(1)
 		return broker.Unavailable("nats publish", nil)
 	}
 	msg.Node = b.cfg.NodeID
@@ -261,14 +208,13 @@ func (b *Broker) Publish(_ context.Context, msg herald.BusMessage) error {
 	n := len(*buf)
 	putBuf(buf)
 	if err != nil {
-		b.pubErrs.Add(1)
+		b.count.PublishErrors.Add(1)
 		if errors.Is(err, nats.ErrMaxPayload) {
 			return fmt.Errorf("nats publish: %w: %w", herald.Errorf(herald.CodeTooLarge, "message too large for the cluster bus"), err)
 		}
 		return broker.Unavailable("nats publish", err)
 	}
-	b.sent.Add(1)
-	b.sentBytes.Add(uint64(n))
+	b.count.CountSent(n)
 	return nil
 }
 
@@ -319,9 +265,10 @@ func (b *Broker) Stats() herald.BrokerStats {
 		}
 	}
 	b.mu.Unlock()
-	return herald.BrokerStats{Connected: b.Connected(), MessagesSent: b.sent.Load(), BytesSent: b.sentBytes.Load(),
-		MessagesReceived: b.recv.Load(), BytesReceived: b.recvBytes.Load(), PublishErrors: b.pubErrs.Load(),
-		Dropped: b.dropped.Load() + dropped, Reconnects: b.reconnects.Load(), Interests: b.interests.Len()}
+	st := b.count.Stats()
+	st.Connected, st.Interests = b.Connected(), b.interests.Len()
+	st.Dropped += dropped // nats.go drops what arrives while the handler's queue is full
+	return st
 }
 
 // Close implements herald.Broker.

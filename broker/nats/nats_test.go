@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/herald-rt/herald/broker"
 	"github.com/herald-rt/herald/broker/brokertest"
 	"github.com/herald-rt/herald/broker/nats"
 	"github.com/herald-rt/herald/internal/servicetest"
@@ -21,8 +22,8 @@ func newCluster(srv *servicetest.Server) brokertest.NewCluster {
 		c := brokertest.Cluster{Stop: srv.Stop, Start: srv.Start}
 		prefix := clusters.Add(1)
 		for _, n := range nodes {
-			b, err := nats.New(nats.Config{URL: srv.URL(), NodeID: n.ID, Prefix: "test." + strconv.FormatInt(prefix, 10),
-				RoundTrip: n.RoundTrip}, n.Handler)
+			b, err := nats.New(nats.Config{URL: srv.URL(), Common: broker.Common{NodeID: n.ID,
+				Prefix: "test." + strconv.FormatInt(prefix, 10), RoundTrip: n.RoundTrip}}, n.Handler)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -17,50 +17,24 @@ import (
 
 var _ herald.Broker = (*Broker)(nil)
 
-// Config configures a Redis broker. Zero values mean the defaults noted.
+// Config configures a Redis broker. Zero values mean the defaults noted. Prefix starts
+// every Redis channel name; Timeout also bounds each publish pipeline; an idle connection
+// is PINGed every ProbeInterval.
 type Config struct {
-	URL    string // redis://[user:password@]host:port[/db]; required
-	NodeID string // this node's id, unique in the cluster; required
-	Prefix string // first part of every Redis channel name; default "herald"
+	URL string // redis://[user:password@]host:port[/db]; required
+	broker.Common
 
-	QueueSize    int           // received messages queued for the handler; default 65536
-	OutboundSize int           // publishes queued for the writer; default 16384
-	MaxBatch     int           // PUBLISH commands in one pipeline; default 256
-	Timeout      time.Duration // bounds each round trip (pipeline, SUBSCRIBE, connect); default 5s
-	// ReconnectWait is the first pause between reconnection attempts; it doubles up to
-	// ReconnectMaxWait (defaults 100ms and 1s), with 20% jitter. Attempts never stop.
-	ReconnectWait, ReconnectMaxWait time.Duration
-	// ProbeInterval is how often an idle connection is PINGed (RoundTrip observes it);
-	// default 5s.
-	ProbeInterval time.Duration
-	RoundTrip     herald.BusObserver // nil: round trips are not observed
-	Logger        *slog.Logger       // state changes only, never per message; nil: discard
+	OutboundSize int // publishes queued for the writer; default 16384
+	MaxBatch     int // PUBLISH commands in one pipeline; default 256
 }
 
 func (c Config) withDefaults() Config {
-	if c.Prefix == "" {
-		c.Prefix = "herald"
-	}
-	if c.QueueSize <= 0 {
-		c.QueueSize = 1 << 16
-	}
+	c.Common = c.WithDefaults()
 	if c.OutboundSize <= 0 {
 		c.OutboundSize = 1 << 14
 	}
 	if c.MaxBatch <= 0 {
 		c.MaxBatch = 256
-	}
-	def := func(v *time.Duration, d time.Duration) {
-		if *v <= 0 {
-			*v = d
-		}
-	}
-	def(&c.Timeout, 5*time.Second)
-	def(&c.ReconnectWait, 100*time.Millisecond)
-	def(&c.ReconnectMaxWait, time.Second)
-	def(&c.ProbeInterval, 5*time.Second)
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c
 }
@@ -110,18 +84,15 @@ type Broker struct {
 	closing sync.Once
 	closed  atomic.Bool
 
-	sent, sentBytes, recv, recvBytes, pubErrs, dropped, reconnects atomic.Uint64
+	count broker.Counters
 }
 
 // New returns a broker connected to Redis or, when Redis does not answer within Timeout,
 // one that reports not connected and keeps trying in the background.
 func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 	cfg = cfg.withDefaults()
-	if cfg.URL == "" || cfg.NodeID == "" {
-		return nil, errors.New("redis broker: URL and NodeID are required")
-	}
-	if !broker.ValidPrefix(cfg.Prefix) {
-		return nil, fmt.Errorf("redis broker: prefix %q: want printable ASCII without spaces or wildcards", cfg.Prefix)
+	if err := cfg.Check("redis", cfg.URL); err != nil {
+		return nil, err
 	}
 	opt, err := rueidis.ParseURL(cfg.URL)
 	if err != nil {
@@ -139,7 +110,10 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 	b.wg.Add(3)
 	go b.supervise(first, err)
 	go b.write()
-	go b.deliver()
+	go func() {
+		defer b.wg.Done()
+		broker.Deliver(b.in, b.stop, func(data []byte) { b.count.Receive(data, b.handler) })
+	}()
 	return b, nil
 }
 
@@ -151,7 +125,7 @@ func (b *Broker) supervise(s *session, err error) {
 	for {
 		if s != nil {
 			if wasUp {
-				b.reconnects.Add(1)
+				b.count.Reconnects.Add(1)
 				b.log.Info("cluster bus reconnected", "interests", b.interests.Len())
 			} else {
 				b.log.Info("cluster bus connected")
@@ -173,7 +147,7 @@ func (b *Broker) supervise(s *session, err error) {
 		select {
 		case <-b.stop:
 			return
-		case <-time.After(broker.Backoff(b.cfg.ReconnectWait, b.cfg.ReconnectMaxWait, max(attempt, 1))):
+		case <-time.After(b.cfg.Reconnect(attempt)):
 		}
 		s, err = b.connect()
 	}
@@ -251,32 +225,13 @@ func (b *Broker) hold(s *session) error {
 	}
 }
 
-// onMessage runs on rueidis's reader goroutine: it queues the message for deliver.
+// onMessage runs on rueidis's reader goroutine: it queues the message for the delivery
+// goroutine, or drops it while the queue is full.
 func (b *Broker) onMessage(m rueidis.PubSubMessage) {
 	select {
 	case b.in <- []byte(m.Message):
 	default:
-		b.dropped.Add(1)
-	}
-}
-
-// deliver hands received messages to the handler, in arrival order.
-func (b *Broker) deliver() {
-	defer b.wg.Done()
-	for {
-		select {
-		case data := <-b.in:
-			msg, err := broker.DecodeMessage(data)
-			if err != nil {
-				b.dropped.Add(1)
-				continue
-			}
-			b.recv.Add(1)
-			b.recvBytes.Add(uint64(len(data)))
-			b.handler(msg)
-		case <-b.stop:
-			return
-		}
+		b.count.Dropped.Add(1)
 	}
 }
 
@@ -340,7 +295,7 @@ func (b *Broker) pipeline(batch []outMsg, cmds rueidis.Commands) (rueidis.Comman
 	cmds = cmds[:0]
 	s := b.sess.Load()
 	if s == nil {
-		b.pubErrs.Add(uint64(len(batch)))
+		b.count.PublishErrors.Add(uint64(len(batch)))
 		return cmds, broker.Unavailable("redis publish", nil)
 	}
 	for _, m := range batch {
@@ -359,7 +314,7 @@ func (b *Broker) pipeline(batch []outMsg, cmds rueidis.Commands) (rueidis.Comman
 		}
 	}
 	if failed > 0 {
-		b.pubErrs.Add(uint64(failed))
+		b.count.PublishErrors.Add(uint64(failed))
 		return cmds, broker.Unavailable("redis publish", first)
 	}
 	if b.cfg.RoundTrip != nil {
@@ -416,7 +371,7 @@ func (b *Broker) subCmd(ctx context.Context, k broker.Key, on bool) error {
 // Publish implements herald.Broker: it queues msg for the writer's next pipeline.
 func (b *Broker) Publish(ctx context.Context, msg herald.BusMessage) error {
 	if b.closed.Load() || b.sess.Load() == nil {
-		b.pubErrs.Add(1)
+		b.count.PublishErrors.Add(1)
 		return broker.Unavailable("redis publish", nil)
 	}
 	msg.Node = b.cfg.NodeID
@@ -428,12 +383,11 @@ func (b *Broker) Publish(ctx context.Context, msg herald.BusMessage) error {
 		select {
 		case b.out <- m:
 		case <-ctx.Done():
-			b.pubErrs.Add(1)
+			b.count.PublishErrors.Add(1)
 			return fmt.Errorf("redis publish: %w", herald.Errorf(herald.CodeBusy, "cluster bus queue is full, retry later"))
 		}
 	}
-	b.sent.Add(1)
-	b.sentBytes.Add(uint64(len(m.data)))
+	b.count.CountSent(len(m.data))
 	return nil
 }
 
@@ -474,9 +428,9 @@ func (b *Broker) Connected() bool { return !b.closed.Load() && b.sess.Load() != 
 
 // Stats implements herald.Broker.
 func (b *Broker) Stats() herald.BrokerStats {
-	return herald.BrokerStats{Connected: b.Connected(), MessagesSent: b.sent.Load(), BytesSent: b.sentBytes.Load(),
-		MessagesReceived: b.recv.Load(), BytesReceived: b.recvBytes.Load(), PublishErrors: b.pubErrs.Load(),
-		Dropped: b.dropped.Load(), Reconnects: b.reconnects.Load(), Interests: b.interests.Len()}
+	st := b.count.Stats()
+	st.Connected, st.Interests = b.Connected(), b.interests.Len()
+	return st
 }
 
 // Close implements herald.Broker.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/broker"
 	"github.com/herald-rt/herald/broker/brokertest"
 	"github.com/herald-rt/herald/broker/redis"
 	"github.com/herald-rt/herald/internal/servicetest"
@@ -23,8 +24,8 @@ func newCluster(srv *servicetest.Server) brokertest.NewCluster {
 		c := brokertest.Cluster{Stop: srv.Stop, Start: srv.Start}
 		prefix := clusters.Add(1)
 		for _, n := range nodes {
-			b, err := redis.New(redis.Config{URL: srv.URL(), NodeID: n.ID,
-				Prefix: "test." + strconv.FormatInt(prefix, 10), RoundTrip: n.RoundTrip}, n.Handler)
+			b, err := redis.New(redis.Config{URL: srv.URL(), Common: broker.Common{NodeID: n.ID,
+				Prefix: "test." + strconv.FormatInt(prefix, 10), RoundTrip: n.RoundTrip}}, n.Handler)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -61,7 +62,7 @@ func TestFlushReportsRefusedPublish(t *testing.T) {
 	if err := admin.Do(ctx, acl).Error(); err != nil {
 		t.Fatal(err)
 	}
-	b, err := redis.New(redis.Config{URL: "redis://mute@" + srv.Addr(), NodeID: "node0"}, func(herald.BusMessage) {})
+	b, err := redis.New(redis.Config{URL: "redis://mute@" + srv.Addr(), Common: broker.Common{NodeID: "node0"}}, func(herald.BusMessage) {})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/broker"
 	"github.com/herald-rt/herald/broker/nats"
 	"github.com/herald-rt/herald/broker/redis"
 	"github.com/herald-rt/herald/httpapi"
@@ -156,14 +157,14 @@ func startCluster(c ClusterConfig, h herald.BusHandler, reg *metrics.Registry, m
 	if err != nil { // validated already
 		return nil, fmt.Errorf("cluster.url: %w", err)
 	}
-	busLog := redactLogger(log, u.secrets)
-	rtt := reg.BusRoundTrip(metricPrefix)
+	common := broker.Common{NodeID: c.NodeID, Prefix: c.Prefix, RoundTrip: reg.BusRoundTrip(metricPrefix),
+		Logger: redactLogger(log, u.secrets)}
 	var b herald.Broker
 	switch u.engine {
 	case "nats":
-		b, err = nats.New(nats.Config{URL: c.URL, NodeID: c.NodeID, Prefix: c.Prefix, RoundTrip: rtt, Logger: busLog}, h)
+		b, err = nats.New(nats.Config{URL: c.URL, Common: common}, h)
 	case "redis":
-		b, err = redis.New(redis.Config{URL: c.URL, NodeID: c.NodeID, Prefix: c.Prefix, RoundTrip: rtt, Logger: busLog}, h)
+		b, err = redis.New(redis.Config{URL: c.URL, Common: common}, h)
 	}
 	if err != nil {
 		return nil, errors.New(redact(err.Error(), u.secrets))

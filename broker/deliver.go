@@ -1,0 +1,61 @@
+package broker
+
+import (
+	"sync/atomic"
+
+	"github.com/herald-rt/herald"
+)
+
+// Counters are the counters behind an engine's herald.BrokerStats.
+type Counters struct {
+	Sent, SentBytes         atomic.Uint64 // messages handed to the bus by Publish, and their encoded size
+	Received, ReceivedBytes atomic.Uint64 // messages handed to the handler, and their encoded size
+	PublishErrors           atomic.Uint64 // Publish calls that failed, and accepted messages the bus refused
+	Dropped                 atomic.Uint64 // received messages dropped: queue full or undecodable
+	Reconnects              atomic.Uint64 // times the bus connection came back after a loss
+}
+
+// CountSent counts one message of n encoded bytes handed to the bus.
+func (c *Counters) CountSent(n int) {
+	c.Sent.Add(1)
+	c.SentBytes.Add(uint64(n))
+}
+
+// CountReceived counts one message of n encoded bytes handed to the handler.
+func (c *Counters) CountReceived(n int) {
+	c.Received.Add(1)
+	c.ReceivedBytes.Add(uint64(n))
+}
+
+// Stats returns the counters as BrokerStats; the engine fills in Connected and Interests.
+func (c *Counters) Stats() herald.BrokerStats {
+	return herald.BrokerStats{MessagesSent: c.Sent.Load(), BytesSent: c.SentBytes.Load(),
+		MessagesReceived: c.Received.Load(), BytesReceived: c.ReceivedBytes.Load(), PublishErrors: c.PublishErrors.Load(),
+		Dropped: c.Dropped.Load(), Reconnects: c.Reconnects.Load()}
+}
+
+// Receive decodes one message received from the bus, counts it and hands it to h, which
+// owns it (its Payload aliases data). Bytes that do not decode are counted as dropped.
+func (c *Counters) Receive(data []byte, h herald.BusHandler) {
+	msg, err := DecodeMessage(data)
+	if err != nil {
+		c.Dropped.Add(1)
+		return
+	}
+	c.CountReceived(len(data))
+	h(msg)
+}
+
+// Deliver is the loop of an engine's delivery goroutine, the one that calls the handler:
+// until stop is closed it takes each received message from in, in arrival order, and
+// passes it to deliver (Counters.Receive, for an engine that queues encoded messages).
+func Deliver[T any](in <-chan T, stop <-chan struct{}, deliver func(T)) {
+	for {
+		select {
+		case m := <-in:
+			deliver(m)
+		case <-stop:
+			return
+		}
+	}
+}

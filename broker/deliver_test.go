@@ -1,0 +1,51 @@
+package broker
+
+import (
+	"testing"
+	"time"
+
+	"github.com/herald-rt/herald"
+)
+
+// TestDeliver: what arrives is decoded, counted and handed on in order; what does not decode
+// is counted as dropped; the loop returns once stop is closed.
+func TestDeliver(t *testing.T) {
+	var c Counters
+	in, stop, done := make(chan []byte, 8), make(chan struct{}), make(chan struct{})
+	got := make(chan herald.BusMessage)
+	go func() {
+		defer close(done)
+		Deliver(in, stop, func(b []byte) { c.Receive(b, func(m herald.BusMessage) { got <- m }) })
+	}()
+	var size int
+	for i, p := range []string{"a", "bb", "ccc"} {
+		enc := AppendMessage(nil, herald.BusMessage{Kind: herald.BusEvent, App: "app", Channel: "ch", Node: "n", Payload: []byte(p)})
+		size += len(enc)
+		in <- enc
+		if i == 1 {
+			in <- []byte{0xff, 1, 2} // not a message
+		}
+	}
+	for _, want := range []string{"a", "bb", "ccc"} {
+		select {
+		case m := <-got:
+			if string(m.Payload) != want || m.App != "app" || m.Channel != "ch" || m.Node != "n" {
+				t.Fatalf("handed on %+v; want payload %q", m, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%q not handed on", want)
+		}
+	}
+	close(stop)
+	<-done
+	st := c.Stats()
+	if st.MessagesReceived != 3 || st.BytesReceived != uint64(size) || st.Dropped != 1 {
+		t.Errorf("stats %+v; want 3 received (%d bytes), 1 dropped", st, size)
+	}
+	c.CountSent(10)
+	c.PublishErrors.Add(2)
+	c.Reconnects.Add(3)
+	if st := c.Stats(); st.MessagesSent != 1 || st.BytesSent != 10 || st.PublishErrors != 2 || st.Reconnects != 3 {
+		t.Errorf("stats %+v", st)
+	}
+}
