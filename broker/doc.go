@@ -3,7 +3,8 @@
 // bus subject, the interest table that counts a node's references to each channel and runs
 // at most one bus operation per channel at a time, the configuration the networked engines
 // share (Common, embedded in their Configs), their counters (Counters) and delivery loop
-// (Deliver), and their reconnection backoff.
+// (Deliver), their reconnection backoff, and the Mux that routes what a node receives to the
+// handler of each message's kind.
 //
 // Everything here is safe for concurrent use unless its doc comment says otherwise.
 package broker
