@@ -82,34 +82,34 @@ type Broker interface {
 // in. It owns msg: neither msg's strings nor its Payload are reused by the broker.
 type BusHandler func(msg BusMessage)
 
-// BusKind says what a bus message asks the receiving node to do. Brokers carry it without
-// interpreting it; a receiver ignores kinds it does not know, so nodes of different versions
-// can share a bus.
+// BusKind says what a bus message asks the receiving node to do, and so which part of the
+// node receives it (cmd/herald registers each part's handler for its kinds on a broker.Mux).
+// Brokers carry it without interpreting it; a receiver ignores kinds it does not know, so
+// nodes of different versions can share a bus. The values are on the wire: they never
+// change, and a value retired is not used again.
 type BusKind uint8
 
-// Bus message kinds.
+// The hub's bus message kinds. 2 is retired (it was a user's messages, never sent: sending
+// to a user is a BusEvent on the user's channel). Parts other than the hub define their own
+// kinds from 32 up (console.BusKind).
 const (
 	// BusEvent: deliver Payload to the subscribers of Channel, except ExcludeSocket.
-	BusEvent BusKind = iota + 1
-	// BusUser: deliver Payload to the connections signed in as the user whose channel is
-	// Channel (UserChannelPrefix + user id). Unused: sendToUser is a BusEvent on that
-	// channel, which the user's connections subscribe to.
-	BusUser
+	BusEvent BusKind = 1
 	// BusState: a node's share of the cluster's state (subscription counts, presence
 	// members), its heartbeat and its requests for the others' shares; on an internal key
 	// that every node has interest in. The payload's encoding is the hub's.
-	BusState
+	BusState BusKind = 3
 	// BusCache: an event of a cache channel, for every node to keep (and deliver to its
 	// subscribers); on an internal key that every node has interest in.
-	BusCache
+	BusCache BusKind = 4
 	// BusTerminate: close the connections of a signed-in user on every node; on an
 	// internal key that every node has interest in.
-	BusTerminate
+	BusTerminate BusKind = 5
 )
 
 // BusMessage is what one node sends the others through the bus. Payload is opaque to the
-// broker: for BusEvent and BusUser it is the complete, encoded WebSocket frame, so a
-// receiving node hands it to its fan-out as it is.
+// broker: for BusEvent it is the complete, encoded WebSocket frame, so a receiving node
+// hands it to its fan-out as it is.
 type BusMessage struct {
 	Kind    BusKind
 	App     string // app id
@@ -124,12 +124,6 @@ type BusMessage struct {
 	Origin  int64
 	Payload []byte
 }
-
-// BusConsole: a node's figures (connections, rates, refusals) for the other nodes'
-// consoles, once a second from each node that runs one; on an internal key the consoles
-// have interest in. The payload's encoding is the console package's. Its value stands
-// apart from the hub's kinds above.
-const BusConsole BusKind = 32
 
 // BrokerStats are a broker's counters, for metrics and health.
 type BrokerStats struct {

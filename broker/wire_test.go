@@ -12,7 +12,7 @@ func TestMessageRoundTrip(t *testing.T) {
 	cases := []herald.BusMessage{
 		{},
 		{Kind: herald.BusEvent, App: "1", Channel: "private-a.b@c=d;e", Node: "n1", ExcludeSocket: "123.456", Payload: []byte("\x81\x05hello")},
-		{Kind: herald.BusUser, App: strings.Repeat("a", 300), Channel: herald.UserChannelPrefix + "u", Node: "node", Payload: bytes.Repeat([]byte{0}, 100<<10)},
+		{Kind: herald.BusState, App: strings.Repeat("a", 300), Channel: herald.UserChannelPrefix + "u", Node: "node", Payload: bytes.Repeat([]byte{0}, 100<<10)},
 		{Kind: 200, App: "x"},
 		{Kind: herald.BusEvent, App: "1", Channel: "BTC.trade", Node: "n2", Origin: 1_764_000_000_123_456_789, Payload: []byte("\x81\x01x")},
 		{Kind: herald.BusCache, Channel: "cache", Origin: -1},
@@ -114,6 +114,19 @@ func TestSubject(t *testing.T) {
 	for p, ok := range map[string]bool{"herald": true, "a.b": true, "": false, "a..b": false, ".a": false, "a b": false, "a.*": false} {
 		if ValidPrefix(p) != ok {
 			t.Errorf("ValidPrefix(%q) = %v", p, !ok)
+		}
+	}
+}
+
+// TestKindValues: the kinds are on the wire between nodes of different versions; their
+// values never change (2 is retired; the console's own kind is 32, see console.BusKind).
+func TestKindValues(t *testing.T) {
+	for _, k := range []struct {
+		name      string
+		got, want herald.BusKind
+	}{{"BusEvent", herald.BusEvent, 1}, {"BusState", herald.BusState, 3}, {"BusCache", herald.BusCache, 4}, {"BusTerminate", herald.BusTerminate, 5}} {
+		if k.got != k.want {
+			t.Errorf("%s = %d, want %d", k.name, k.got, k.want)
 		}
 	}
 }

@@ -39,6 +39,11 @@ type Config struct {
 	// Bus, when set, carries this node's figures to the other nodes' consoles and theirs to
 	// this one, once a second (see BusKind).
 	Bus herald.Broker
+	// Route, with Bus, registers a handler for the bus's messages of one kind, a nil one
+	// removing it (broker.Mux.Handle): the console's handler for BusKind is registered while
+	// it has interest on the bus (from New to Close). Without it the console shares its
+	// figures but hears no other node's.
+	Route func(kind herald.BusKind, h herald.BusHandler)
 	// Interval is how often the figures are sampled and streamed; default 1s.
 	Interval time.Duration
 }

@@ -9,6 +9,13 @@ import (
 	"github.com/herald-rt/herald"
 )
 
+// BusKind is the kind of the console's bus messages: a node's figures (connections, rates,
+// refusals) for the other nodes' consoles, once a second from each node that runs one, on an
+// internal key the consoles have interest in; the payload is their JSON. Its value, 32,
+// stands apart from the hub's kinds (herald.BusEvent and the others) and is on the wire
+// between nodes: it does not change.
+const BusKind herald.BusKind = 32
+
 // busChannel is the internal bus key the consoles of a cluster share (an empty app id is
 // never an app's).
 const busChannel = "console"
@@ -50,6 +57,10 @@ type prevSample struct {
 func (c *Console) run() {
 	defer close(c.done)
 	if c.cfg.Bus != nil {
+		if c.cfg.Route != nil {
+			c.cfg.Route(BusKind, c.receive)
+			defer c.cfg.Route(BusKind, nil)
+		}
 		// The reference is kept even when this fails: the engine restores the interest.
 		_ = c.cfg.Bus.Subscribe(c.ctx, "", busChannel)
 		defer func() {
@@ -118,13 +129,13 @@ func (c *Console) share() {
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.Interval)
 	defer cancel()
-	_ = c.cfg.Bus.Publish(ctx, herald.BusMessage{Kind: herald.BusConsole, Channel: busChannel, Payload: b})
+	_ = c.cfg.Bus.Publish(ctx, herald.BusMessage{Kind: BusKind, Channel: busChannel, Payload: b})
 }
 
-// Receive takes another node's figures from the bus; cmd/herald hands it every
-// herald.BusConsole message. Malformed ones and this node's own are ignored.
-func (c *Console) Receive(msg herald.BusMessage) {
-	if msg.Kind != herald.BusConsole || msg.Node == c.cfg.Node {
+// receive takes another node's figures from the bus (Config.Route hands it every BusKind
+// message). Malformed ones and this node's own are ignored.
+func (c *Console) receive(msg herald.BusMessage) {
+	if msg.Kind != BusKind || msg.Node == c.cfg.Node {
 		return
 	}
 	var st nodeStats

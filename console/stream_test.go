@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/broker"
+	"github.com/herald-rt/herald/broker/memory"
 	"github.com/herald-rt/herald/httpapi"
 )
 
@@ -224,18 +227,35 @@ func TestCloseEndsStreams(t *testing.T) {
 	}
 }
 
+// TestNodesFromTheBus: the figures other nodes' consoles share on the bus reach this one
+// through the mux its kind is registered on; malformed figures, this node's own and messages
+// of other kinds are not shown, and a node that falls silent is forgotten. After Close the
+// console's kind is routed no more.
 func TestNodesFromTheBus(t *testing.T) {
-	c, srv, _, _ := newTestConsole(t, nil)
+	if BusKind != 32 {
+		t.Fatalf("BusKind = %d: it is on the wire, it must stay 32", BusKind)
+	}
+	bus := memory.NewBus()
+	var mux broker.Mux
+	attach := func(id string, h herald.BusHandler) herald.Broker {
+		b := bus.Attach(memory.Config{NodeID: id}, h)
+		t.Cleanup(func() { _ = b.Close(context.Background()) })
+		return b
+	}
+	self := attach("n1", mux.Receive)
+	c, srv, _, _ := newTestConsole(t, func(cfg *Config) { cfg.Bus, cfg.Route = self, mux.Handle })
+	quiet := func(herald.BusMessage) {} // they have no interest: nothing reaches them
+	n2, n3, n4 := attach("n2", quiet), attach("n3", quiet), attach("n4", quiet)
 	b, _ := json.Marshal(nodeStats{Node: "liar", Apps: []appStats{{ID: "a1", Connections: 11}}, Refused: map[string]int64{"memory": 2}})
 	// n2 speaks every 20 ms (as a node does every interval) until the page has seen it.
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(stopped)
+		ctx := context.Background()
 		for {
-			c.Receive(herald.BusMessage{Kind: herald.BusConsole, Node: "n2", Payload: b})
-			c.Receive(herald.BusMessage{Kind: herald.BusConsole, Node: "n3", Payload: []byte("{not json")})
-			c.Receive(herald.BusMessage{Kind: herald.BusConsole, Node: "n1", Payload: b}) // our own
-			c.Receive(herald.BusMessage{Kind: herald.BusEvent, Node: "n4", Payload: b})   // not the console's
+			_ = n2.Publish(ctx, herald.BusMessage{Kind: BusKind, Channel: busChannel, Payload: b})
+			_ = n3.Publish(ctx, herald.BusMessage{Kind: BusKind, Channel: busChannel, Payload: []byte("{not json")})
+			_ = n4.Publish(ctx, herald.BusMessage{Kind: herald.BusEvent, Channel: busChannel, Payload: b}) // not the console's
 			select {
 			case <-stop:
 				return
@@ -250,6 +270,15 @@ func TestNodesFromTheBus(t *testing.T) {
 	if ov.Nodes[0].Node != "n1" || ov.Nodes[1].Node != "n2" || ov.Nodes[1].Apps[0].Connections != 11 || ov.Nodes[1].Refused["memory"] != 2 {
 		t.Errorf("nodes %+v; want n1 (this one) then n2 with its figures", ov.Nodes)
 	}
+	if mux.Unhandled() == 0 {
+		t.Error("n4's BusEvent messages were not dropped by the mux")
+	}
 	// Silent for five intervals, a node is forgotten.
 	next(t, s, "overview", "n2 forgotten", func(ov overview) bool { return len(ov.Nodes) == 1 })
+	c.Close()
+	before := mux.Unhandled()
+	mux.Receive(herald.BusMessage{Kind: BusKind, Channel: busChannel, Node: "n2", Payload: b})
+	if mux.Unhandled() != before+1 {
+		t.Error("the console's kind is still routed after Close")
+	}
 }

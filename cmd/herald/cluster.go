@@ -144,33 +144,41 @@ const maxNodeID = 64
 // cluster is a node's connection to its cluster bus.
 type cluster struct {
 	herald.Broker
+	mux            *broker.Mux // routes what the bus brings by kind; the console adds its own
 	engine, nodeID string
 	url            busURL
 }
 
-// startCluster connects to the bus c names with h (the hub's Receive) as the handler, its
-// round trips observed by reg, its state changes logged on log with the URL's secrets
-// redacted. It returns even when the bus is unreachable: the engines keep trying, and the
-// node serves its own clients meanwhile.
+// hubKinds are the bus message kinds the hub receives.
+var hubKinds = []herald.BusKind{herald.BusEvent, herald.BusState, herald.BusCache, herald.BusTerminate}
+
+// startCluster connects to the bus c names, its messages routed by kind (cluster.mux): the
+// hub's kinds to h (the hub's Receive). Its round trips are observed by reg, its state
+// changes logged on log with the URL's secrets redacted. It returns even when the bus is
+// unreachable: the engines keep trying, and the node serves its own clients meanwhile.
 func startCluster(c ClusterConfig, h herald.BusHandler, reg *metrics.Registry, metricPrefix string, log *slog.Logger) (*cluster, error) {
 	u, err := parseBusURL(c.URL)
 	if err != nil { // validated already
 		return nil, fmt.Errorf("cluster.url: %w", err)
+	}
+	mux := new(broker.Mux)
+	for _, k := range hubKinds {
+		mux.Handle(k, h)
 	}
 	common := broker.Common{NodeID: c.NodeID, Prefix: c.Prefix, RoundTrip: reg.BusRoundTrip(metricPrefix),
 		Logger: redactLogger(log, u.secrets)}
 	var b herald.Broker
 	switch u.engine {
 	case "nats":
-		b, err = nats.New(nats.Config{URL: c.URL, Common: common}, h)
+		b, err = nats.New(nats.Config{URL: c.URL, Common: common}, mux.Receive)
 	case "redis":
-		b, err = redis.New(redis.Config{URL: c.URL, Common: common}, h)
+		b, err = redis.New(redis.Config{URL: c.URL, Common: common}, mux.Receive)
 	}
 	if err != nil {
 		return nil, errors.New(redact(err.Error(), u.secrets))
 	}
 	reg.AttachBus(metricPrefix, b)
-	return &cluster{Broker: b, engine: u.engine, nodeID: c.NodeID, url: u}, nil
+	return &cluster{Broker: b, mux: mux, engine: u.engine, nodeID: c.NodeID, url: u}, nil
 }
 
 // health is the bus's part of /health.

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"sync/atomic"
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/console"
@@ -26,7 +25,7 @@ func startConsole(cfg Config, h *hub.Hub, publish func(http.ResponseWriter, *htt
 	cc := console.Config{Token: cfg.Console.Token, Node: cfg.Cluster.NodeID, EventsPerSecond: cfg.Console.EventsPerSecond,
 		Apps: ids, Source: consoleSource{h}, Publish: publish, Refresh: h.RefreshObservers}
 	if bus != nil {
-		cc.Bus = bus.Broker
+		cc.Bus, cc.Route = bus.Broker, bus.mux.Handle
 	}
 	con := console.New(cc, log)
 	for _, id := range ids {
@@ -36,23 +35,6 @@ func startConsole(cfg Config, h *hub.Hub, publish func(http.ResponseWriter, *htt
 		}
 	}
 	return con
-}
-
-// consoleBus hands the bus's console messages to the console once it exists, and every
-// other message to next (the hub).
-type consoleBus struct {
-	next herald.BusHandler
-	con  atomic.Pointer[console.Console]
-}
-
-func (b *consoleBus) receive(msg herald.BusMessage) {
-	if msg.Kind == herald.BusConsole {
-		if c := b.con.Load(); c != nil {
-			c.Receive(msg)
-		}
-		return
-	}
-	b.next(msg)
 }
 
 // consoleSource is the hub as the console reads it.

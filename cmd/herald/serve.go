@@ -99,13 +99,12 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 		return 1
 	}
 	reg.Attach(cfg.Metrics.Prefix, h)
-	route := &consoleBus{next: h.Receive}
 	var bus *cluster
 	if cfg.Cluster.URL != "" {
 		if cfg.Cluster.NodeID == "" {
 			cfg.Cluster.NodeID = newNodeID()
 		}
-		bus, err = startCluster(cfg.Cluster, route.receive, reg, cfg.Metrics.Prefix, log)
+		bus, err = startCluster(cfg.Cluster, h.Receive, reg, cfg.Metrics.Prefix, log)
 		if err != nil {
 			log.Error("start cluster bus", "err", err)
 			_ = h.Shutdown(context.Background())
@@ -187,7 +186,6 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 	srv := port.Server(api)
 	exportPort(reg, cfg.Metrics.Prefix, port)
 	con := startConsole(cfg, h, api.TrustedEvents, bus, log)
-	route.con.Store(con)
 	side, err := startSideListeners(cfg, reg, con, log)
 	if err != nil {
 		log.Error("listen", "err", err)
