@@ -8,18 +8,19 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/herald-rt/herald/hub"
 	"github.com/herald-rt/herald/metrics"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/source.golden from the current output")
 
-// fakeSource is a hub as the collector reads it: every counter a value of its own, so a
+// fakeSource is a node as the collector reads it: every counter a value of its own, so a
 // metric that read another's field would show.
 type fakeSource struct{}
 
-func (fakeSource) AppMetrics() []hub.AppMetrics {
-	return []hub.AppMetrics{
+var _ metrics.Source = fakeSource{}
+
+func (fakeSource) AppCounters() []metrics.AppCounters {
+	return []metrics.AppCounters{
 		{AppID: "a1", Connections: 1, NewConnections: 2, Disconnections: 3, MessagesSent: 4, BytesSent: 5,
 			MessagesReceived: 6, BytesReceived: 7, SlowConsumers: 8, ClientEventsLimited: 9, Channels: 10,
 			Subscriptions: 11, CacheBytes: 12, CacheEntries: 13, CacheEvictions: 14},
@@ -29,13 +30,11 @@ func (fakeSource) AppMetrics() []hub.AppMetrics {
 	}
 }
 
-func (fakeSource) Refusals() []int64 { return []int64{21, 22, 23, 24, 25, 26, 27} }
-
-func (fakeSource) QueueDepths() []int { return []int{31, 0, 33} }
-
-func (fakeSource) Stats() hub.Stats {
-	return hub.Stats{Connections: 41, MaxConnections: 42, Channels: 43, SlowConsumers: 44, PongTimeouts: 45,
-		Refused: 46, Draining: true, Refusing: true}
+func (fakeSource) NodeStats() metrics.NodeStats {
+	return metrics.NodeStats{Connections: 41, MaxConnections: 42, Channels: 43, PongTimeouts: 45, Refusing: true,
+		Refused: []metrics.Refusal{{"app_not_found", 21}, {"draining", 22}, {"origin", 23}, {"ip_rate", 24},
+			{"memory", 25}, {"node_full", 26}, {"app_full", 27}},
+		QueueDepths: []int{31, 0, 33}}
 }
 
 // TestSourceExposition: the text /metrics serves for a source, byte for byte (the names,
@@ -45,6 +44,7 @@ func TestSourceExposition(t *testing.T) {
 	reg := metrics.New("herald_", []string{"a1", "a2"})
 	reg.Attach("herald_", fakeSource{})
 	reg.HTTP.Call("a1", 100, 20)
+	reg.HTTP.Call("unknown", 1, 1) // not an app: not counted
 	reg.PublishLatency("a1").Observe(0.003)
 	reg.IngestLatency("herald_")("a2").Observe(2.5)
 	rec := httptest.NewRecorder()
@@ -69,6 +69,31 @@ func TestSourceExposition(t *testing.T) {
 	}
 	if got != string(want) {
 		t.Errorf("/metrics differs from %s (go test -run TestSourceExposition -update rewrites it):\n%s", golden, diff(string(want), got))
+	}
+	fams, err := reg.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"go_goroutines", "process_resident_memory_bytes", "process_cpu_seconds_total"} {
+		if _, ok := value(t, fams, name, "", ""); !ok {
+			t.Errorf("%s missing", name)
+		}
+	}
+}
+
+// TestPrefixIsConfigurable: the source's metrics take the prefix Attach is given.
+func TestPrefixIsConfigurable(t *testing.T) {
+	reg := metrics.New("soketi_", []string{"a1"})
+	reg.Attach("soketi_", fakeSource{})
+	fams, err := reg.Gatherer().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := value(t, fams, "soketi_connected", "app_id", "a1"); !ok {
+		t.Fatal("soketi_connected missing with prefix soketi_")
+	}
+	if _, ok := value(t, fams, "herald_connected", "app_id", "a1"); ok {
+		t.Fatal("herald_connected present with prefix soketi_")
 	}
 }
 
