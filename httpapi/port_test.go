@@ -52,7 +52,7 @@ func newPortEnv(t testing.TB, pc httpapi.PortConfig, ac httpapi.Config, maxConns
 		return httpapi.HealthReport{Status: "ok", Connections: httpapi.Capacity{Current: st.Connections, Max: st.MaxConnections}, Channels: st.Channels, Version: "v1.2.3"}
 	}
 	reg := metrics.New("herald_", []string{"1"})
-	reg.Attach("herald_", h)
+	reg.Attach("herald_", hubConnections{h})
 	e := &portEnv{t: t, hub: h}
 	e.app, _ = apps.AppByID("1")
 	api := httpapi.New(ac, apps, h, health, reg.HTTP, nil)
@@ -68,6 +68,23 @@ func newPortEnv(t testing.TB, pc httpapi.PortConfig, ac httpapi.Config, maxConns
 		}
 	})
 	return e
+}
+
+// hubConnections is the hub as metrics reads it, reduced to what these tests scrape (each
+// app's connections); cmd/herald's hubMetrics is the whole adapter.
+type hubConnections struct{ h *hub.Hub }
+
+func (c hubConnections) AppCounters() []metrics.AppCounters {
+	var out []metrics.AppCounters
+	for _, a := range c.h.AppMetrics() {
+		out = append(out, metrics.AppCounters{AppID: a.AppID, Connections: a.Connections})
+	}
+	return out
+}
+
+func (c hubConnections) NodeStats() metrics.NodeStats {
+	st := c.h.Stats()
+	return metrics.NodeStats{Connections: st.Connections, MaxConnections: st.MaxConnections, Channels: st.Channels}
 }
 
 // serveOn serves h on a Port over a fresh loopback listener until the test ends.

@@ -4,17 +4,7 @@ import (
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/herald-rt/herald/hub"
 )
-
-// Source is what the collector reads at each scrape; *hub.Hub implements it.
-type Source interface {
-	AppMetrics() []hub.AppMetrics
-	Refusals() []int64
-	QueueDepths() []int
-	Stats() hub.Stats
-}
 
 // collector turns a Source's counters into metrics at scrape time.
 type collector struct {
@@ -88,7 +78,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	for _, m := range c.src.AppMetrics() {
+	for _, m := range c.src.AppCounters() {
 		gauge(c.connected, float64(m.Connections), m.AppID)
 		counter(c.newConns, m.NewConnections, m.AppID)
 		counter(c.disconnects, m.Disconnections, m.AppID)
@@ -111,13 +101,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
-	for i, n := range c.src.Refusals() {
-		counter(c.refused, n, hub.Refusal(i).String())
+	st := c.src.NodeStats()
+	for _, r := range st.Refused {
+		counter(c.refused, r.Count, r.Reason)
 	}
-	for i, n := range c.src.QueueDepths() {
+	for i, n := range st.QueueDepths {
 		gauge(c.queueDepth, float64(n), strconv.Itoa(i))
 	}
-	st := c.src.Stats()
 	counter(c.pongTimeouts, st.PongTimeouts)
 	gauge(c.capacity, float64(st.MaxConnections))
 	gauge(c.nodeConns, float64(st.Connections))

@@ -6,7 +6,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/herald-rt/herald/hub"
 	"github.com/herald-rt/herald/ingest"
 )
 
@@ -14,17 +13,17 @@ import (
 var ingestBuckets = prometheus.ExponentialBuckets(100e-6, 2, 20)
 
 // IngestLatency registers <prefix>ingest_latency_seconds, the end-to-end latency of ingested
-// events, and returns the observers of each app; it fits hub.Config.OriginLatency. Call it
-// once, on every node (a node without sources delivers the events of the others' too). An
-// app's series appears with its first observation.
-func (r *Registry) IngestLatency(prefix string) func(appID string) hub.Observer {
+// events, and returns the observers of each app, for the hub (cmd/herald hands them to the
+// hub's Config.OriginLatency). Call it once, on every node (a node without sources delivers
+// the events of the others' too). An app's series appears with its first observation.
+func (r *Registry) IngestLatency(prefix string) func(appID string) prometheus.Observer {
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    prefix + "ingest_latency_seconds",
 		Help:    "Time from an ingested record's timestamp (Kafka: its producer's or the log-append time; Redis streams: the entry id's; Redis pub/sub has none) to the last fan-out worker of this node having queued its event's frame for every local subscriber, by app (not by source: the source is not known past the bus). Observed on every node that delivers the event; clocks of producers and nodes are assumed in sync.",
 		Buckets: ingestBuckets,
 	}, []string{"app_id"})
 	r.reg.MustRegister(h)
-	return func(appID string) hub.Observer { return &lazyObserver{vec: h, label: appID} }
+	return func(appID string) prometheus.Observer { return &lazyObserver{vec: h, label: appID} }
 }
 
 // lazyObserver is one series of a vector, created at its first observation.

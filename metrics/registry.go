@@ -8,14 +8,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/herald-rt/herald/hub"
 )
 
 // DefaultPrefix starts every herald metric name.
 const DefaultPrefix = "herald_"
 
-// Registry holds herald's metrics: the hub's and the API's counters, the publish latency
+// Registry holds herald's metrics: the node's (Source) and the API's counters, the publish latency
 // histogram, and the Go runtime and process collectors.
 type Registry struct {
 	reg     *prometheus.Registry
@@ -23,8 +21,8 @@ type Registry struct {
 	latency *prometheus.HistogramVec
 }
 
-// New builds the registry for apps. Call Attach with the hub once it exists; until then only
-// the runtime and API metrics are exported.
+// New builds the registry for apps. Call Attach with the node's Source once it exists; until
+// then only the runtime and API metrics are exported.
 func New(prefix string, appIDs []string) *Registry {
 	r := &Registry{reg: prometheus.NewRegistry(), HTTP: NewHTTP(appIDs)}
 	r.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -37,8 +35,9 @@ func New(prefix string, appIDs []string) *Registry {
 	return r
 }
 
-// PublishLatency returns app's latency observer; it fits hub.Config.PublishLatency.
-func (r *Registry) PublishLatency(appID string) hub.Observer {
+// PublishLatency returns the observer of app's publish latency, in seconds, for the hub
+// (cmd/herald hands it to the hub's Config.PublishLatency).
+func (r *Registry) PublishLatency(appID string) prometheus.Observer {
 	return r.latency.WithLabelValues(appID)
 }
 

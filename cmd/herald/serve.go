@@ -91,14 +91,14 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 		ClusterNodeTimeout:  cfg.Cluster.NodeTimeout.Duration,
 		Memory:              mem,
 		IPRate:              ipRate,
-		PublishLatency:      reg.PublishLatency,
-		OriginLatency:       reg.IngestLatency(cfg.Metrics.Prefix),
+		PublishLatency:      hubObservers(reg.PublishLatency),
+		OriginLatency:       hubObservers(reg.IngestLatency(cfg.Metrics.Prefix)),
 	}, apps.Apps(), log)
 	if err != nil {
 		log.Error("start hub", "err", err)
 		return 1
 	}
-	reg.Attach(cfg.Metrics.Prefix, h)
+	reg.Attach(cfg.Metrics.Prefix, hubMetrics{h})
 	var bus *cluster
 	if cfg.Cluster.URL != "" {
 		if cfg.Cluster.NodeID == "" {

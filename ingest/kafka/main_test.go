@@ -27,17 +27,17 @@ func TestMain(m *testing.M) {
 }
 
 // wait bounds every wait of these tests: the machine is shared.
-const wait = 60 * time.Second
+const wait = ingesttest.Wait
 
 var names atomic.Int64
 
 // unique returns a topic or group name of its own for this test.
-func unique(t *testing.T, what string) string {
+func unique(t testing.TB, what string) string {
 	return fmt.Sprintf("%s-%s-%d", strings.ReplaceAll(t.Name(), "/", "-"), what, names.Add(1))
 }
 
 // admin is a plain client for creating topics, producing and reading dead letters.
-func admin(t *testing.T, k *servicetest.Kafka) *kgo.Client {
+func admin(t testing.TB, k *servicetest.Kafka) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(k.Addr()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
@@ -47,7 +47,7 @@ func admin(t *testing.T, k *servicetest.Kafka) *kgo.Client {
 	return cl
 }
 
-func createTopic(t *testing.T, cl *kgo.Client, name string, partitions int32) {
+func createTopic(t testing.TB, cl *kgo.Client, name string, partitions int32) {
 	t.Helper()
 	req := kmsg.NewPtrCreateTopicsRequest()
 	tp := kmsg.NewCreateTopicsRequestTopic()
@@ -66,7 +66,7 @@ func createTopic(t *testing.T, cl *kgo.Client, name string, partitions int32) {
 }
 
 // produce writes one record per value to partition part, synchronously.
-func produce(t *testing.T, cl *kgo.Client, topic string, part int32, values ...string) {
+func produce(t testing.TB, cl *kgo.Client, topic string, part int32, values ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
@@ -85,16 +85,16 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	poll.Until(t, wait, what, func() (bool, string) { return cond(), "" })
 }
 
-// start runs a source of the topic in group into pub: channel {value.ch}, event "e".
-func start(t *testing.T, k *servicetest.Kafka, pub ingest.Publisher, topic, group string, mod func(*kafka.Config)) *kafka.Source {
-	t.Helper()
-	p := ingesttest.Pipeline(t, "kafka", "{value.ch}", "e", "{value.seq}", pub)
-	cfg := kafka.Config{Brokers: []string{k.Addr()}, Topics: []string{topic}, Group: group, Start: "earliest",
+// config is a source of topic in group, from the topic's start.
+func config(k *servicetest.Kafka, topic, group string) kafka.Config {
+	return kafka.Config{Brokers: []string{k.Addr()}, Topics: []string{topic}, Group: group, Start: "earliest",
 		SessionTimeout: 6 * time.Second}
-	if mod != nil {
-		mod(&cfg)
-	}
-	s, err := kafka.New(cfg, p)
+}
+
+// start runs a source of the topic in group into pub: channel {value.ch}, event "e".
+func start(t *testing.T, k *servicetest.Kafka, pub ingest.Publisher, topic, group string) *kafka.Source {
+	t.Helper()
+	s, err := kafka.New(config(k, topic, group), ingesttest.Pipeline(t, "kafka", "{value.ch}", "e", "{value.seq}", pub))
 	if err != nil {
 		t.Fatal(err)
 	}

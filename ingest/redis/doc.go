@@ -11,7 +11,9 @@
 // Pub/sub (at most once): the node subscribes to patterns (PSUBSCRIBE); a message published
 // while the node is disconnected, or dropped by Redis because the node fell behind (the
 // client-output-buffer-limit for pub/sub), is lost. Every node that subscribes receives every
-// message and publishes it to the whole cluster: give the source to one node only.
+// message and publishes it to the whole cluster: give the source to one node only. The source
+// is up once Redis confirms the subscription, and down from a lost connection until it has
+// subscribed again.
 //
 // A Source's goroutine is started by Start and stopped by Close.
 package redis

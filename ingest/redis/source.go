@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -84,6 +85,11 @@ func New(cfg Config, p *ingest.Pipeline) (*Source, error) {
 	opt.DisableCache = true
 	opt.ForceSingleClient = true
 	opt.ClientName = "herald-ingest-" + cfg.Consumer
+	if cfg.Stream == "" {
+		// A lost connection ends Receive, instead of rueidis subscribing again by itself
+		// unseen: the source reports down while Redis is unreachable, as in stream mode.
+		opt.DisableRetry = true
+	}
 	s := &Source{cfg: cfg, opt: opt, p: p, log: p.Logger()}
 	s.Lifecycle, s.ctx = ingest.NewLifecycle(p, nil, s.run)
 	if cfg.DeadLetter != "" {
@@ -355,17 +361,26 @@ func (s *Source) forget() {
 	}
 }
 
-// subscribe receives messages on the patterns until an error or Close.
+// subscribe receives messages on the patterns until an error or Close; it sets *n to 0 once
+// subscribed.
 func (s *Source) subscribe(n *int) error {
 	c := s.client
-	// Receive reports nothing on success; the state turns up with the first call to it.
-	s.p.SetState(ingest.StateUp, nil)
-	*n = 0
+	// Up once Redis confirms the subscription (a hook on the client's reading goroutine).
+	var subscribed atomic.Bool
+	ctx := rueidis.WithOnSubscriptionHook(s.ctx, func(sub rueidis.PubSubSubscription) {
+		if sub.Kind == "psubscribe" {
+			subscribed.Store(true)
+			s.p.SetState(ingest.StateUp, nil)
+		}
+	})
 	recs := make([]ingest.Record, 1)
-	err := c.Receive(s.ctx, c.B().Psubscribe().Pattern(s.cfg.Subscribe...).Build(), func(m rueidis.PubSubMessage) {
+	err := c.Receive(ctx, c.B().Psubscribe().Pattern(s.cfg.Subscribe...).Build(), func(m rueidis.PubSubMessage) {
 		recs[0] = ingest.Record{Topic: m.Channel, Value: []byte(m.Message)}
 		_, _ = s.p.Handle(s.ctx, recs)
 	})
+	if subscribed.Load() {
+		*n = 0
+	}
 	if s.ctx.Err() != nil {
 		return nil
 	}

@@ -1,0 +1,47 @@
+package metrics
+
+// Source is what the collector reads at each scrape: the counters of a node's connections
+// and channels, which the hub keeps (cmd/herald adapts it).
+type Source interface {
+	// AppCounters returns each app's counters on this node.
+	AppCounters() []AppCounters
+	// NodeStats returns the node's counters, all apps together.
+	NodeStats() NodeStats
+}
+
+// AppCounters are one app's counters on this node. Counters only grow; Connections,
+// Channels, Subscriptions, CacheBytes and CacheEntries are current values.
+type AppCounters struct {
+	AppID               string
+	Connections         int64 // connected
+	NewConnections      int64 // new_connections_total
+	Disconnections      int64 // new_disconnections_total
+	MessagesSent        int64 // ws_messages_sent_total
+	BytesSent           int64 // socket_transmitted_bytes
+	MessagesReceived    int64 // ws_messages_received_total
+	BytesReceived       int64 // socket_received_bytes
+	SlowConsumers       int64 // slow_consumer_disconnections_total
+	ClientEventsLimited int64 // client_events_rate_limited_total
+	Channels            int64 // channels
+	Subscriptions       int64 // subscriptions
+	CacheBytes          int64 // cache_bytes
+	CacheEntries        int64 // cache_entries
+	CacheEvictions      int64 // cache_evictions_total
+}
+
+// NodeStats are a node's counters, all apps together.
+type NodeStats struct {
+	Connections    int64     // node_connections
+	MaxConnections int       // max_connections
+	Channels       int64     // node_channels
+	PongTimeouts   int64     // pong_timeouts_total
+	Refusing       bool      // memory_guard_refusing: the memory guard refuses new connections
+	Refused        []Refusal // refused_connections_total, one series per reason
+	QueueDepths    []int     // fanout_queue_depth: commands waiting in each fan-out worker's queue
+}
+
+// Refusal is how many connections were refused at the handshake for one reason.
+type Refusal struct {
+	Reason string // the reason label: app_not_found, draining, origin, ...
+	Count  int64
+}
