@@ -17,7 +17,7 @@ import (
 // docPages are the Markdown pages whose links TestDocLinks checks.
 func docPages(t *testing.T) []string {
 	t.Helper()
-	pages := []string{"README.md", "BENCHMARKS.md", "LOCKS.md", "bench/floor/README.md", "test/js/README.md"}
+	pages := []string{"README.md", "CONTRIBUTING.md", "LOCKS.md", "bench/floor/README.md", "test/js/README.md"}
 	more, err := filepath.Glob("docs/*.md")
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 )
 
 // maxReplayEntries bounds the signatures a node remembers for replay protection: 1 Mi entries
-// of 16-byte keys, about 70 MiB of resident memory (70 bytes each, measured: BENCHMARKS.md).
+// of 16-byte keys, about 70 MiB of resident memory (70 bytes each, measured: docs/benchmarks.md).
 // A node that accepts more signed requests within one timestamp window than this refuses the
 // excess with 503 (fail closed) until the oldest generation expires; a shorter
 // rest_timestamp_window lowers the need.

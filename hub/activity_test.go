@@ -274,7 +274,7 @@ func TestActivityClusterFiresOnce(t *testing.T) {
 	const ch = "presence-once"
 	a, _ := joinPresence(t, nodes[0], ch, "u1")
 	// Node 1 knows u1 before u1 joins there too; two first sockets within the state's
-	// propagation delay would each be the user's first (README "Webhooks").
+	// propagation delay would each be the user's first (docs/webhooks.md).
 	usersOn(t, nodes[1], ch, "u1")
 	b, _ := joinPresence(t, nodes[1], ch, "u1") // the same user on the other node
 	c, _ := joinPresence(t, nodes[1], ch, "u2")

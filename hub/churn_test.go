@@ -20,11 +20,11 @@ import (
 	"github.com/herald-rt/herald/pusher"
 )
 
-// churnFull runs TestChurn at the full rate of the churn target in docs/benchmarks.md: 1,000 cycles
-// a second for 30 seconds. It is a step of its own in scripts/test.sh, without the race detector
-// (under which the full plan reaches about 480 cycles/s on the 2 cores here, clients and server
-// together) and alone, so that no other package's tests share the CPU. Without the flag TestChurn
-// runs a reduced plan that fits the race run beside the other packages' tests.
+// churnFull runs TestChurn at the full rate of the churn target in docs/benchmark-scenarios.md:
+// 1,000 cycles a second for 30 seconds. It is a step of its own in scripts/test.sh, without the
+// race detector (under which the full plan reaches about 480 cycles/s on the 2 cores here, clients
+// and server together) and alone, so that no other package's tests share the CPU. Without the flag
+// TestChurn runs a reduced plan that fits the race run beside the other packages' tests.
 var churnFull = flag.Bool("churn.full", false, "run TestChurn at 1,000 cycles/s for 30s")
 
 // churnPlan is the load TestChurn offers and what it requires.

@@ -344,7 +344,7 @@ func (s *clusterState) cacheRecords(target string) []stateRecord {
 
 // snapshotRecords is this node's whole share. A record says it fired unless d (the changes
 // not sent yet) says otherwise: changes that reach the others only through a snapshot fire
-// nothing there (README "Webhooks").
+// nothing there (docs/webhooks.md).
 func (s *clusterState) snapshotRecords(d dirty) []stateRecord {
 	var recs []stateRecord
 	flag := func(f bool, ok bool) bool { return f || !ok }

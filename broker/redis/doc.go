@@ -1,5 +1,5 @@
 // Package redis is the cluster bus on Redis pub/sub (github.com/redis/rueidis, chosen over
-// go-redis by measurement: see BENCHMARKS.md). Each (app, channel) a node has interest in is
+// go-redis by measurement: see docs/benchmarks.md). Each (app, channel) a node has interest in is
 // one SUBSCRIBE to broker.Subject(prefix, app, channel) on a dedicated connection; Subscribe
 // returns after Redis's reply. Publish queues the encoded message for one writer goroutine
 // that sends whatever has queued as one pipeline of PUBLISH commands (one round trip for

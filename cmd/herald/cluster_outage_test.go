@@ -20,7 +20,7 @@ import (
 // and new subscriptions keep coming, and their descriptors, goroutines and memory stay
 // bounded; once the bus is back, cross-node delivery resumes and the subscription made during
 // the outage is confirmed. The time from the bus's return to the first cross-node delivery
-// is logged (BENCHMARKS.md records it); the test allows 10 s for it on a busy machine.
+// is logged (docs/benchmarks.md records it); the test allows 10 s for it on a busy machine.
 func TestClusterOutage10s(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs nats-server, redis-server and herald nodes for 10 s each")

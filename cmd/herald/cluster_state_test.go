@@ -324,7 +324,7 @@ func TestClusterState(t *testing.T) {
 // members count once. Then the node is killed and restarted at once, before it could be
 // declared dead: its new incarnation's members stay, also once its former self times out.
 // With HERALD_BENCH_KILLS=n the node is killed n times (and restarted after each), and the
-// time from kill to member_removed (min, median, max) is logged for BENCHMARKS.md.
+// time from kill to member_removed (min, median, max) is logged for docs/benchmarks.md.
 func TestClusterNodeDeath(t *testing.T) {
 	kills := 1
 	if v := os.Getenv("HERALD_BENCH_KILLS"); v != "" {

@@ -1,6 +1,6 @@
-// Takes the README's console screenshots: a two-node cluster (NATS) with pusher-js clients on
-// public, private and presence channels, a publisher and client events, photographed by
-// headless Chromium on node-0's console. Not a test: `node console-screenshots.mjs ../../docs`.
+// Takes the console screenshots of docs/operations.md: a two-node cluster (NATS) with pusher-js
+// clients on public, private and presence channels, a publisher and client events, photographed
+// by headless Chromium on node-0's console. Not a test: `node console-screenshots.mjs ../../docs`.
 
 import path from 'node:path';
 

@@ -175,7 +175,7 @@ for (const engine of BUS_ENGINES) {
       // and one member_removed per join of each churner on its own node; for a churner on
       // another node, as many member_removed as member_added and no more than its joins: a
       // join and leave that both happen within the time the state takes to reach the other
-      // nodes may never appear there (README "Running a cluster": eventually consistent).
+      // nodes may never appear there (docs/cluster.md: eventually consistent).
       for (const w of watchers) {
         let wrong = [];
         await eventually(

@@ -59,7 +59,7 @@ after(async () => {
   await new Promise((resolve) => auth.srv.close(resolve));
 });
 
-/** An Echo client as the README configures it, signed in to the authorizer as user. */
+/** An Echo client as docs/laravel.md configures it, signed in to the authorizer as user. */
 async function echoFor(user) {
   const echo = new Echo({
     broadcaster: 'pusher',

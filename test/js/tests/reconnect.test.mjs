@@ -28,8 +28,8 @@ let channel;
 let privChannel;
 let firstSocketId;
 const name = uniq('reconnect-');
-// pusher-js tries again after its fixed 15 s strategy timeout (see README.md); the wait for it
-// allows three times that, for a busy machine.
+// pusher-js tries again after its fixed 15 s strategy timeout (see test/js/README.md); the wait
+// for it allows three times that, for a busy machine.
 const RECONNECT_MS = 45_000;
 const privName = uniq('private-reconnect-');
 

@@ -294,7 +294,7 @@ describe('webhooks, a cluster of 2 nodes (nats)', () => {
     await subscribe(u1a, ch);
     await countsEverywhere(1);
     // Node 1 knows u1 before u1 joins there too: a user's first sockets on two nodes within the
-    // state's propagation delay would each be its first (README "Webhooks").
+    // state's propagation delay would each be its first (docs/webhooks.md).
     await untilRestEverywhere(cluster.nodes, { path: `/channels/${ch}/users`, view: userIdsView, want: ['u1'] });
     const u1b = await presenceClient(n1, 'u1'); // the same user on the other node
     await subscribe(u1b, ch);
