@@ -192,11 +192,13 @@ func (c *cluster) logAttr() slog.Attr {
 	return slog.Group("cluster", "engine", c.engine, "node_id", c.nodeID, "url", c.url.redacted)
 }
 
-// close disconnects from the bus within ctx.
-func (c *cluster) close(ctx context.Context, log *slog.Logger) {
-	if err := c.Close(ctx); err != nil {
+// close disconnects from the bus within ctx, and logs and returns what it could not do.
+func (c *cluster) close(ctx context.Context, log *slog.Logger) error {
+	err := c.Close(ctx)
+	if err != nil {
 		log.Warn("cluster bus close", "err", err)
 	}
+	return err
 }
 
 // redact replaces every secret in s.

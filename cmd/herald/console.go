@@ -2,39 +2,77 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"log/slog"
 	"net/http"
 	"slices"
+	"sync/atomic"
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/console"
 	"github.com/herald-rt/herald/hub"
 )
 
-// startConsole starts the console when console.token is set (nil otherwise): it reads the
-// hub, observes every app's activity (off until a page watches the app), publishes through
-// the REST API's path and, in a cluster, shares its figures on the bus (bus may be nil).
-func startConsole(cfg Config, h *hub.Hub, publish func(http.ResponseWriter, *http.Request, string), bus *cluster, log *slog.Logger) *console.Console {
-	if cfg.Console.Token == "" {
-		return nil
-	}
+// consolePages is the console (console.*): pages on the metrics listener that read the
+// hub, observe every app's activity (off until a page watches the app), publish through the
+// REST API's path and, in a cluster, share their figures on the bus. Off unless
+// console.token is set. It starts last and stops first: its pages would only watch the
+// connections go.
+type consolePages struct {
+	cfg  console.Config // but what the hub, the API port and the bus give once started
+	hub  *clientHub
+	api  *apiPort
+	bus  *clusterBus
+	log  *slog.Logger
+	live atomic.Pointer[console.Console] // set by start; the metrics listener reads it
+}
+
+func newConsolePages(cfg Config, h *clientHub, api *apiPort, bus *clusterBus, log *slog.Logger) *consolePages {
 	var ids []string
 	for _, a := range cfg.Apps {
 		ids = append(ids, a.ID)
 	}
-	cc := console.Config{Token: cfg.Console.Token, Node: cfg.Cluster.NodeID, EventsPerSecond: cfg.Console.EventsPerSecond,
-		Apps: ids, Source: consoleSource{h}, Publish: publish, Refresh: h.RefreshObservers}
-	if bus != nil {
-		cc.Bus, cc.Route = bus.Broker, bus.mux.Handle
+	return &consolePages{cfg: console.Config{Token: cfg.Console.Token, Node: cfg.Cluster.NodeID, EventsPerSecond: cfg.Console.EventsPerSecond, Apps: ids},
+		hub: h, api: api, bus: bus, log: log}
+}
+
+// on reports whether the console is configured.
+func (c *consolePages) on() bool { return c.cfg.Token != "" }
+
+// start starts the console's sampler and attaches it to the hub and the bus.
+func (c *consolePages) start() error {
+	if !c.on() {
+		return nil
 	}
-	con := console.New(cc, log)
-	for _, id := range ids {
+	h := c.hub.h
+	cc := c.cfg
+	cc.Source, cc.Publish, cc.Refresh = consoleSource{h}, c.api.api.TrustedEvents, h.RefreshObservers
+	cc.Bus, cc.Route = c.bus.broker(), c.bus.route()
+	con := console.New(cc, c.log)
+	for _, id := range cc.Apps {
 		// Off (Wants 0) until a page watches the app: then one atomic load per report.
 		if _, err := h.Observe(id, con.Observer(id)); err != nil {
-			log.Error("console: observe", "app_id", id, "err", err)
+			c.log.Error("console: observe", "app_id", id, "err", err)
 		}
 	}
-	return con
+	c.live.Store(con)
+	return nil
+}
+
+// stop stops the sampler and ends every page's stream.
+func (c *consolePages) stop(context.Context) error {
+	c.live.Load().Close()
+	return nil
+}
+
+// ServeHTTP serves the console's pages, once it has started.
+func (c *consolePages) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	con := c.live.Load()
+	if con == nil {
+		http.Error(w, "the console is starting", http.StatusServiceUnavailable)
+		return
+	}
+	con.ServeHTTP(w, r)
 }
 
 // consoleSource is the hub as the console reads it.

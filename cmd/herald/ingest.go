@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -14,24 +15,50 @@ import (
 	"github.com/herald-rt/herald/metrics"
 )
 
-// ingestSources are the node's running ingest sources.
+// ingestSources are the node's Kafka and Redis sources (ingest), publishing into the hub.
+// They start after the hub and stop before it: each commits what it handed on, then leaves
+// its group.
 type ingestSources struct {
-	list []ingest.Source
+	cfg    []IngestConfig
+	nodeID string // names this node to the brokers (Kafka client id, Redis consumer name)
+	hub    *clientHub
+	apps   *herald.StaticApps
+	reg    *metrics.Registry
+	prefix string // of the metrics
+	log    *slog.Logger
+
+	list []ingest.Source // set by start
 }
 
-// startIngest builds and starts the configured sources, publishing into pub (the hub).
-// nodeID names this node to the brokers (Kafka client id, Redis consumer name).
-func startIngest(cfg Config, nodeID string, pub ingest.Publisher, apps *herald.StaticApps, reg *metrics.Registry, log *slog.Logger) (*ingestSources, error) {
-	s := &ingestSources{}
-	if len(cfg.Ingest) == 0 {
-		return s, nil
+func newIngestSources(cfg Config, nodeID string, hub *clientHub, apps *herald.StaticApps, reg *metrics.Registry, log *slog.Logger) *ingestSources {
+	return &ingestSources{cfg: cfg.Ingest, nodeID: nodeID, hub: hub, apps: apps, reg: reg, prefix: cfg.Metrics.Prefix, log: log}
+}
+
+// start builds the configured sources and starts them.
+func (s *ingestSources) start() error {
+	if len(s.cfg) == 0 {
+		return nil
 	}
-	handoff := reg.IngestHandoff(cfg.Metrics.Prefix)
-	for _, c := range cfg.Ingest {
-		app, _ := apps.AppByID(c.App)
+	if err := s.build(s.hub.h); err != nil {
+		s.log.Error("start ingest", "err", err)
+		return err
+	}
+	s.reg.AttachIngest(s.prefix, s.stats)
+	for i, src := range s.list {
+		src.Start()
+		s.log.Info("ingest source started", "source", s.cfg[i].Name, "app_id", s.cfg[i].App, "from", describeSource(s.cfg[i]))
+	}
+	return nil
+}
+
+// build builds every source, publishing into pub; when one fails, it closes those built.
+func (s *ingestSources) build(pub ingest.Publisher) error {
+	handoff := s.reg.IngestHandoff(s.prefix)
+	for _, c := range s.cfg {
+		app, _ := s.apps.AppByID(c.App)
 		t := c.templates()
 		pc := ingest.Config{Name: c.Name, App: app, Format: t.format, Channel: t.channel, Event: t.event, Data: t.data,
-			Handoff: handoff(c.Name), Logger: log}
+			Handoff: handoff(c.Name), Logger: s.log}
 		var src ingest.Source
 		var err error
 		switch {
@@ -40,7 +67,7 @@ func startIngest(cfg Config, nodeID string, pub ingest.Publisher, apps *herald.S
 			var p *ingest.Pipeline
 			if p, err = ingest.New(pc, pub); err == nil {
 				src, err = kafka.New(kafka.Config{Brokers: c.Kafka.Brokers, Topics: c.Kafka.Topics, Group: c.Kafka.Group,
-					Start: c.Kafka.Start, DeadLetter: c.DeadLetter, ClientID: nodeID, SessionTimeout: c.Kafka.SessionTimeout.Duration}, p)
+					Start: c.Kafka.Start, DeadLetter: c.DeadLetter, ClientID: s.nodeID, SessionTimeout: c.Kafka.SessionTimeout.Duration}, p)
 			}
 		case c.Redis != nil:
 			pc.Kind = "redis_stream"
@@ -48,28 +75,23 @@ func startIngest(cfg Config, nodeID string, pub ingest.Publisher, apps *herald.S
 				pc.Kind = "redis_pubsub"
 			}
 			u, _ := parseBusURL(c.Redis.URL)
-			pc.Logger = redactLogger(log, u.secrets)
+			pc.Logger = redactLogger(s.log, u.secrets)
 			var p *ingest.Pipeline
 			if p, err = ingest.New(pc, pub); err == nil {
 				src, err = redis.New(redis.Config{URL: c.Redis.URL, Stream: c.Redis.Stream, Group: c.Redis.Group,
-					Subscribe: c.Redis.Subscribe, Start: c.Redis.Start, Consumer: nodeID, ClaimIdle: c.Redis.ClaimIdle.Duration, DeadLetter: c.DeadLetter}, p)
+					Subscribe: c.Redis.Subscribe, Start: c.Redis.Start, Consumer: s.nodeID, ClaimIdle: c.Redis.ClaimIdle.Duration, DeadLetter: c.DeadLetter}, p)
 				if err != nil {
 					err = fmt.Errorf("%s", redact(err.Error(), u.secrets))
 				}
 			}
 		}
 		if err != nil {
-			s.close(context.Background(), log)
-			return nil, fmt.Errorf("ingest %s: %w", c.Name, err)
+			_ = s.stop(context.Background())
+			return fmt.Errorf("ingest %s: %w", c.Name, err)
 		}
 		s.list = append(s.list, src)
 	}
-	reg.AttachIngest(cfg.Metrics.Prefix, s.stats)
-	for i, src := range s.list {
-		src.Start()
-		log.Info("ingest source started", "source", cfg.Ingest[i].Name, "app_id", cfg.Ingest[i].App, "from", describeSource(cfg.Ingest[i]))
-	}
-	return s, nil
+	return nil
 }
 
 // describeSource says where a source reads, for the log; never a URL's password.
@@ -105,11 +127,14 @@ func (s *ingestSources) health() []httpapi.IngestHealth {
 	return out
 }
 
-// close stops every source within ctx: each commits what it handed on and leaves its group.
-func (s *ingestSources) close(ctx context.Context, log *slog.Logger) {
+// stop stops every source within ctx: each commits what it handed on and leaves its group.
+func (s *ingestSources) stop(ctx context.Context) error {
+	var errs []error
 	for _, src := range s.list {
 		if err := src.Close(ctx); err != nil {
-			log.Warn("ingest source close", "source", src.Stats().Name, "err", err)
+			s.log.Warn("ingest source close", "source", src.Stats().Name, "err", err)
+			errs = append(errs, err)
 		}
 	}
+	return errors.Join(errs...)
 }

@@ -1,21 +1,16 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"strconv"
 	"strings"
 
 	"github.com/herald-rt/herald"
-	"github.com/herald-rt/herald/guard"
 	"github.com/herald-rt/herald/httpapi"
-	"github.com/herald-rt/herald/hub"
 	"github.com/herald-rt/herald/metrics"
 )
 
@@ -23,7 +18,9 @@ import (
 // runtime's own) below the open-file limit, besides its HTTP connections.
 const fdReserve = 100
 
-// serve runs a node until SIGINT or SIGTERM, or only validates the configuration.
+// serve runs a node until SIGINT or SIGTERM, or only validates the configuration. It
+// starts the node's components (see configure) and, after the drain, stops them within
+// shutdown_timeout.
 func serve(args []string, env func(string) string, stderr io.Writer, checkOnly bool) int {
 	cfg, err := LoadConfig(args, env)
 	if errors.Is(err, flag.ErrHelp) {
@@ -38,220 +35,50 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 		return 0
 	}
 	log := newLogger(cfg.Log, stderr)
-	capacity, httpConns, fdLimit := capacityOf(cfg.MaxConnections, cfg.MaxHTTPConnections, sideConns(cfg))
-	if httpConns < cfg.MaxHTTPConnections {
-		log.Warn("max_http_connections lowered to leave half the descriptors to WebSocket clients",
-			"max_http_connections", httpConns, "configured", cfg.MaxHTTPConnections, "open_file_limit", fdLimit)
-	}
-	apps := herald.NewStaticApps(cfg.HeraldApps())
-	var appIDs []string
-	for _, a := range apps.Apps() {
-		appIDs = append(appIDs, a.ID)
-	}
-	reg := metrics.New(cfg.Metrics.Prefix, appIDs)
-	version := buildVersion()
-	reg.BuildInfo(cfg.Metrics.Prefix, version)
-
-	var mem *guard.Memory
-	if cfg.Memory.RefuseAbovePercent > 0 {
-		mem, err = guard.NewMemory(guard.MemoryConfig{
-			Limit:       uint64(cfg.Memory.LimitBytes),
-			RefuseAbove: float64(cfg.Memory.RefuseAbovePercent) / 100,
-			AcceptBelow: float64(cfg.Memory.AcceptBelowPercent) / 100,
-		}, log)
-		if err != nil {
-			log.Error("memory guard", "err", err)
-			return 1
-		}
-		mem.Start()
-		defer mem.Close()
-	}
-	var ipRate *guard.IPRate
-	if cfg.ConnectionRatePerIP > 0 {
-		burst := cfg.ConnectionBurstPerIP
-		if burst == 0 {
-			burst = cfg.ConnectionRatePerIP
-		}
-		ipRate = guard.NewIPRate(guard.Rate{PerSecond: float64(cfg.ConnectionRatePerIP), Burst: float64(burst)})
-	}
-	h, err := hub.New(hub.Config{
-		Workers:             cfg.Workers,
-		ActivityTimeout:     cfg.ActivityTimeout.Duration,
-		PongTimeout:         cfg.PongTimeout.Duration,
-		OutboundBufferBytes: cfg.OutboundBufferBytes,
-		SendBufferBytes:     cmp.Or(cfg.SocketSendBufferBytes, -1), // 0: the kernel's autotuning
-		FrameTimeout:        cfg.FrameTimeout.Duration,
-		MaxConnections:      capacity,
-		MaxMessageBytes:     cfg.MaxMessageBytes,
-		HandshakeTimeout:    cfg.HandshakeTimeout.Duration,
-		CacheMaxBytes:       cfg.Cache.MaxBytes,
-		CacheMaxBytesPerApp: cfg.Cache.MaxBytesPerApp,
-		CacheTTL:            cfg.Cache.TTL.Duration,
-		ClusterHeartbeat:    cfg.Cluster.Heartbeat.Duration,
-		ClusterNodeTimeout:  cfg.Cluster.NodeTimeout.Duration,
-		Memory:              mem,
-		IPRate:              ipRate,
-		PublishLatency:      hubObservers(reg.PublishLatency),
-		OriginLatency:       hubObservers(reg.IngestLatency(cfg.Metrics.Prefix)),
-	}, apps.Apps(), log)
-	if err != nil {
-		log.Error("start hub", "err", err)
-		return 1
-	}
-	reg.Attach(cfg.Metrics.Prefix, hubMetrics{h})
-	var bus *cluster
-	if cfg.Cluster.URL != "" {
-		if cfg.Cluster.NodeID == "" {
-			cfg.Cluster.NodeID = newNodeID()
-		}
-		bus, err = startCluster(cfg.Cluster, h.Receive, reg, cfg.Metrics.Prefix, log)
-		if err != nil {
-			log.Error("start cluster bus", "err", err)
-			_ = h.Shutdown(context.Background())
-			return 1
-		}
-		h.UseBroker(bus.Broker)
-		if !bus.Connected() {
-			log.Warn("cluster bus unreachable at start: serving this node's clients, retrying in the background",
-				"engine", bus.engine, "url", bus.url.redacted)
-		}
-	}
-	hooks := startWebhooks(cfg, h, reg, log)
-	// stopHub shuts the hub down, then sends the webhooks that leaves raised and disconnects
-	// from the bus: the hub's last unsubscribes go through the broker, so the broker outlives it.
-	stopHub := func(ctx context.Context) error {
-		err := h.Shutdown(ctx)
-		stopWebhooks(ctx, hooks, cfg, log)
-		if bus != nil {
-			bctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.Duration)
-			defer cancel()
-			bus.close(bctx, log)
-		}
-		return err
-	}
-	nodeID := cfg.Cluster.NodeID
-	if nodeID == "" {
-		nodeID = newNodeID()
-	}
-	ing, err := startIngest(cfg, nodeID, h, apps, reg, log)
-	if err != nil {
-		log.Error("start ingest", "err", err)
-		_ = stopHub(context.Background())
-		return 1
-	}
-	// Sources stop before the hub: each commits what it handed on, then leaves its group.
-	stopHubOnly := stopHub
-	stopHub = func(ctx context.Context) error {
-		ing.close(ctx, log)
-		return stopHubOnly(ctx)
-	}
 	leave := notifyLeaving()
 	defer leave.stop()
-	health := func() httpapi.HealthReport {
-		st := h.Stats()
-		r := httpapi.HealthReport{Status: "ok", Connections: httpapi.Capacity{Current: st.Connections, Max: st.MaxConnections},
-			Channels: st.Channels, Version: version}
-		if bus != nil {
-			r.Cluster = bus.health()
-		}
-		r.Ingest = ing.health()
-		switch {
-		case st.Draining || leave.draining():
-			r.Status = "draining"
-		case st.Refusing:
-			r.Status = "refusing"
-		case r.Cluster != nil && !r.Cluster.Connected:
-			r.Status = "bus_down"
-		}
-		return r
+	n := configure(cfg, leave, log)
+	if n.start() != nil {
+		return 1 // the component logged why; those started before it are stopped
 	}
-	api := httpapi.New(httpapi.Config{TimestampWindow: cfg.RESTTimestampWindow.Duration, ReplayProtection: cfg.RESTReplayProtection},
-		apps, h, health, reg.HTTP, log)
-
-	addr := net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port))
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		log.Error("listen", "addr", addr, "err", err)
-		_ = stopHub(context.Background())
-		return 1
-	}
-	port := httpapi.NewPort(ln, httpapi.PortConfig{
-		Name:           "api",
-		MaxConns:       httpConns,
-		HeaderTimeout:  cfg.HandshakeTimeout.Duration,
-		RequestTimeout: cfg.RESTRequestTimeout.Duration,
-		IdleTimeout:    cfg.RESTIdleTimeout.Duration,
-	}, log)
-	ln = port
-	srv := port.Server(api)
-	exportPort(reg, cfg.Metrics.Prefix, port)
-	con := startConsole(cfg, h, api.TrustedEvents, bus, log)
-	side, err := startSideListeners(cfg, reg, con, log)
-	if err != nil {
-		log.Error("listen", "err", err)
-		con.Close()
-		ln.Close()
-		_ = stopHub(context.Background())
-		return 1
-	}
-	defer side.close()
-	defer con.Close() // first: it ends the console's streams, which side.close waits for
-	if cfg.UsedDefaultApp() {
-		for _, a := range cfg.Apps {
-			if a.Key == devApp.Key && a.Secret == devApp.Secret {
-				log.Warn("DEVELOPMENT CREDENTIALS: this app uses the public built-in credentials; configure your own for production",
-					"app_id", a.ID, "key", a.Key, "secret", a.Secret)
-			}
-		}
-	}
-	start := []any{"addr", ln.Addr().String(), "websocket", "ws://" + ln.Addr().String() + "/app/{key}",
-		"max_connections", capacity, "max_http_connections", httpConns, "open_file_limit", fdLimit, "workers", h.Workers(), "version", version,
-		"apps", refsOf(apps.Apps())}
-	if bus != nil {
-		start = append(start, bus.logAttr())
-	}
-	log.Info("herald listening", start...)
-
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	code := 0
 	select {
 	case sig := <-leave.signalled():
-		leave.drain(sig, cfg.Shutdown.DrainDelay.Duration, func() int64 { return h.Stats().Connections }, log)
-	case err := <-serveErr:
+		leave.drain(sig, cfg.Shutdown.DrainDelay.Duration, n.hub.connections, log)
+		log.Info("shutting down: closing connections with 4200", "connections", n.hub.connections(), "deadline", cfg.ShutdownTimeout.Duration)
+	case err := <-n.api.failed():
 		log.Error("serve", "err", err)
-		_ = stopHub(context.Background())
-		return 1
+		code = 1
 	}
-	log.Info("shutting down: closing connections with 4200", "connections", h.Stats().Connections, "deadline", cfg.ShutdownTimeout.Duration)
-	con.Close() // its pages first: they would only watch the connections go
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.Duration)
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.Duration)
 	defer cancel()
-	// Both at once: srv.Shutdown waits for HTTP requests in progress (and up to 5 s for a
-	// connection that has not sent one), which must not use up the deadline before the
-	// WebSocket clients get their 4200.
-	hubDone := make(chan error, 1)
-	go func() { hubDone <- stopHub(sctx) }()
-	_ = srv.Shutdown(sctx)
-	if err := <-hubDone; err != nil {
-		log.Warn("shutdown deadline passed", "err", err, "connections", h.Stats().Connections)
+	_ = n.stop(ctx) // each component logged what it could not do
+	if code == 0 {
+		log.Info("stopped")
 	}
-	log.Info("stopped")
-	return 0
+	return code
+}
+
+// fdShare is how the open-file limit is shared out.
+type fdShare struct {
+	capacity  int // WebSocket connections
+	httpConns int // the public port's connections in their HTTP phase
+	limit     int // the open-file limit
 }
 
 // capacityOf shares the open-file limit out: fdReserve for the process itself, sideConns for
 // the metrics and pprof listeners, httpConns (at most half of what is left) for the public
-// port's HTTP connections, and the rest for WebSocket connections. It returns the WebSocket
-// capacity (the configured limit capped by that share), the HTTP cap and the limit.
-func capacityOf(configured, httpConns, sideConns int) (capacity, httpCap, fdLimit int) {
-	fdLimit = openFileLimit()
-	left := max(fdLimit-fdReserve-sideConns, 2)
-	httpCap = max(min(httpConns, left/2), 1)
-	capacity = max(left-httpCap, 1)
-	if configured > 0 && configured < capacity {
-		capacity = configured
+// port's HTTP connections, and the rest for WebSocket connections, capped by the configured
+// limit.
+func capacityOf(configured, httpConns, sideConns int) fdShare {
+	s := fdShare{limit: openFileLimit()}
+	left := max(s.limit-fdReserve-sideConns, 2)
+	s.httpConns = max(min(httpConns, left/2), 1)
+	s.capacity = max(left-s.httpConns, 1)
+	if configured > 0 && configured < s.capacity {
+		s.capacity = configured
 	}
-	return capacity, httpCap, fdLimit
+	return s
 }
 
 // exportPort publishes the public port's connection counts as metrics.

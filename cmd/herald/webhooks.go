@@ -4,53 +4,84 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 
+	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/hub"
 	"github.com/herald-rt/herald/metrics"
 	"github.com/herald-rt/herald/webhook"
 )
 
-// startWebhooks starts the sender of the apps' webhooks, with its metrics, and attaches it to
-// the hub as each such app's observer; nil when no app has webhooks.
-func startWebhooks(cfg Config, h *hub.Hub, reg *metrics.Registry, log *slog.Logger) *webhook.Sender {
-	apps := cfg.webhookApps()
-	n := 0
-	for _, a := range apps {
-		n += len(a.Webhooks)
+// webhookSender sends the apps' webhooks (webhooks.* and each app's webhooks); off when no
+// app has any. It starts before the hub and stops after it, so that it sends the webhooks
+// of the hub's last leaves (member_removed, channel_vacated) too.
+type webhookSender struct {
+	apps   []webhook.App
+	urls   int
+	opts   webhook.Options
+	cfg    WebhooksConfig // for the log
+	reg    *metrics.Registry
+	prefix string // of the metrics
+	log    *slog.Logger
+
+	hub atomic.Pointer[hub.Hub] // set by watch; the sender's goroutines read it
+	s   *webhook.Sender         // set by start; nil when off
+}
+
+func newWebhookSender(cfg Config, reg *metrics.Registry, log *slog.Logger) *webhookSender {
+	w := &webhookSender{apps: cfg.webhookApps(), opts: cfg.webhookOptions(), cfg: cfg.Webhooks, reg: reg, prefix: cfg.Metrics.Prefix, log: log}
+	for _, a := range w.apps {
+		w.urls += len(a.Webhooks)
 	}
-	if n == 0 {
+	return w
+}
+
+// start starts the sender, with its metrics. It sends nothing until watch attaches it to
+// the hub.
+func (w *webhookSender) start() error {
+	if w.urls == 0 {
 		return nil
 	}
-	opts := cfg.webhookOptions()
-	opts.Latency = reg.WebhookLatency(cfg.Metrics.Prefix)
-	opts.Sent = h.Report // the console's "webhook sent"
+	opts := w.opts
+	opts.Latency = w.reg.WebhookLatency(w.prefix)
+	opts.Sent = func(app string, a *herald.Activity) { w.hub.Load().Report(app, a) } // the console's "webhook sent"
 	opts.Present = func(app, channel, user string) bool {
+		h := w.hub.Load()
 		if user == "" {
 			_, occupied := h.Channel(app, channel)
 			return occupied
 		}
 		return slices.Contains(h.Users(app, channel), user)
 	}
-	s := webhook.New(apps, opts, log)
-	reg.AttachWebhooks(cfg.Metrics.Prefix, s)
-	for _, id := range s.Apps() {
-		if _, err := h.Observe(id, s.Observer(id)); err != nil {
-			log.Error("webhooks", "app_id", id, "err", err) // cannot happen: the hub has every configured app
-		}
-	}
-	log.Info("webhooks on", "apps", s.Apps(), "urls", n, "leave_delay", cfg.Webhooks.LeaveDelay.Duration,
-		"retry_for", cfg.Webhooks.RetryFor.Duration)
-	return s
+	w.s = webhook.New(w.apps, opts, w.log)
+	w.reg.AttachWebhooks(w.prefix, w.s)
+	w.log.Info("webhooks on", "apps", w.s.Apps(), "urls", w.urls, "leave_delay", w.cfg.LeaveDelay.Duration,
+		"retry_for", w.cfg.RetryFor.Duration)
+	return nil
 }
 
-// stopWebhooks sends what is queued and stops the sender, within ctx and the shutdown timeout.
-func stopWebhooks(ctx context.Context, s *webhook.Sender, cfg Config, log *slog.Logger) {
-	if s == nil {
+// watch attaches the sender to h as each of its apps' observer, once h is started and
+// before it serves: the sender asks h only about what h reported.
+func (w *webhookSender) watch(h *hub.Hub) {
+	if w.s == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.ShutdownTimeout.Duration)
-	defer cancel()
-	if err := s.Close(ctx); err != nil {
-		log.Warn("webhooks", "err", err)
+	w.hub.Store(h)
+	for _, id := range w.s.Apps() {
+		if _, err := h.Observe(id, w.s.Observer(id)); err != nil {
+			w.log.Error("webhooks", "app_id", id, "err", err) // cannot happen: the hub has every configured app
+		}
 	}
+}
+
+// stop sends what is queued and stops the sender, within ctx.
+func (w *webhookSender) stop(ctx context.Context) error {
+	if w.s == nil {
+		return nil
+	}
+	err := w.s.Close(ctx)
+	if err != nil {
+		w.log.Warn("webhooks", "err", err)
+	}
+	return err
 }

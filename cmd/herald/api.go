@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+
+	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/httpapi"
+	"github.com/herald-rt/herald/metrics"
+)
+
+// apiPort is the public port: the REST API, /health and /ready, and the WebSocket upgrades
+// the hub takes over. It starts after the hub and the ingest sources it reports on, and
+// stops alongside them (see serve).
+type apiPort struct {
+	cfg     Config
+	fd      fdShare
+	apps    *herald.StaticApps
+	hub     *clientHub
+	bus     *clusterBus
+	ingest  *ingestSources
+	leave   *leaving
+	reg     *metrics.Registry
+	version string
+	log     *slog.Logger
+
+	api    *httpapi.Server // set by start
+	srv    *http.Server
+	served chan error // Serve's return
+}
+
+func newAPIPort(cfg Config, fd fdShare, apps *herald.StaticApps, hub *clientHub, bus *clusterBus, ingest *ingestSources,
+	leave *leaving, reg *metrics.Registry, version string, log *slog.Logger) *apiPort {
+	return &apiPort{cfg: cfg, fd: fd, apps: apps, hub: hub, bus: bus, ingest: ingest, leave: leave, reg: reg, version: version, log: log,
+		served: make(chan error, 1)}
+}
+
+// start listens, logs the start line and serves.
+func (p *apiPort) start() error {
+	if p.fd.httpConns < p.cfg.MaxHTTPConnections {
+		p.log.Warn("max_http_connections lowered to leave half the descriptors to WebSocket clients",
+			"max_http_connections", p.fd.httpConns, "configured", p.cfg.MaxHTTPConnections, "open_file_limit", p.fd.limit)
+	}
+	p.api = httpapi.New(httpapi.Config{TimestampWindow: p.cfg.RESTTimestampWindow.Duration, ReplayProtection: p.cfg.RESTReplayProtection},
+		p.apps, p.hub.h, p.health, p.reg.HTTP, p.log)
+	addr := net.JoinHostPort(p.cfg.Host, strconv.Itoa(p.cfg.Port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		p.log.Error("listen", "addr", addr, "err", err)
+		return err
+	}
+	port := httpapi.NewPort(ln, httpapi.PortConfig{
+		Name:           "api",
+		MaxConns:       p.fd.httpConns,
+		HeaderTimeout:  p.cfg.HandshakeTimeout.Duration,
+		RequestTimeout: p.cfg.RESTRequestTimeout.Duration,
+		IdleTimeout:    p.cfg.RESTIdleTimeout.Duration,
+	}, p.log)
+	p.srv = port.Server(p.api)
+	exportPort(p.reg, p.cfg.Metrics.Prefix, port)
+	p.warnDevCredentials()
+	p.logStart(port.Addr().String())
+	go func() { p.served <- p.srv.Serve(port) }()
+	return nil
+}
+
+// failed delivers Serve's error, should it return before stop.
+func (p *apiPort) failed() <-chan error { return p.served }
+
+// stop closes the listener and waits for the requests in progress within ctx. The hub
+// closes the WebSocket connections, which http.Server.Shutdown does not track.
+func (p *apiPort) stop(ctx context.Context) error { return p.srv.Shutdown(ctx) }
+
+// health is what /health and /ready report.
+func (p *apiPort) health() httpapi.HealthReport {
+	st := p.hub.h.Stats()
+	r := httpapi.HealthReport{Status: "ok", Connections: httpapi.Capacity{Current: st.Connections, Max: st.MaxConnections},
+		Channels: st.Channels, Version: p.version, Cluster: p.bus.health(), Ingest: p.ingest.health()}
+	switch {
+	case st.Draining || p.leave.draining():
+		r.Status = "draining"
+	case st.Refusing:
+		r.Status = "refusing"
+	case r.Cluster != nil && !r.Cluster.Connected:
+		r.Status = "bus_down"
+	}
+	return r
+}
+
+// warnDevCredentials warns of each app that uses the public built-in credentials.
+func (p *apiPort) warnDevCredentials() {
+	if !p.cfg.UsedDefaultApp() {
+		return
+	}
+	for _, a := range p.cfg.Apps {
+		if a.Key == devApp.Key && a.Secret == devApp.Secret {
+			p.log.Warn("DEVELOPMENT CREDENTIALS: this app uses the public built-in credentials; configure your own for production",
+				"app_id", a.ID, "key", a.Key, "secret", a.Secret)
+		}
+	}
+}
+
+// logStart logs the start line: where the node listens, its capacity and apps, its bus.
+func (p *apiPort) logStart(addr string) {
+	attrs := []any{"addr", addr, "websocket", "ws://" + addr + "/app/{key}",
+		"max_connections", p.fd.capacity, "max_http_connections", p.fd.httpConns, "open_file_limit", p.fd.limit,
+		"workers", p.hub.h.Workers(), "version", p.version, "apps", refsOf(p.apps.Apps())}
+	if p.bus.c != nil {
+		attrs = append(attrs, p.bus.c.logAttr())
+	}
+	p.log.Info("herald listening", attrs...)
+}

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/herald-rt/herald/bench"
+)
+
+// benchScenario defines a scenario's own flags on fs and returns its run, which reads them
+// once they are parsed.
+type benchScenario func(fs *flag.FlagSet) benchRunner
+
+// benchRunner runs a scenario against t. It returns the report, whether the run was clean
+// (nothing failed, lost or duplicated), and why it could not run.
+type benchRunner func(ctx context.Context, t bench.Target) (benchReport, bool, error)
+
+// benchReport is a scenario's report.
+type benchReport interface{ WriteText(io.Writer) error }
+
+// benchScenarios are the scenarios by name (see benchUsage).
+var benchScenarios = map[string]benchScenario{
+	"idle": idleScenario, "fanout": fanoutScenario, "multichannel": multichannelScenario, "ramp": rampScenario,
+	"churn": churnScenario, "publish": publishScenario, "presence": presenceScenario, "channels": channelsScenario,
+}
+
+func idleScenario(fs *flag.FlagSet) benchRunner {
+	cfg := bench.IdleConfig{}
+	fs.IntVar(&cfg.Conns, "conns", 1000, "connections")
+	fs.IntVar(&cfg.Channels, "channels", 10, "public channels the connections are spread over")
+	fs.DurationVar(&cfg.Hold, "hold", 0, "keep the connections open this long after measuring")
+	return func(ctx context.Context, t bench.Target) (benchReport, bool, error) {
+		cfg.Target = t
+		rep, err := bench.Idle(ctx, cfg)
+		if err != nil {
+			return nil, false, err
+		}
+		return rep, rep.Setup.Failed == 0 && rep.Lost.Count == 0, nil
+	}
+}
+
+func fanoutScenario(fs *flag.FlagSet) benchRunner {
+	cfg := bench.FanoutConfig{}
+	fs.IntVar(&cfg.Subs, "subs", 1000, "subscribers on the channel")
+	fs.IntVar(&cfg.Events, "events", 5, "events to publish")
+	fs.DurationVar(&cfg.Interval, "interval", 3*time.Second, "time between publishes")
+	fs.IntVar(&cfg.PayloadBytes, "payload", 100, "bytes of each event's data")
+	fs.StringVar(&cfg.Channel, "channel", "fanout", "channel name")
+	fs.DurationVar(&cfg.Wait, "wait", 5*time.Second, "after the last publish, how long to wait for every delivery")
+	return func(ctx context.Context, t bench.Target) (benchReport, bool, error) {
+		cfg.Target = t
+		rep, err := bench.Fanout(ctx, cfg)
+		if err != nil {
+			return nil, false, err
+		}
+		d := rep.Delivery
+		clean := rep.Setup.Failed == 0 && rep.Lost.Count == 0 && d.Missing == 0 && d.Duplicated == 0 && d.OutOfOrder == 0 && d.Unexpected == 0
+		return rep, clean, nil
+	}
+}
+
+func multichannelScenario(fs *flag.FlagSet) benchRunner {
+	cfg := bench.MultichannelConfig{}
+	fs.IntVar(&cfg.Subs, "subs", 19000, "subscribers in all, spread round robin over the channels")
+	fs.IntVar(&cfg.Channels, "channels", 40, "channels")
+	fs.IntVar(&cfg.Burst, "burst", 10, "events published to every channel per round")
+	fs.IntVar(&cfg.Rounds, "rounds", 5, "rounds")
+	fs.DurationVar(&cfg.Interval, "interval", time.Second, "time between the starts of rounds")
+	fs.IntVar(&cfg.PayloadBytes, "payload", 100, "bytes of each event's data")
+	fs.DurationVar(&cfg.Wait, "wait", 10*time.Second, "after the last publish, how long to wait for every delivery")
+	return func(ctx context.Context, t bench.Target) (benchReport, bool, error) {
+		cfg.Target = t
+		rep, err := bench.Multichannel(ctx, cfg)
+		if err != nil {
+			return nil, false, err
+		}
+		return rep, rep.Setup.Failed == 0 && rep.Lost.Count == 0 && rep.Delivery.Clean(), nil
+	}
+}
+
+func rampScenario(fs *flag.FlagSet) benchRunner {
+	cfg := bench.RampConfig{}
+	fs.IntVar(&cfg.Conns, "conns", 15000, "connections to reach, at --rate (default 500/s)")
+	channels := fs.String("channels", strings.Join(bench.DefaultRampChannels, ","), "channels every client joins, comma-separated")
+	fs.DurationVar(&cfg.EventEvery, "event-every", time.Second, "the publisher sends one event to every channel this often")
+	fs.DurationVar(&cfg.Hold, "hold", 10*time.Second, "after the last connection attempt, how long the run goes on")
+	fs.DurationVar(&cfg.Every, "every", 10*time.Second, "report interval")
+	fs.IntVar(&cfg.PayloadBytes, "payload", 100, "bytes of each event's data")
+	fs.DurationVar(&cfg.Wait, "wait", 5*time.Second, "after the last publish, how long to wait for every delivery")
+	return func(ctx context.Context, t bench.Target) (benchReport, bool, error) {
+		cfg.Target, cfg.Channels = t, strings.Split(*channels, ",")
+		rep, err := bench.Ramp(ctx, cfg)
+		if err != nil {
+			return nil, false, err
+		}
+		clean := rep.Setup.Failed == 0 && rep.Lost.Count == 0 && rep.PublishFailures == 0 && rep.Delivery.Clean()
+		return rep, clean, nil
+	}
+}
+
+func churnScenario(fs *flag.FlagSet) benchRunner {
+	cfg := bench.ChurnConfig{}
+	fs.IntVar(&cfg.Steady, "steady", 1000, "steady subscribers")
+	fs.DurationVar(&cfg.Duration, "duration", 30*time.Second, "how long cycles run, at --rate (default 1000/s)")
+	fs.IntVar(&cfg.PerClient, "per-client", 5, "channels each cycle subscribes to")
+	fs.Float64Var(&cfg.EventRate, "event-rate", 10, "events per second to the steady subscribers")
+	fs.IntVar(&cfg.PayloadBytes, "payload", 100, "bytes of each event's data")
+	fs.DurationVar(&cfg.Wait, "wait", 5*time.Second, "after the last publish, how long to wait for every delivery")
+	fs.DurationVar(&cfg.Settle, "settle", 30*time.Second, "how long the server has to return to its baseline counts")
+	return func(ctx context.Context, t bench.Target) (benchReport, bool, error) {
+		cfg.Target = t
+		rep, err := bench.Churn(ctx, cfg)
+		if err != nil {
+			return nil, false, err
+		}
+		c, s := rep.Cycles, rep.ServerState
+		clean := rep.Setup.Failed == 0 && rep.Lost.Count == 0 && rep.Delivery.Clean() && rep.PublishFailures == 0 &&
+			c.Failed == 0 && c.CloseUnanswered == 0 && (s == nil || s.Returned)
+		return rep, clean, nil
+	}
+}
+
+func publishScenario(fs *flag.FlagSet) benchRunner {
+	cfg := bench.PublishConfig{}
+	fs.IntVar(&cfg.Publishers, "publishers", 8, "concurrent publishers")
+	fs.IntVar(&cfg.Channels, "channels", 100, "channels, one subscriber each")
+	fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "how long the publishers publish")
+	fs.IntVar(&cfg.Batch, "batch", 0, "events per batch_events request (0: one event per /events request; at most 10)")
+	fs.IntVar(&cfg.PayloadBytes, "payload", 100, "bytes of each event's data")
+	fs.DurationVar(&cfg.Wait, "wait", 5*time.Second, "after the last publish, how long to wait for every delivery")
+	return func(ctx context.Context, t bench.Target) (benchReport, bool, error) {
+		cfg.Target = t
+		rep, err := bench.Publish(ctx, cfg)
+		if err != nil {
+			return nil, false, err
+		}
+		return rep, rep.FailedRequests == 0 && rep.Lost.Count == 0 && rep.Delivery.Clean(), nil
+	}
+}
+
+func presenceScenario(fs *flag.FlagSet) benchRunner {
+	cfg := bench.PresenceConfig{}
+	fs.IntVar(&cfg.Clients, "clients", 3000, "members in all, one connection each; client i joins channel i / --per-channel")
+	fs.IntVar(&cfg.PerChannel, "per-channel", 100, "members per presence channel")
+	fs.DurationVar(&cfg.Wait, "wait", 10*time.Second, "after the last join, how long every member has to see every other")
+	restCheck := fs.Bool("rest-check", true, "ask every node's /channels for the user counts with every member joined, and for no channel after they leave")
+	fs.DurationVar(&cfg.Settle, "settle", 10*time.Second, "how long each REST check may take to hold")
+	return func(ctx context.Context, t bench.Target) (benchReport, bool, error) {
+		cfg.Target, cfg.NoRESTCheck = t, !*restCheck
+		rep, err := bench.Presence(ctx, cfg)
+		if err != nil {
+			return nil, false, err
+		}
+		return rep, rep.Clean(), nil
+	}
+}
+
+func channelsScenario(fs *flag.FlagSet) benchRunner {
+	cfg := bench.ChannelsConfig{}
+	fs.IntVar(&cfg.Channels, "channels", 10000, "channels, one subscriber each, spread over the --ws nodes")
+	fs.IntVar(&cfg.Requests, "requests", 100, "GET /channels requests to time on --rest, one after another")
+	fs.DurationVar(&cfg.Settle, "settle", 10*time.Second, "how long --rest has to list every channel before the timed requests")
+	return func(ctx context.Context, t bench.Target) (benchReport, bool, error) {
+		cfg.Target = t
+		rep, err := bench.Channels(ctx, cfg)
+		if err != nil {
+			return nil, false, err
+		}
+		return rep, rep.Clean(), nil
+	}
+}

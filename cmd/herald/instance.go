@@ -1,0 +1,69 @@
+package main
+
+import (
+	"cmp"
+	"log/slog"
+	"net/http"
+
+	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/metrics"
+)
+
+// instance is one running node: its components in a lifecycle, and the two that serve
+// watches (the hub for its connections, the API port for its listener).
+type instance struct {
+	*lifecycle
+	hub *clientHub
+	api *apiPort
+}
+
+// configure builds every component of a node from cfg (validated): each is allocated and
+// given the components it uses; nothing listens, connects or runs yet. leave is the drain
+// that /health and /ready report.
+func configure(cfg Config, leave *leaving, log *slog.Logger) *instance {
+	if cfg.Cluster.URL != "" && cfg.Cluster.NodeID == "" {
+		cfg.Cluster.NodeID = newNodeID()
+	}
+	apps := herald.NewStaticApps(cfg.HeraldApps())
+	version := buildVersion()
+	reg := newRegistry(cfg.Metrics.Prefix, apps, version)
+	fd := capacityOf(cfg.MaxConnections, cfg.MaxHTTPConnections, sideConns(cfg))
+
+	mem := newMemoryGuard(cfg.Memory, log)
+	bus := newClusterBus(cfg.Cluster, reg, cfg.Metrics.Prefix, log)
+	hooks := newWebhookSender(cfg, reg, log)
+	hub := newClientHub(cfg, fd.capacity, apps.Apps(), mem, bus, hooks, reg, log)
+	ingest := newIngestSources(cfg, cmp.Or(cfg.Cluster.NodeID, newNodeID()), hub, apps, reg, log)
+	api := newAPIPort(cfg, fd, apps, hub, bus, ingest, leave, reg, version, log)
+	con := newConsolePages(cfg, hub, api, bus, log)
+	var pages http.Handler // the console's, on the metrics listener
+	if con.on() {
+		pages = con
+	}
+	side := newSideListeners(cfg, reg, pages, log)
+	// In start order; they stop in reverse order.
+	return &instance{hub: hub, api: api, lifecycle: newLifecycle(cfg.ShutdownTimeout.Duration,
+		mem,
+		side,   // stops after the console, and last but one: a scrape watches the shutdown
+		bus,    // stops after the hub: the hub's last unsubscribes go through the bus
+		hooks,  // stops after the hub: it sends the webhooks of the hub's last leaves
+		hub,    // stops by closing the connections with 4200
+		ingest, // stops before the hub: each source commits what it handed on, then leaves its group
+		// stops alongside those before it: srv.Shutdown waits for requests in progress (and
+		// up to 5 s for a connection that sent none), which must not use up the deadline
+		// before the WebSocket clients get their 4200
+		alongside{api},
+		con, // stops first: its pages would only watch the connections go
+	)}
+}
+
+// newRegistry is the node's metrics registry, with the build's version.
+func newRegistry(prefix string, apps *herald.StaticApps, version string) *metrics.Registry {
+	var ids []string
+	for _, a := range apps.Apps() {
+		ids = append(ids, a.ID)
+	}
+	reg := metrics.New(prefix, ids)
+	reg.BuildInfo(prefix, version)
+	return reg
+}
