@@ -86,10 +86,13 @@ func (l Limits) WithDefaults() Limits {
 	}
 }
 
-// AppStore finds apps by id or by key. Implementations must be safe for concurrent use.
+// AppStore finds apps by id or by key, and lists them. Implementations must be safe for
+// concurrent use.
 type AppStore interface {
 	AppByID(id string) (*App, bool)
 	AppByKey(key string) (*App, bool)
+	// Apps lists every app, in no particular order.
+	Apps() []*App
 }
 
 // StaticApps is an AppStore over a fixed list, built once from configuration.
@@ -116,7 +119,7 @@ func (s *StaticApps) AppByID(id string) (*App, bool) { a, ok := s.byID[id]; retu
 // AppByKey implements AppStore.
 func (s *StaticApps) AppByKey(key string) (*App, bool) { a, ok := s.byKey[key]; return a, ok }
 
-// Apps lists every app, in no particular order.
+// Apps implements AppStore.
 func (s *StaticApps) Apps() []*App {
 	out := make([]*App, 0, len(s.byID))
 	for _, a := range s.byID {

@@ -17,9 +17,11 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/broker"
 	"github.com/herald-rt/herald/broker/memory"
+	"github.com/herald-rt/herald/cluster"
 	"github.com/herald-rt/herald/httpapi"
-	"github.com/herald-rt/herald/hub"
+	"github.com/herald-rt/herald/session"
 )
 
 var testApp = herald.App{ID: "app-id", Key: "app-key", Secret: "app-secret"}
@@ -34,28 +36,30 @@ const patience = 30 * time.Second
 // so its CPU and RSS are read from our own /proc entry.
 func startHerald(t *testing.T, wrap func(http.Handler) http.Handler) Target {
 	t.Helper()
-	target, _ := startHub(t, hub.Config{MaxConnections: 1000}, wrap)
+	target, _ := startHub(t, session.Config{MaxConnections: 1000}, wrap)
 	return target
 }
 
 // startHub is startHerald with a hub configuration; it also returns the hub.
-func startHub(t *testing.T, cfg hub.Config, wrap func(http.Handler) http.Handler) (Target, *hub.Hub) {
+func startHub(t *testing.T, cfg session.Config, wrap func(http.Handler) http.Handler) (Target, *session.Server) {
 	t.Helper()
 	return startNode(t, cfg, wrap, nil, "")
 }
 
 // startNode is startHub for a node of a cluster on bus (none when bus is nil), as node id.
-func startNode(t *testing.T, cfg hub.Config, wrap func(http.Handler) http.Handler, bus *memory.Bus, id string) (Target, *hub.Hub) {
+func startNode(t *testing.T, cfg session.Config, wrap func(http.Handler) http.Handler, bus *memory.Bus, id string) (Target, *session.Server) {
 	t.Helper()
 	apps := herald.NewStaticApps([]herald.App{testApp})
-	h, err := hub.New(cfg, apps.Apps(), nil)
+	newState := cluster.LocalState(cluster.Config{})
+	if bus != nil {
+		mux := new(broker.Mux)
+		b := bus.Attach(memory.Config{NodeID: id}, mux.Receive)
+		t.Cleanup(func() { _ = b.Close(context.Background()) })
+		newState = cluster.ReplicatedState(cluster.Config{}, b, mux.Handle, nil)
+	}
+	h, err := session.New(cfg, apps, newState, nil)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if bus != nil {
-		b := bus.Attach(memory.Config{NodeID: id}, h.Receive)
-		h.UseBroker(b)
-		t.Cleanup(func() { _ = b.Close(context.Background()) })
 	}
 	health := func() httpapi.HealthReport {
 		st := h.Stats()

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/herald-rt/herald/hub"
 	"github.com/herald-rt/herald/internal/poll"
+	"github.com/herald-rt/herald/session"
 )
 
 // pingsPerClient returns how many pusher:ping messages each client of p has answered.
@@ -28,7 +28,7 @@ func TestAnswersPusherPing(t *testing.T) {
 	// herald pings a client again only once it has counted its pong: a second ping to every
 	// client proves every client answered, however slow the machine. The pong timeout is
 	// generous, so that a pong delayed by load is not a loss.
-	target, _ := startHub(t, hub.Config{ActivityTimeout: 200 * time.Millisecond, PongTimeout: patience, SweepInterval: 20 * time.Millisecond}, nil)
+	target, _ := startHub(t, session.Config{ActivityTimeout: 200 * time.Millisecond, PongTimeout: patience, SweepInterval: 20 * time.Millisecond}, nil)
 	l, err := subscribeHere(t.Context(), target, subSpec{Conns: 20, Channels: []string{"a", "b"}})
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +58,7 @@ func TestAnswersPusherPing(t *testing.T) {
 // TestLostCountsServerClose: the server closes every connection (shutdown, 4200); each is
 // counted lost once, by its close code.
 func TestLostCountsServerClose(t *testing.T) {
-	target, h := startHub(t, hub.Config{}, nil)
+	target, h := startHub(t, session.Config{}, nil)
 	l, err := subscribeHere(t.Context(), target, subSpec{Conns: 20, Channels: []string{"a"}})
 	if err != nil {
 		t.Fatal(err)

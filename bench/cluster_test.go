@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/herald-rt/herald/broker/memory"
-	"github.com/herald-rt/herald/hub"
+	"github.com/herald-rt/herald/session"
 )
 
 // healthConnections reads connections.current from a node's /health.
@@ -48,14 +48,14 @@ func healthConnections(ctx context.Context, base string) (int64, error) {
 func twoNodes(t *testing.T) (target Target, seen func() [][2]int64) {
 	t.Helper()
 	bus := memory.NewBus()
-	targetB, _ := startNode(t, hub.Config{MaxConnections: 1000}, nil, bus, "b")
+	targetB, _ := startNode(t, session.Config{MaxConnections: 1000}, nil, bus, "b")
 	var (
 		mu     sync.Mutex
 		counts [][2]int64
 		errs   []error
 	)
 	var bases [2]string
-	targetA, _ := startNode(t, hub.Config{MaxConnections: 1000}, func(api http.Handler) http.Handler {
+	targetA, _ := startNode(t, session.Config{MaxConnections: 1000}, func(api http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.Method == http.MethodPost {
 				var pair [2]int64

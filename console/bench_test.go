@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald"
-	"github.com/herald-rt/herald/hub"
+	"github.com/herald-rt/herald/cluster"
 	"github.com/herald-rt/herald/internal/wstest"
+	"github.com/herald-rt/herald/session"
 )
 
 // BenchmarkPublishConsole publishes 100-byte events through a real hub to 10 WebSocket
@@ -26,7 +27,7 @@ func BenchmarkPublishConsole(b *testing.B) {
 func benchPublishConsole(b *testing.B, mode string) {
 	const subs, window = 10, 256
 	app := &herald.App{ID: "a1", Key: "k1", Secret: "s1", Limits: herald.DefaultLimits}
-	h, err := hub.New(hub.Config{Workers: 2, MaxConnections: 1000}, []*herald.App{app}, nil)
+	h, err := session.New(session.Config{Workers: 2, MaxConnections: 1000}, herald.NewStaticApps([]herald.App{*app}), cluster.LocalState(cluster.Config{}), nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -114,7 +115,7 @@ func benchPublishConsole(b *testing.B, mode string) {
 func TestClosedConsoleCostsNothing(t *testing.T) {
 	measure := func(mode string) float64 {
 		app := &herald.App{ID: "a1", Key: "k1", Secret: "s1", Limits: herald.DefaultLimits}
-		h, err := hub.New(hub.Config{Workers: 2}, []*herald.App{app}, nil)
+		h, err := session.New(session.Config{Workers: 2}, herald.NewStaticApps([]herald.App{*app}), cluster.LocalState(cluster.Config{}), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

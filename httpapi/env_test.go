@@ -12,10 +12,11 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/cluster"
 	"github.com/herald-rt/herald/httpapi"
-	"github.com/herald-rt/herald/hub"
 	"github.com/herald-rt/herald/internal/wstest"
 	"github.com/herald-rt/herald/pusher"
+	"github.com/herald-rt/herald/session"
 )
 
 // The tests run a real hub behind the real API on a loopback HTTP server, subscribe real
@@ -33,7 +34,7 @@ type env struct {
 	t    testing.TB
 	app  *herald.App // id "1": small limits, user authentication on
 	app2 *herald.App // id "2": default limits
-	hub  *hub.Hub
+	hub  *session.Server
 	api  *httpapi.Server
 	srv  *httptest.Server
 	addr string
@@ -46,7 +47,7 @@ func newEnv(t testing.TB) *env {
 			Limits: herald.Limits{MaxEventPayloadBytes: 1000, MaxBatchSize: 3}},
 		{ID: "2", Key: "key-two", Secret: "secret-two"},
 	})
-	h, err := hub.New(hub.Config{Workers: 2, MaxConnections: maxConn}, apps.Apps(), nil)
+	h, err := session.New(session.Config{Workers: 2, MaxConnections: maxConn}, apps, cluster.LocalState(cluster.Config{}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,10 +12,11 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/cluster"
 	"github.com/herald-rt/herald/httpapi"
-	"github.com/herald-rt/herald/hub"
 	"github.com/herald-rt/herald/internal/poll"
 	"github.com/herald-rt/herald/pusher"
+	"github.com/herald-rt/herald/session"
 )
 
 type meter struct {
@@ -38,7 +39,7 @@ func TestRESTRatePerApp(t *testing.T) {
 		{ID: "slow", Key: "k1", Secret: "s1", Limits: herald.Limits{MaxAPIRequestsPerSecond: 3}},
 		{ID: "free", Key: "k2", Secret: "s2"},
 	})
-	h, err := hub.New(hub.Config{Workers: 1, MaxConnections: 10}, apps.Apps(), nil)
+	h, err := session.New(session.Config{Workers: 1, MaxConnections: 10}, apps, cluster.LocalState(cluster.Config{}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

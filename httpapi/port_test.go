@@ -18,12 +18,13 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/cluster"
 	"github.com/herald-rt/herald/httpapi"
-	"github.com/herald-rt/herald/hub"
 	"github.com/herald-rt/herald/internal/poll"
 	"github.com/herald-rt/herald/internal/wstest"
 	"github.com/herald-rt/herald/metrics"
 	"github.com/herald-rt/herald/pusher"
+	"github.com/herald-rt/herald/session"
 )
 
 // These tests serve the API the way cmd/herald does: a real hub behind httpapi.New, on an
@@ -34,7 +35,7 @@ import (
 type portEnv struct {
 	t       testing.TB
 	app     *herald.App
-	hub     *hub.Hub
+	hub     *session.Server
 	port    *httpapi.Port
 	addr    string // the API port
 	metrics string // the metrics port
@@ -43,7 +44,7 @@ type portEnv struct {
 func newPortEnv(t testing.TB, pc httpapi.PortConfig, ac httpapi.Config, maxConns int) *portEnv {
 	t.Helper()
 	apps := herald.NewStaticApps([]herald.App{{ID: "1", Key: "key-one", Secret: "secret-one"}})
-	h, err := hub.New(hub.Config{Workers: 2, MaxConnections: maxConns}, apps.Apps(), nil)
+	h, err := session.New(session.Config{Workers: 2, MaxConnections: maxConns}, apps, cluster.LocalState(cluster.Config{}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,8 +72,8 @@ func newPortEnv(t testing.TB, pc httpapi.PortConfig, ac httpapi.Config, maxConns
 }
 
 // hubConnections is the hub as metrics reads it, reduced to what these tests scrape (each
-// app's connections); cmd/herald's hubMetrics is the whole adapter.
-type hubConnections struct{ h *hub.Hub }
+// app's connections); cmd/herald's nodeMetrics is the whole adapter.
+type hubConnections struct{ h *session.Server }
 
 func (c hubConnections) AppCounters() []metrics.AppCounters {
 	var out []metrics.AppCounters

@@ -12,9 +12,10 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/cluster"
 	"github.com/herald-rt/herald/httpapi"
-	"github.com/herald-rt/herald/hub"
 	"github.com/herald-rt/herald/pusher"
+	"github.com/herald-rt/herald/session"
 )
 
 // logLines is a slog JSON handler's output, parsed one record a line.
@@ -53,7 +54,7 @@ func (l *logLines) records(t *testing.T, msg string) []map[string]any {
 func TestRefusedRequestsLogged(t *testing.T) {
 	apps := herald.NewStaticApps([]herald.App{{ID: "1", Key: "key-one", Secret: "secret-one",
 		Limits: herald.Limits{MaxEventPayloadBytes: 1000}}})
-	h, err := hub.New(hub.Config{Workers: 1, MaxConnections: 10}, apps.Apps(), nil)
+	h, err := session.New(session.Config{Workers: 1, MaxConnections: 10}, apps, cluster.LocalState(cluster.Config{}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

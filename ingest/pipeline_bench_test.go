@@ -7,7 +7,8 @@ import (
 	"testing"
 
 	"github.com/herald-rt/herald"
-	"github.com/herald-rt/herald/hub"
+	"github.com/herald-rt/herald/cluster"
+	"github.com/herald-rt/herald/session"
 )
 
 // BenchmarkHandle is the ingest path's own cost per record: templates rendered from the
@@ -21,7 +22,7 @@ func BenchmarkHandle(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			app := &herald.App{ID: "app", Key: "key", Secret: "secret"}
-			h, err := hub.New(hub.Config{}, []*herald.App{app}, slog.New(slog.DiscardHandler))
+			h, err := session.New(session.Config{}, herald.NewStaticApps([]herald.App{*app}), cluster.LocalState(cluster.Config{}), slog.New(slog.DiscardHandler))
 			if err != nil {
 				b.Fatal(err)
 			}

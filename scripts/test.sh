@@ -124,7 +124,7 @@ run "go test -race" go test -race -count=1 -timeout 15m ./...
 # The race run above churns at a reduced rate; this is the full rate (the churn target of
 # docs/benchmark-scenarios.md), alone on the machine and without the race detector (under
 # which it reaches only about 480 cycles/s here).
-run "churn: 1,000 connect/subscribe/disconnect cycles/s for 30s (hub TestChurn)" \
-  go test -count=1 -timeout 5m -run '^TestChurn$' -v ./hub -args -churn.full
+run "churn: 1,000 connect/subscribe/disconnect cycles/s for 30s (session TestChurn)" \
+  go test -count=1 -timeout 5m -run '^TestChurn$' -v ./session -args -churn.full
 run "npm ci (test/js)" npm_ci
 run "real clients (pusher-js, pusher SDK)" bash -c 'cd test/js && npm test'

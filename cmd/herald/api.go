@@ -13,13 +13,13 @@ import (
 )
 
 // apiPort is the public port: the REST API, /health and /ready, and the WebSocket upgrades
-// the hub takes over. It starts after the hub and the ingest sources it reports on, and
+// the server takes over. It starts after the server and the ingest sources it reports on, and
 // stops alongside them (see serve).
 type apiPort struct {
 	cfg     Config
 	fd      fdShare
 	apps    *herald.StaticApps
-	hub     *clientHub
+	node    *sessionServer
 	bus     *clusterBus
 	ingest  *ingestSources
 	leave   *leaving
@@ -32,9 +32,9 @@ type apiPort struct {
 	served chan error // Serve's return
 }
 
-func newAPIPort(cfg Config, fd fdShare, apps *herald.StaticApps, hub *clientHub, bus *clusterBus, ingest *ingestSources,
+func newAPIPort(cfg Config, fd fdShare, apps *herald.StaticApps, node *sessionServer, bus *clusterBus, ingest *ingestSources,
 	leave *leaving, reg *metrics.Registry, version string, log *slog.Logger) *apiPort {
-	return &apiPort{cfg: cfg, fd: fd, apps: apps, hub: hub, bus: bus, ingest: ingest, leave: leave, reg: reg, version: version, log: log,
+	return &apiPort{cfg: cfg, fd: fd, apps: apps, node: node, bus: bus, ingest: ingest, leave: leave, reg: reg, version: version, log: log,
 		served: make(chan error, 1)}
 }
 
@@ -45,7 +45,7 @@ func (p *apiPort) start() error {
 			"max_http_connections", p.fd.httpConns, "configured", p.cfg.MaxHTTPConnections, "open_file_limit", p.fd.limit)
 	}
 	p.api = httpapi.New(httpapi.Config{TimestampWindow: p.cfg.RESTTimestampWindow.Duration, ReplayProtection: p.cfg.RESTReplayProtection},
-		p.apps, p.hub.h, p.health, p.reg.HTTP, p.log)
+		p.apps, p.node.h, p.health, p.reg.HTTP, p.log)
 	addr := net.JoinHostPort(p.cfg.Host, strconv.Itoa(p.cfg.Port))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -70,13 +70,13 @@ func (p *apiPort) start() error {
 // failed delivers Serve's error, should it return before stop.
 func (p *apiPort) failed() <-chan error { return p.served }
 
-// stop closes the listener and waits for the requests in progress within ctx. The hub
+// stop closes the listener and waits for the requests in progress within ctx. The server
 // closes the WebSocket connections, which http.Server.Shutdown does not track.
 func (p *apiPort) stop(ctx context.Context) error { return p.srv.Shutdown(ctx) }
 
 // health is what /health and /ready report.
 func (p *apiPort) health() httpapi.HealthReport {
-	st := p.hub.h.Stats()
+	st := p.node.h.Stats()
 	r := httpapi.HealthReport{Status: "ok", Connections: httpapi.Capacity{Current: st.Connections, Max: st.MaxConnections},
 		Channels: st.Channels, Version: p.version, Cluster: p.bus.health(), Ingest: p.ingest.health()}
 	switch {
@@ -107,7 +107,7 @@ func (p *apiPort) warnDevCredentials() {
 func (p *apiPort) logStart(addr string) {
 	attrs := []any{"addr", addr, "websocket", "ws://" + addr + "/app/{key}",
 		"max_connections", p.fd.capacity, "max_http_connections", p.fd.httpConns, "open_file_limit", p.fd.limit,
-		"workers", p.hub.h.Workers(), "version", p.version, "apps", refsOf(p.apps.Apps())}
+		"workers", p.node.h.Workers(), "version", p.version, "apps", refsOf(p.apps.Apps())}
 	if p.bus.c != nil {
 		attrs = append(attrs, p.bus.c.logAttr())
 	}

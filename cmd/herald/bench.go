@@ -11,7 +11,7 @@ import (
 
 const benchUsage = `usage: herald bench <scenario> [flags]
 
-Scenarios (see BENCHMARKS.md), against any Pusher-protocol server:
+Scenarios (see docs/load-testing.md), against any Pusher-protocol server:
   idle          N idle subscribed connections; the server's and the generator's RSS per
                 connection
   fanout        N subscribers on one channel, E events published through the REST API;

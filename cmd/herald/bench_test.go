@@ -14,8 +14,9 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/cluster"
 	"github.com/herald-rt/herald/httpapi"
-	"github.com/herald-rt/herald/hub"
+	"github.com/herald-rt/herald/session"
 )
 
 // benchServer serves a herald hub and REST API on a free port of 127.0.0.1, with wrap (when
@@ -23,7 +24,7 @@ import (
 func benchServer(t *testing.T, wrap func(http.Handler) http.Handler) []string {
 	t.Helper()
 	apps := herald.NewStaticApps([]herald.App{{ID: "app-id", Key: "app-key", Secret: "app-secret", Limits: herald.DefaultLimits}})
-	h, err := hub.New(hub.Config{}, apps.Apps(), nil)
+	h, err := session.New(session.Config{}, apps, cluster.LocalState(cluster.Config{}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,30 +3,37 @@ package main
 import (
 	"context"
 	"log/slog"
-	"sync/atomic"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/cluster"
 	"github.com/herald-rt/herald/httpapi"
-	"github.com/herald-rt/herald/hub"
 	"github.com/herald-rt/herald/metrics"
+	"github.com/herald-rt/herald/session"
 )
 
 // clusterBus is the node's connection to its cluster bus (cluster.*); without cluster.url
-// the node is alone and it is off. It starts before the hub and stops after it: the hub's
-// last unsubscribes go through the bus.
+// the node is alone and it is off. It starts before the server and stops after it: the
+// server's last unsubscribes go through the bus. What the bus brings goes, by kind, to whoever
+// registered for it (the node's cluster.State, its console): nothing of it passes through
+// here.
 type clusterBus struct {
 	cfg    ClusterConfig
+	state  cluster.Config
 	reg    *metrics.Registry
 	prefix string // of the metrics
 	log    *slog.Logger
 
-	hub atomic.Pointer[hub.Hub] // set by carry: the bus's goroutines read it
-	c   *cluster                // set by start; nil when off
+	c *busLink // set by start; nil when off
 }
 
-func newClusterBus(c ClusterConfig, reg *metrics.Registry, prefix string, log *slog.Logger) *clusterBus {
-	b := &clusterBus{cfg: c, reg: reg, prefix: prefix, log: log}
-	return b
+func newClusterBus(cfg Config, reg *metrics.Registry, log *slog.Logger) *clusterBus {
+	return &clusterBus{cfg: cfg.Cluster, reg: reg, prefix: cfg.Metrics.Prefix, log: log, state: cluster.Config{
+		CacheMaxBytes:       cfg.Cache.MaxBytes,
+		CacheMaxBytesPerApp: cfg.Cache.MaxBytesPerApp,
+		CacheTTL:            cfg.Cache.TTL.Duration,
+		Heartbeat:           cfg.Cluster.Heartbeat.Duration,
+		NodeTimeout:         cfg.Cluster.NodeTimeout.Duration,
+	}}
 }
 
 // start connects to the bus. It returns even when the bus is unreachable: the engine keeps
@@ -35,7 +42,7 @@ func (b *clusterBus) start() error {
 	if b.cfg.URL == "" {
 		return nil
 	}
-	c, err := startCluster(b.cfg, b.toHub, b.reg, b.prefix, b.log)
+	c, err := startCluster(b.cfg, b.reg, b.prefix, b.log)
 	if err != nil {
 		b.log.Error("start cluster bus", "err", err)
 		return err
@@ -48,21 +55,13 @@ func (b *clusterBus) start() error {
 	return nil
 }
 
-// carry connects h to the bus, once h is started and before it serves: the bus hands it the
-// other nodes' messages, and it publishes through the bus. Nothing comes before: the hub
-// takes its interests on the bus in UseBroker.
-func (b *clusterBus) carry(h *hub.Hub) {
+// newState is how the node shares its state, once the bus is started: with the other nodes
+// through the bus, or on its own without one.
+func (b *clusterBus) newState() session.NewState {
 	if b.c == nil {
-		return
+		return cluster.LocalState(b.state)
 	}
-	b.hub.Store(h)
-	h.UseBroker(b.c.Broker)
-}
-
-func (b *clusterBus) toHub(msg herald.BusMessage) {
-	if h := b.hub.Load(); h != nil {
-		h.Receive(msg)
-	}
+	return cluster.ReplicatedState(b.state, b.c.Broker, b.c.mux.Handle, b.log)
 }
 
 // route registers, for a kind of message the bus brings, who receives it: nil when off.

@@ -141,30 +141,25 @@ const nodeIDChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456
 // maxNodeID is the longest node id: it travels in every bus message.
 const maxNodeID = 64
 
-// cluster is a node's connection to its cluster bus.
-type cluster struct {
+// busLink is a node's connection to its cluster bus.
+type busLink struct {
 	herald.Broker
 	mux            *broker.Mux // routes what the bus brings by kind; the console adds its own
 	engine, nodeID string
 	url            busURL
 }
 
-// hubKinds are the bus message kinds the hub receives.
-var hubKinds = []herald.BusKind{herald.BusEvent, herald.BusState, herald.BusCache, herald.BusTerminate}
-
-// startCluster connects to the bus c names, its messages routed by kind (cluster.mux): the
-// hub's kinds to h (the hub's Receive). Its round trips are observed by reg, its state
-// changes logged on log with the URL's secrets redacted. It returns even when the bus is
-// unreachable: the engines keep trying, and the node serves its own clients meanwhile.
-func startCluster(c ClusterConfig, h herald.BusHandler, reg *metrics.Registry, metricPrefix string, log *slog.Logger) (*cluster, error) {
+// startCluster connects to the bus c names, its messages routed by kind (busLink.mux) to
+// whoever registers for them: the node's cluster.State and its console. Its round trips are
+// observed by reg, its state changes logged on log with the URL's secrets redacted. It
+// returns even when the bus is unreachable: the engines keep trying, and the node serves
+// its own clients meanwhile.
+func startCluster(c ClusterConfig, reg *metrics.Registry, metricPrefix string, log *slog.Logger) (*busLink, error) {
 	u, err := parseBusURL(c.URL)
 	if err != nil { // validated already
 		return nil, fmt.Errorf("cluster.url: %w", err)
 	}
 	mux := new(broker.Mux)
-	for _, k := range hubKinds {
-		mux.Handle(k, h)
-	}
 	common := broker.Common{NodeID: c.NodeID, Prefix: c.Prefix, RoundTrip: reg.BusRoundTrip(metricPrefix),
 		Logger: redactLogger(log, u.secrets)}
 	var b herald.Broker
@@ -178,22 +173,22 @@ func startCluster(c ClusterConfig, h herald.BusHandler, reg *metrics.Registry, m
 		return nil, errors.New(redact(err.Error(), u.secrets))
 	}
 	reg.AttachBus(metricPrefix, b)
-	return &cluster{Broker: b, mux: mux, engine: u.engine, nodeID: c.NodeID, url: u}, nil
+	return &busLink{Broker: b, mux: mux, engine: u.engine, nodeID: c.NodeID, url: u}, nil
 }
 
 // health is the bus's part of /health.
-func (c *cluster) health() *httpapi.ClusterHealth {
+func (c *busLink) health() *httpapi.ClusterHealth {
 	st := c.Stats()
 	return &httpapi.ClusterHealth{Engine: c.engine, NodeID: c.nodeID, Connected: st.Connected, Interests: st.Interests}
 }
 
 // logAttr describes the cluster in the start line.
-func (c *cluster) logAttr() slog.Attr {
+func (c *busLink) logAttr() slog.Attr {
 	return slog.Group("cluster", "engine", c.engine, "node_id", c.nodeID, "url", c.url.redacted)
 }
 
 // close disconnects from the bus within ctx, and logs and returns what it could not do.
-func (c *cluster) close(ctx context.Context, log *slog.Logger) error {
+func (c *busLink) close(ctx context.Context, log *slog.Logger) error {
 	err := c.Close(ctx)
 	if err != nil {
 		log.Warn("cluster bus close", "err", err)

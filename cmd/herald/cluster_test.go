@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/internal/poll"
 	"github.com/herald-rt/herald/internal/servicetest"
 	"github.com/herald-rt/herald/metrics"
@@ -121,7 +120,7 @@ func TestStartClusterLogsNoSecret(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var logs syncBuffer
 			log := slog.New(slog.NewTextHandler(&logs, nil))
-			bus, err := startCluster(ClusterConfig{URL: c.url, NodeID: "n1", Prefix: "herald"}, func(herald.BusMessage) {},
+			bus, err := startCluster(ClusterConfig{URL: c.url, NodeID: "n1", Prefix: "herald"},
 				metrics.New("herald_", nil), "herald_", log)
 			if err != nil {
 				t.Fatal(err)

@@ -10,41 +10,41 @@ import (
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/console"
-	"github.com/herald-rt/herald/hub"
+	"github.com/herald-rt/herald/session"
 )
 
 // consolePages is the console (console.*): pages on the metrics listener that read the
-// hub, observe every app's activity (off until a page watches the app), publish through the
+// server, observe every app's activity (off until a page watches the app), publish through the
 // REST API's path and, in a cluster, share their figures on the bus. Off unless
 // console.token is set. It starts last and stops first: its pages would only watch the
 // connections go.
 type consolePages struct {
 	cfg  console.Config // but what the hub, the API port and the bus give once started
-	hub  *clientHub
+	node *sessionServer
 	api  *apiPort
 	bus  *clusterBus
 	log  *slog.Logger
 	live atomic.Pointer[console.Console] // set by start; the metrics listener reads it
 }
 
-func newConsolePages(cfg Config, h *clientHub, api *apiPort, bus *clusterBus, log *slog.Logger) *consolePages {
+func newConsolePages(cfg Config, h *sessionServer, api *apiPort, bus *clusterBus, log *slog.Logger) *consolePages {
 	var ids []string
 	for _, a := range cfg.Apps {
 		ids = append(ids, a.ID)
 	}
 	return &consolePages{cfg: console.Config{Token: cfg.Console.Token, Node: cfg.Cluster.NodeID, EventsPerSecond: cfg.Console.EventsPerSecond, Apps: ids},
-		hub: h, api: api, bus: bus, log: log}
+		node: h, api: api, bus: bus, log: log}
 }
 
 // on reports whether the console is configured.
 func (c *consolePages) on() bool { return c.cfg.Token != "" }
 
-// start starts the console's sampler and attaches it to the hub and the bus.
+// start starts the console's sampler and attaches it to the server and the bus.
 func (c *consolePages) start() error {
 	if !c.on() {
 		return nil
 	}
-	h := c.hub.h
+	h := c.node.h
 	cc := c.cfg
 	cc.Source, cc.Publish, cc.Refresh = consoleSource{h}, c.api.api.TrustedEvents, h.RefreshObservers
 	cc.Bus, cc.Route = c.bus.broker(), c.bus.route()
@@ -75,8 +75,8 @@ func (c *consolePages) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	con.ServeHTTP(w, r)
 }
 
-// consoleSource is the hub as the console reads it.
-type consoleSource struct{ h *hub.Hub }
+// consoleSource is the server as the console reads it.
+type consoleSource struct{ h *session.Server }
 
 func (s consoleSource) Sample() console.Sample {
 	ms := s.h.AppMetrics()
@@ -86,7 +86,7 @@ func (s consoleSource) Sample() console.Sample {
 			NewConnections: m.NewConnections, MessagesIn: m.MessagesReceived, MessagesOut: m.MessagesSent, SlowConsumers: m.SlowConsumers}
 	}
 	for r, n := range s.h.Refusals() {
-		out.Refused[hub.Refusal(r).String()] = n
+		out.Refused[session.Refusal(r).String()] = n
 	}
 	return out
 }

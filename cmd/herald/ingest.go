@@ -15,13 +15,13 @@ import (
 	"github.com/herald-rt/herald/metrics"
 )
 
-// ingestSources are the node's Kafka and Redis sources (ingest), publishing into the hub.
-// They start after the hub and stop before it: each commits what it handed on, then leaves
+// ingestSources are the node's Kafka and Redis sources (ingest), publishing into the server.
+// They start after the server and stop before it: each commits what it handed on, then leaves
 // its group.
 type ingestSources struct {
 	cfg    []IngestConfig
 	nodeID string // names this node to the brokers (Kafka client id, Redis consumer name)
-	hub    *clientHub
+	node   *sessionServer
 	apps   *herald.StaticApps
 	reg    *metrics.Registry
 	prefix string // of the metrics
@@ -30,8 +30,8 @@ type ingestSources struct {
 	list []ingest.Source // set by start
 }
 
-func newIngestSources(cfg Config, nodeID string, hub *clientHub, apps *herald.StaticApps, reg *metrics.Registry, log *slog.Logger) *ingestSources {
-	return &ingestSources{cfg: cfg.Ingest, nodeID: nodeID, hub: hub, apps: apps, reg: reg, prefix: cfg.Metrics.Prefix, log: log}
+func newIngestSources(cfg Config, nodeID string, node *sessionServer, apps *herald.StaticApps, reg *metrics.Registry, log *slog.Logger) *ingestSources {
+	return &ingestSources{cfg: cfg.Ingest, nodeID: nodeID, node: node, apps: apps, reg: reg, prefix: cfg.Metrics.Prefix, log: log}
 }
 
 // start builds the configured sources and starts them.
@@ -39,7 +39,7 @@ func (s *ingestSources) start() error {
 	if len(s.cfg) == 0 {
 		return nil
 	}
-	if err := s.build(s.hub.h); err != nil {
+	if err := s.build(s.node.h); err != nil {
 		s.log.Error("start ingest", "err", err)
 		return err
 	}

@@ -10,10 +10,10 @@ import (
 )
 
 // instance is one running node: its components in a lifecycle, and the two that serve
-// watches (the hub for its connections, the API port for its listener).
+// watches (the server for its connections, the API port for its listener).
 type instance struct {
 	*lifecycle
-	hub *clientHub
+	srv *sessionServer
 	api *apiPort
 }
 
@@ -30,25 +30,25 @@ func configure(cfg Config, leave *leaving, log *slog.Logger) *instance {
 	fd := capacityOf(cfg.MaxConnections, cfg.MaxHTTPConnections, sideConns(cfg))
 
 	mem := newMemoryGuard(cfg.Memory, log)
-	bus := newClusterBus(cfg.Cluster, reg, cfg.Metrics.Prefix, log)
+	bus := newClusterBus(cfg, reg, log)
 	hooks := newWebhookSender(cfg, reg, log)
-	hub := newClientHub(cfg, fd.capacity, apps.Apps(), mem, bus, hooks, reg, log)
-	ingest := newIngestSources(cfg, cmp.Or(cfg.Cluster.NodeID, newNodeID()), hub, apps, reg, log)
-	api := newAPIPort(cfg, fd, apps, hub, bus, ingest, leave, reg, version, log)
-	con := newConsolePages(cfg, hub, api, bus, log)
+	srv := newSessionServer(cfg, fd.capacity, apps, mem, bus, hooks, reg, log)
+	ingest := newIngestSources(cfg, cmp.Or(cfg.Cluster.NodeID, newNodeID()), srv, apps, reg, log)
+	api := newAPIPort(cfg, fd, apps, srv, bus, ingest, leave, reg, version, log)
+	con := newConsolePages(cfg, srv, api, bus, log)
 	var pages http.Handler // the console's, on the metrics listener
 	if con.on() {
 		pages = con
 	}
 	side := newSideListeners(cfg, reg, pages, log)
 	// In start order; they stop in reverse order.
-	return &instance{hub: hub, api: api, lifecycle: newLifecycle(cfg.ShutdownTimeout.Duration,
+	return &instance{srv: srv, api: api, lifecycle: newLifecycle(cfg.ShutdownTimeout.Duration,
 		mem,
 		side,   // stops after the console, and last but one: a scrape watches the shutdown
-		bus,    // stops after the hub: the hub's last unsubscribes go through the bus
-		hooks,  // stops after the hub: it sends the webhooks of the hub's last leaves
-		hub,    // stops by closing the connections with 4200
-		ingest, // stops before the hub: each source commits what it handed on, then leaves its group
+		bus,    // stops after the server: its last unsubscribes and goodbye go through the bus
+		hooks,  // stops after the server: it sends the webhooks of the server's last leaves
+		srv,    // stops by closing the connections with 4200
+		ingest, // stops before the server: each source commits what it handed on, then leaves its group
 		// stops alongside those before it: srv.Shutdown waits for requests in progress (and
 		// up to 5 s for a connection that sent none), which must not use up the deadline
 		// before the WebSocket clients get their 4200

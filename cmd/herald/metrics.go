@@ -3,17 +3,18 @@ package main
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/herald-rt/herald/hub"
+	"github.com/herald-rt/herald/fanout"
 	"github.com/herald-rt/herald/metrics"
+	"github.com/herald-rt/herald/session"
 )
 
-// hubMetrics is the hub as metrics reads it at each scrape.
-type hubMetrics struct{ h *hub.Hub }
+// nodeMetrics is the node's server as metrics reads it at each scrape.
+type nodeMetrics struct{ h *session.Server }
 
-var _ metrics.Source = hubMetrics{}
+var _ metrics.Source = nodeMetrics{}
 
 // AppCounters implements metrics.Source.
-func (m hubMetrics) AppCounters() []metrics.AppCounters {
+func (m nodeMetrics) AppCounters() []metrics.AppCounters {
 	apps := m.h.AppMetrics()
 	out := make([]metrics.AppCounters, len(apps))
 	for i, a := range apps {
@@ -38,13 +39,13 @@ func (m hubMetrics) AppCounters() []metrics.AppCounters {
 	return out
 }
 
-// NodeStats implements metrics.Source: refusals are named by hub.Refusal.
-func (m hubMetrics) NodeStats() metrics.NodeStats {
+// NodeStats implements metrics.Source: refusals are named by session.Refusal.
+func (m nodeMetrics) NodeStats() metrics.NodeStats {
 	st := m.h.Stats()
 	refusals := m.h.Refusals()
 	refused := make([]metrics.Refusal, len(refusals))
 	for i, n := range refusals {
-		refused[i] = metrics.Refusal{Reason: hub.Refusal(i).String(), Count: n}
+		refused[i] = metrics.Refusal{Reason: session.Refusal(i).String(), Count: n}
 	}
 	return metrics.NodeStats{
 		Connections:    st.Connections,
@@ -57,8 +58,8 @@ func (m hubMetrics) NodeStats() metrics.NodeStats {
 	}
 }
 
-// hubObservers hands a registry's observers of each app (PublishLatency, IngestLatency) to
-// the hub's Config.
-func hubObservers(of func(appID string) prometheus.Observer) func(appID string) hub.Observer {
-	return func(appID string) hub.Observer { return of(appID) }
+// observers hands a registry's observers of each app (PublishLatency, IngestLatency) to the
+// server's Config.
+func observers(of func(appID string) prometheus.Observer) func(appID string) fanout.Observer {
+	return func(appID string) fanout.Observer { return of(appID) }
 }

@@ -12,27 +12,28 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/herald-rt/herald"
-	"github.com/herald-rt/herald/hub"
+	"github.com/herald-rt/herald/cluster"
 	"github.com/herald-rt/herald/internal/poll"
 	"github.com/herald-rt/herald/internal/wstest"
 	"github.com/herald-rt/herald/metrics"
+	"github.com/herald-rt/herald/session"
 )
 
-// These tests check the wiring of the hub to metrics as serve does it (hubMetrics,
-// hubObservers) against a real hub; what each metric is called and reads is metrics'
+// These tests check the wiring of the hub to metrics as serve does it (nodeMetrics,
+// observers) against a real hub; what each metric is called and reads is metrics'
 // TestSourceExposition.
 
 // TestMetricsFromTheHub: the hub's counters, refusals, queues and publish latency, read
-// through hubMetrics at each scrape.
+// through nodeMetrics at each scrape.
 func TestMetricsFromTheHub(t *testing.T) {
 	app := &herald.App{ID: "a1", Key: "k1", Secret: "s1", Limits: herald.DefaultLimits}
 	reg := metrics.New("herald_", []string{"a1"})
-	h, err := hub.New(hub.Config{Workers: 2, MaxConnections: 50, PublishLatency: hubObservers(reg.PublishLatency)}, []*herald.App{app}, nil)
+	h, err := session.New(session.Config{Workers: 2, MaxConnections: 50, PublishLatency: observers(reg.PublishLatency)}, herald.NewStaticApps([]herald.App{*app}), cluster.LocalState(cluster.Config{}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = h.Shutdown(t.Context()) })
-	reg.Attach("herald_", hubMetrics{h})
+	reg.Attach("herald_", nodeMetrics{h})
 
 	c, addr := serveHub(t, h, "k1", "prices")
 	if err := h.Publish("a1", herald.Event{Name: "tick", Channel: "prices", Data: "{}"}); err != nil {
@@ -74,8 +75,8 @@ func TestMetricsFromTheHub(t *testing.T) {
 			t.Errorf("%s = %v, %v; want > 0", name, v, ok)
 		}
 	}
-	// hubMetrics copies each of the hub's counters to the field of the same name.
-	hm, counters := h.AppMetrics(), hubMetrics{h}.AppCounters()
+	// nodeMetrics copies each of the hub's counters to the field of the same name.
+	hm, counters := h.AppMetrics(), nodeMetrics{h}.AppCounters()
 	if len(hm) != len(counters) {
 		t.Fatalf("%d apps' counters from %d apps", len(counters), len(hm))
 	}
@@ -90,8 +91,8 @@ func TestMetricsFromTheHub(t *testing.T) {
 	}
 	// Every reason of the hub's has its series.
 	for i := range len(h.Refusals()) {
-		if _, ok := sample(t, fams, "herald_refused_connections_total", "reason", hub.Refusal(i).String()); !ok {
-			t.Errorf("herald_refused_connections_total{reason=%q} missing", hub.Refusal(i).String())
+		if _, ok := sample(t, fams, "herald_refused_connections_total", "reason", session.Refusal(i).String()); !ok {
+			t.Errorf("herald_refused_connections_total{reason=%q} missing", session.Refusal(i).String())
 		}
 	}
 }
@@ -102,12 +103,12 @@ func TestMetricsCacheFromTheHub(t *testing.T) {
 	const bound = 24 << 10
 	app := &herald.App{ID: "a1", Key: "k1", Secret: "s1", Limits: herald.DefaultLimits}
 	reg := metrics.New("herald_", []string{"a1"})
-	h, err := hub.New(hub.Config{MaxConnections: 10, CacheMaxBytes: 4 * bound, CacheMaxBytesPerApp: bound}, []*herald.App{app}, nil)
+	h, err := session.New(session.Config{MaxConnections: 10}, herald.NewStaticApps([]herald.App{*app}), cluster.LocalState(cluster.Config{CacheMaxBytes: 4 * bound, CacheMaxBytesPerApp: bound}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = h.Shutdown(t.Context()) })
-	reg.Attach("herald_", hubMetrics{h})
+	reg.Attach("herald_", nodeMetrics{h})
 	for i := 0; i < 3; i++ {
 		if err := h.Publish("a1", herald.Event{Name: "e", Channel: fmt.Sprint("cache-", i), Data: strings.Repeat("x", 10_000)}); err != nil {
 			t.Fatal(err)
@@ -131,7 +132,7 @@ func TestMetricsCacheFromTheHub(t *testing.T) {
 func TestMetricsIngestLatencyFromTheHub(t *testing.T) {
 	app := &herald.App{ID: "a1", Key: "k1", Secret: "s1", Limits: herald.DefaultLimits}
 	reg := metrics.New("herald_", []string{"a1"})
-	h, err := hub.New(hub.Config{Workers: 2, OriginLatency: hubObservers(reg.IngestLatency("herald_"))}, []*herald.App{app}, nil)
+	h, err := session.New(session.Config{Workers: 2, OriginLatency: observers(reg.IngestLatency("herald_"))}, herald.NewStaticApps([]herald.App{*app}), cluster.LocalState(cluster.Config{}), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +173,7 @@ func TestMetricsIngestLatencyFromTheHub(t *testing.T) {
 
 // serveHub serves h's WebSocket endpoint on a free port and returns a client of app key
 // subscribed to channel, and the endpoint's address.
-func serveHub(t *testing.T, h *hub.Hub, key, channel string) (*wstest.Client, string) {
+func serveHub(t *testing.T, h *session.Server, key, channel string) (*wstest.Client, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -44,8 +44,8 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 	code := 0
 	select {
 	case sig := <-leave.signalled():
-		leave.drain(sig, cfg.Shutdown.DrainDelay.Duration, n.hub.connections, log)
-		log.Info("shutting down: closing connections with 4200", "connections", n.hub.connections(), "deadline", cfg.ShutdownTimeout.Duration)
+		leave.drain(sig, cfg.Shutdown.DrainDelay.Duration, n.srv.connections, log)
+		log.Info("shutting down: closing connections with 4200", "connections", n.srv.connections(), "deadline", cfg.ShutdownTimeout.Duration)
 	case err := <-n.api.failed():
 		log.Error("serve", "err", err)
 		code = 1

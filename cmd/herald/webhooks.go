@@ -7,14 +7,14 @@ import (
 	"sync/atomic"
 
 	"github.com/herald-rt/herald"
-	"github.com/herald-rt/herald/hub"
 	"github.com/herald-rt/herald/metrics"
+	"github.com/herald-rt/herald/session"
 	"github.com/herald-rt/herald/webhook"
 )
 
 // webhookSender sends the apps' webhooks (webhooks.* and each app's webhooks); off when no
-// app has any. It starts before the hub and stops after it, so that it sends the webhooks
-// of the hub's last leaves (member_removed, channel_vacated) too.
+// app has any. It starts before the server and stops after it, so that it sends the webhooks
+// of the server's last leaves (member_removed, channel_vacated) too.
 type webhookSender struct {
 	apps   []webhook.App
 	urls   int
@@ -24,8 +24,8 @@ type webhookSender struct {
 	prefix string // of the metrics
 	log    *slog.Logger
 
-	hub atomic.Pointer[hub.Hub] // set by watch; the sender's goroutines read it
-	s   *webhook.Sender         // set by start; nil when off
+	srv atomic.Pointer[session.Server] // set by watch; the sender's goroutines read it
+	s   *webhook.Sender                // set by start; nil when off
 }
 
 func newWebhookSender(cfg Config, reg *metrics.Registry, log *slog.Logger) *webhookSender {
@@ -37,16 +37,16 @@ func newWebhookSender(cfg Config, reg *metrics.Registry, log *slog.Logger) *webh
 }
 
 // start starts the sender, with its metrics. It sends nothing until watch attaches it to
-// the hub.
+// the server.
 func (w *webhookSender) start() error {
 	if w.urls == 0 {
 		return nil
 	}
 	opts := w.opts
 	opts.Latency = w.reg.WebhookLatency(w.prefix)
-	opts.Sent = func(app string, a *herald.Activity) { w.hub.Load().Report(app, a) } // the console's "webhook sent"
+	opts.Sent = func(app string, a *herald.Activity) { w.srv.Load().Report(app, a) } // the console's "webhook sent"
 	opts.Present = func(app, channel, user string) bool {
-		h := w.hub.Load()
+		h := w.srv.Load()
 		if user == "" {
 			_, occupied := h.Channel(app, channel)
 			return occupied
@@ -62,14 +62,14 @@ func (w *webhookSender) start() error {
 
 // watch attaches the sender to h as each of its apps' observer, once h is started and
 // before it serves: the sender asks h only about what h reported.
-func (w *webhookSender) watch(h *hub.Hub) {
+func (w *webhookSender) watch(h *session.Server) {
 	if w.s == nil {
 		return
 	}
-	w.hub.Store(h)
+	w.srv.Store(h)
 	for _, id := range w.s.Apps() {
 		if _, err := h.Observe(id, w.s.Observer(id)); err != nil {
-			w.log.Error("webhooks", "app_id", id, "err", err) // cannot happen: the hub has every configured app
+			w.log.Error("webhooks", "app_id", id, "err", err) // cannot happen: the server has every configured app
 		}
 	}
 }

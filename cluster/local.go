@@ -1,0 +1,92 @@
+package cluster
+
+import (
+	"context"
+
+	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/fanout"
+)
+
+// Local is the State of a single node: nothing to share, every gate open, every publish
+// delivered at once to the node's subscribers.
+type Local struct{ node }
+
+var _ State = (*Local)(nil)
+
+// NewLocal returns the State of a single node delivering through eng.
+func NewLocal(cfg Config, eng *fanout.Engine) *Local {
+	l := &Local{node: newNode(cfg, eng)}
+	l.others = alone{}
+	return l
+}
+
+// Start implements State.
+func (l *Local) Start(li Listener) { l.start(li) }
+
+// Stop implements State.
+func (l *Local) Stop(context.Context) { l.halt() }
+
+// Acquire implements State: the channel's gate is open at once.
+func (l *Local) Acquire(a *App, name string, info herald.ChannelInfo) (*Channel, bool) {
+	return a.table.acquire(name, info, true)
+}
+
+// Release implements State.
+func (l *Local) Release(a *App, ch *Channel) bool { return a.table.release(ch) }
+
+// Publish implements State.
+func (l *Local) Publish(a *App, ev herald.Event, frame []byte) error {
+	evs, frames := [1]herald.Event{ev}, [1][]byte{frame}
+	return l.publish(a, evs[:], frames[:])
+}
+
+// PublishBatch implements State.
+func (l *Local) PublishBatch(a *App, evs []herald.Event, frames [][]byte) error {
+	return l.publish(a, evs, frames)
+}
+
+// publish reserves the fan-out queues' slots for every event first, so that it delivers all
+// of evs or, with a CodeBusy error, none.
+func (l *Local) publish(a *App, evs []herald.Event, frames [][]byte) error {
+	var s fanout.Slots
+	s.Reset(l.eng)
+	for j := range evs {
+		if ch := a.table.lookup(evs[j].Channel); ch != nil {
+			s.Want(&ch.Channel)
+		}
+	}
+	if err := l.eng.Reserve(&s); err != nil {
+		return err
+	}
+	for i := range evs {
+		ev := &evs[i]
+		l.deliver(a, ev.Channel, herald.Classify(ev.Channel).Cache, frames[i], l.eng.Local(ev.SocketID), &s, ev.OriginNanos())
+	}
+	l.eng.Release(&s) // what subscribers who left meanwhile did not use
+	return nil
+}
+
+// Forward implements State.
+func (l *Local) Forward(a *App, channel string, from *fanout.Conn, frame []byte) {
+	l.deliver(a, channel, herald.Classify(channel).Cache, frame, from.Num(), nil, 0)
+}
+
+// Terminate implements State: there is no other node.
+func (l *Local) Terminate(*App, string) {}
+
+// alone is a single node's share: nobody hears of it, nobody else has anything.
+type alone struct{}
+
+func (alone) markSubs(string, string, bool, bool)     {}
+func (alone) markMember(string, string, string, bool) {}
+func (alone) markUser(string, string, bool)           {}
+func (alone) remoteSubs(string, string) int           { return 0 }
+func (alone) remoteChannels(_ *App, _ string, stats []herald.ChannelStat) []herald.ChannelStat {
+	return stats
+}
+
+// LocalState returns how to build a single node's State, configured by cfg, on the node's
+// engine: what session.New takes.
+func LocalState(cfg Config) func(*fanout.Engine) State {
+	return func(eng *fanout.Engine) State { return NewLocal(cfg, eng) }
+}

@@ -1,0 +1,296 @@
+package cluster
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/fanout"
+	"github.com/herald-rt/herald/internal/backoff"
+)
+
+// Replicated is the State of a node of a cluster on a bus (herald.Broker):
+//
+//   - a channel's first local subscriber takes this node's interest in it on the bus, and
+//     its gate opens only once the bus has it, so no subscriber misses an event another node
+//     publishes after its subscription_succeeded; its last local subscriber leaving drops
+//     the interest;
+//   - every publish goes to the bus, which brings it back to every node with interest, this
+//     one included, so all nodes deliver one channel's events in the one order the bus gave
+//     them;
+//   - each node streams its share of the state to the others (stream.go).
+type Replicated struct {
+	node
+	bus    herald.Broker
+	log    *slog.Logger
+	ops    busOps
+	stream *stream
+	echo   echoes // cache-channel publishes waiting for the bus to bring them back
+}
+
+var _ State = (*Replicated)(nil)
+
+// Handler is how a bus hands a node the messages of one kind (broker.Mux.Handle).
+type Handler func(kind herald.BusKind, h herald.BusHandler)
+
+// NewReplicated returns the State of a cluster node delivering through eng, on bus, whose
+// received messages of the node's kinds (BusEvent, BusState, BusCache, BusTerminate) handle
+// routes here.
+func NewReplicated(cfg Config, eng *fanout.Engine, bus herald.Broker, handle Handler, log *slog.Logger) *Replicated {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := &Replicated{node: newNode(cfg, eng), bus: bus, log: log}
+	r.ops.ctx, r.ops.cancel = context.WithCancel(context.Background())
+	r.stream = newStream(r)
+	r.others = r.stream
+	handle(herald.BusEvent, r.receiveEvent)
+	handle(herald.BusState, r.receiveState)
+	handle(herald.BusCache, r.receiveCache)
+	handle(herald.BusTerminate, r.receiveTerminate)
+	return r
+}
+
+// Internal bus keys (app id ""): every node has interest in them.
+const (
+	cacheKey   = "cache"   // BusCache: cache channels' events, kept by every node
+	controlKey = "control" // BusTerminate
+)
+
+// Start implements State: it takes the node's interest in the internal keys and starts the
+// state stream.
+func (r *Replicated) Start(l Listener) {
+	r.start(l)
+	// Before any client or publish: kept by the engine, and restored when the bus comes
+	// back, even when the bus is unreachable now.
+	ctx, cancel := context.WithTimeout(r.ops.ctx, 5*time.Second)
+	for _, k := range []string{stateKey, cacheKey, controlKey} {
+		_ = r.bus.Subscribe(ctx, "", k)
+	}
+	cancel()
+	r.ops.run(r.stream.run)
+}
+
+// Stop implements State: the stream says goodbye, the bus operations in flight end.
+func (r *Replicated) Stop(context.Context) {
+	r.ops.stop()
+	r.halt()
+}
+
+// receiveEvent delivers an event another node (or this one) published to this node's
+// subscribers of its channel, except the socket it excludes (when that socket is here).
+// Messages of unknown apps, and for channels nobody here subscribes to any more, are
+// ignored. Cache channels' events come as BusCache.
+func (r *Replicated) receiveEvent(msg herald.BusMessage) {
+	if a := r.apps[msg.App]; a != nil {
+		r.deliver(a, msg.Channel, false, msg.Payload, r.eng.Local(msg.ExcludeSocket), nil, msg.Origin)
+	}
+}
+
+// receiveCache keeps and delivers a cache channel's event.
+func (r *Replicated) receiveCache(msg herald.BusMessage) {
+	rd := stateReader{b: msg.Payload}
+	app, channel := rd.string(), rd.string()
+	if a := r.apps[app]; a != nil && rd.err == nil && herald.Classify(channel).Cache {
+		r.deliver(a, channel, true, rd.b, r.eng.Local(msg.ExcludeSocket), nil, msg.Origin)
+		r.echo.arrived(app, channel, rd.b)
+	}
+}
+
+// receiveState applies the other nodes' state.
+func (r *Replicated) receiveState(msg herald.BusMessage) { r.stream.receive(msg.Node, msg.Payload) }
+
+// receiveTerminate closes a user's connections here.
+func (r *Replicated) receiveTerminate(msg herald.BusMessage) {
+	rd := stateReader{b: msg.Payload}
+	app, user := rd.string(), rd.string()
+	if rd.err == nil && r.apps[app] != nil {
+		r.l.Terminate(app, user)
+	}
+}
+
+// Acquire implements State: a new channel's gate opens once this node's interest in it is
+// on the bus; a cache channel's at once (its events reach every node, as BusCache).
+func (r *Replicated) Acquire(a *App, name string, info herald.ChannelInfo) (*Channel, bool) {
+	ch, first := a.table.acquire(name, info, info.Cache)
+	if first && !info.Cache {
+		r.takeInterest(a, ch)
+	}
+	return ch, first
+}
+
+// Release implements State: the last subscription drops this node's interest.
+func (r *Replicated) Release(a *App, ch *Channel) bool {
+	if !a.table.release(ch) {
+		return false
+	}
+	if ch.info.Cache {
+		return true
+	}
+	g := &ch.gate
+	g.mu.Lock()
+	g.gone = true
+	held := g.held
+	g.mu.Unlock()
+	if held {
+		app, name := a.id, ch.name
+		r.ops.run(func(ctx context.Context) { _ = r.bus.Unsubscribe(ctx, app, name) })
+	}
+	return true
+}
+
+// takeInterest takes this node's interest in a channel just created, then opens its gate.
+// While the bus is down it retries until the bus is back, or until the channel is released
+// or the node stops (then the gate never opens).
+func (r *Replicated) takeInterest(a *App, ch *Channel) {
+	r.ops.run(func(ctx context.Context) {
+		app, name, g := a.id, ch.name, &ch.gate
+		err := r.bus.Subscribe(ctx, app, name)
+		for n := 0; err != nil; n++ {
+			// The reference taken above is kept and restored by the engine when the bus
+			// returns; an extra one, taken and dropped, tells when it is confirmed.
+			select {
+			case <-time.After(retry.Wait(n)):
+			case <-ctx.Done():
+			}
+			g.mu.Lock()
+			gone := g.gone || ctx.Err() != nil
+			g.mu.Unlock()
+			if gone {
+				break
+			}
+			err = r.bus.Subscribe(ctx, app, name)
+			_ = r.bus.Unsubscribe(ctx, app, name)
+		}
+		g.mu.Lock()
+		g.held = true
+		gone := g.gone
+		g.mu.Unlock()
+		if gone {
+			_ = r.bus.Unsubscribe(ctx, app, name)
+			return
+		}
+		if err == nil {
+			g.open()
+		}
+	})
+}
+
+// Publish implements State, as PublishBatch.
+func (r *Replicated) Publish(a *App, ev herald.Event, frame []byte) error {
+	evs, frames := [1]herald.Event{ev}, [1][]byte{frame}
+	return r.PublishBatch(a, evs[:], frames[:])
+}
+
+// PublishBatch implements State: it sends the frames of evs through the bus to every node with
+// interest in their channels, this one included, so every node delivers one channel's
+// events in the one order the bus gave them; then it waits until the bus has them (Flush),
+// so that a publisher whose next event goes to another node keeps its order there too. It
+// fails at once with a CodeUnavailable error when the bus is known to be down (nothing was
+// sent); a later error means the events before it were handed to the bus (the caller
+// answers 503, and a retry may deliver those twice). An event of a cache channel is
+// answered once it is back from the bus and kept here (echoes), so that a subscriber who
+// joins this node after the answer gets it replayed; waiting for that is bounded by the
+// publish timeout, after which the answer is given all the same (the bus has the event).
+//
+// Local subscribers are served from the bus like the others: the fan-out queues push back on
+// the broker's delivery, not on the publisher, who is refused only when the bus is.
+func (r *Replicated) PublishBatch(a *App, evs []herald.Event, frames [][]byte) error {
+	if !r.bus.Connected() {
+		return herald.Errorf(herald.CodeUnavailable, "the cluster bus is unreachable, retry later")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.PublishTimeout)
+	defer cancel()
+	var waits []*echoWait
+	for i := range evs {
+		ev := &evs[i]
+		cache := herald.Classify(ev.Channel).Cache
+		if cache {
+			waits = append(waits, r.echo.expect(a.id, ev.Channel, frames[i]))
+		}
+		if err := r.bus.Publish(ctx, busEvent(a.id, ev.Channel, cache, ev.SocketID, frames[i], ev.OriginNanos())); err != nil {
+			r.echo.cancel(waits)
+			return err
+		}
+	}
+	if err := r.bus.Flush(ctx); err != nil {
+		r.echo.cancel(waits)
+		return err
+	}
+	if len(waits) > 0 && !r.echo.wait(waits, r.cfg.PublishTimeout) {
+		r.log.Debug("cluster: a cache-channel event came back from the bus after its publish was answered", "app_id", a.id)
+	}
+	return nil
+}
+
+// Forward implements State: the frame goes through the bus, to this node's subscribers too.
+// Client events are never refused: while the bus is down, this node's subscribers get it.
+func (r *Replicated) Forward(a *App, channel string, from *fanout.Conn, frame []byte) {
+	cache := herald.Classify(channel).Cache
+	if r.bus.Connected() && r.bus.Publish(context.Background(), busEvent(a.id, channel, cache, from.ID(), frame, 0)) == nil {
+		return // delivered here too when the bus brings it back
+	}
+	r.deliver(a, channel, cache, frame, from.Num(), nil, 0)
+}
+
+// Terminate implements State: every node closes the connections of the signed-in user.
+func (r *Replicated) Terminate(a *App, user string) {
+	p := appendString(appendString(nil, a.id), user)
+	_ = r.bus.Publish(context.Background(), herald.BusMessage{Kind: herald.BusTerminate, Channel: controlKey, Payload: p})
+}
+
+// busEvent is the bus message of an event's frame: to the nodes with interest in its
+// channel or, for a cache channel, to every node, so that each keeps it as the channel's
+// last event. origin (Unix nanoseconds, 0: none) travels with it, so that each node that
+// delivers it observes origin → its frames queued.
+func busEvent(app, channel string, cache bool, exclude string, frame []byte, origin int64) herald.BusMessage {
+	if cache {
+		p := appendString(appendString(make([]byte, 0, len(app)+len(channel)+4+len(frame)), app), channel)
+		return herald.BusMessage{Kind: herald.BusCache, Channel: cacheKey, ExcludeSocket: exclude, Origin: origin, Payload: append(p, frame...)}
+	}
+	return herald.BusMessage{Kind: herald.BusEvent, App: app, Channel: channel, ExcludeSocket: exclude, Origin: origin, Payload: frame}
+}
+
+// retry is the pause between attempts to take an interest while the bus is down: from 50 ms
+// doubling to 1 s, 10 % jitter either way.
+var retry = backoff.Policy{First: 50 * time.Millisecond, Most: time.Second, Jitter: backoff.Jitter{Below: 0.1, Above: 0.1}}
+
+// busOps runs the node's bus operations, one goroutine each, and stops them at shutdown.
+type busOps struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// run starts f in a goroutine of its own, unless the node has stopped.
+func (o *busOps) run(f func(ctx context.Context)) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return
+	}
+	o.wg.Add(1)
+	go func() {
+		defer o.wg.Done()
+		f(o.ctx)
+	}()
+}
+
+// stop cancels the operations in flight and waits for them to return.
+func (o *busOps) stop() {
+	o.mu.Lock()
+	o.closed = true
+	o.mu.Unlock()
+	o.cancel()
+	o.wg.Wait()
+}
+
+// ReplicatedState returns how to build a cluster node's State on the node's engine (see
+// NewReplicated): what session.New takes.
+func ReplicatedState(cfg Config, bus herald.Broker, handle Handler, log *slog.Logger) func(*fanout.Engine) State {
+	return func(eng *fanout.Engine) State { return NewReplicated(cfg, eng, bus, handle, log) }
+}

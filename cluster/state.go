@@ -1,0 +1,126 @@
+package cluster
+
+import (
+	"context"
+	"time"
+
+	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/fanout"
+)
+
+// State is what the Pusher session needs of the other nodes: the node's channels and their
+// cluster-wide counts, presence members, signed-in users, the last events of cache channels,
+// and publishing. NewLocal (a single node) and NewReplicated (a cluster node on a bus)
+// implement it, and both pass the conformance suite in cluster/statetest.
+//
+// Methods taking an *App take one this State returned from AddApp. Channels are those of
+// Acquire: a *Channel is live until the Release that reports it last. What both States do
+// alike (a channel's lookup, presence joins and leaves, the cache) are methods of App, whose
+// part in the cluster (the records the other nodes get) its State supplies: an interface
+// call would make their callbacks escape, and every subscription allocate twice more.
+type State interface {
+	// AddApp registers an app whose connections are the engine group g, and returns its
+	// part of the state. Call it for every app before Start.
+	AddApp(id string, g *fanout.Group) *App
+	// Start begins serving: from then on l is told of what the other nodes change.
+	Start(l Listener)
+	// Stop tells the other nodes this one leaves and stops the state's goroutines, within
+	// ctx. Call it once the node's connections are gone; it is idempotent.
+	Stop(ctx context.Context)
+
+	// Acquire counts one more local subscription to channel name, creating the channel for
+	// its first one (first). The caller reports the count's change with Counted. A new
+	// channel's Gate opens once the other nodes' events for it will reach this one.
+	Acquire(a *App, name string, info herald.ChannelInfo) (ch *Channel, first bool)
+	// Release counts one local subscription less; last reports that it was the channel's
+	// last, and the channel is gone.
+	Release(a *App, ch *Channel) (last bool)
+	// Counted follows a change of the local subscription count of channel name: edge says it
+	// went to or from zero, reported whether the session reported that edge's activity.
+	Counted(a *App, name string, edge, reported bool)
+	// RemoteSubs is the other nodes' subscription count of channel name.
+	RemoteSubs(a *App, name string) int
+	// Channels lists the channels occupied on any node whose names start with prefix, with
+	// the cluster's counts; Channel reports one (occupied: it has subscribers anywhere).
+	Channels(a *App, prefix string) []herald.ChannelStat
+	Channel(a *App, name string) (st herald.ChannelStat, occupied bool)
+
+	// SignedIn follows a user's first connection signing in here (in) and its last leaving.
+	SignedIn(a *App, user string, in bool)
+
+	// Publish delivers ev, encoded as frame, to the subscribers of its channel on every node,
+	// except the connection named by its SocketID; a cache channel keeps it. An error with
+	// code CodeBusy (the fan-out queues stayed full) or CodeUnavailable (the bus) means it was
+	// delivered to nobody. (The event travels by value: through an interface, a slice would
+	// escape, and every publish allocate twice more.)
+	Publish(a *App, ev herald.Event, frame []byte) error
+	// PublishBatch is Publish for several events, frames[i] encoding evs[i]. On a single
+	// node it is all or nothing; on a bus, the events before a failure may have been
+	// delivered.
+	PublishBatch(a *App, evs []herald.Event, frames [][]byte) error
+	// Forward delivers a client event's frame to the other subscribers of channel on every
+	// node. It is never refused: without the bus, it reaches this node's subscribers.
+	Forward(a *App, channel string, from *fanout.Conn, frame []byte)
+	// Terminate asks the other nodes to close the connections signed in as user (the
+	// session closes its own).
+	Terminate(a *App, user string)
+}
+
+// Listener is how a State tells the session what the other nodes change. Its methods are
+// called from the state's goroutines, some holding the state's locks (see each): they must
+// return soon and call nothing of the State.
+type Listener interface {
+	// Wants reports whether the app's activity observers want kind k.
+	Wants(app string, k herald.ActivityKind) bool
+	// Emit reports an activity no node reported: a change another node's record revealed.
+	Emit(app string, act *herald.Activity)
+	// CountChanged follows a change of channel's count on another node.
+	CountChanged(app, channel string)
+	// MemberAdded and MemberRemoved tell the local subscribers of presence channel ch that a
+	// user became or stopped being a member on some node; called holding ch's presence lock.
+	MemberAdded(app string, ch *Channel, m herald.Member)
+	MemberRemoved(app string, ch *Channel, user string)
+	// RemoteUser counts one other node more (present) or less where user is signed in.
+	RemoteUser(app, user string, present bool)
+	// Terminate closes this node's connections signed in as user.
+	Terminate(app, user string)
+}
+
+// Config tunes a State. Zero values mean the defaults noted.
+type Config struct {
+	// The last events of cache channels, kept for CacheTTL, are bounded in bytes (frames,
+	// names and bookkeeping) per app and per node; past a bound the least recently written
+	// are evicted and their channels answer pusher:cache_miss again.
+	CacheMaxBytes       int           // node; default 64 MiB
+	CacheMaxBytesPerApp int           // each app; default a quarter of CacheMaxBytes
+	CacheTTL            time.Duration // default 30 min, as Pusher
+
+	// PublishTimeout bounds a publish: its wait for room in the fan-out queues, for the bus
+	// and for its cache events to come back from it. Default 1s.
+	PublishTimeout time.Duration
+
+	// A replicated node announces its share of the state with a heartbeat every Heartbeat
+	// (default 2s); a node not heard from for NodeTimeout (default 10s) while this one has
+	// had its bus is dead, and its share is dropped (member_removed for its members).
+	Heartbeat   time.Duration
+	NodeTimeout time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	if c.CacheMaxBytes <= 0 {
+		c.CacheMaxBytes = 64 << 20
+	}
+	if c.CacheMaxBytesPerApp <= 0 {
+		c.CacheMaxBytesPerApp = c.CacheMaxBytes / 4
+	}
+	def(&c.CacheTTL, 30*time.Minute)
+	def(&c.PublishTimeout, time.Second)
+	def(&c.Heartbeat, 2*time.Second)
+	def(&c.NodeTimeout, 10*time.Second)
+	return c
+}

@@ -1,0 +1,166 @@
+package cluster
+
+import (
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
+
+	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/fanout"
+)
+
+// Channel is one channel with local subscribers, of one app. It exists from its first local
+// subscription (State.Acquire) to its last (State.Release).
+type Channel struct {
+	fanout.Channel // its subscribers, by worker
+	name           string
+	info           herald.ChannelInfo
+	subs           int       // local subscriptions; guarded by the table shard's lock
+	presence       *presence // the members of a presence channel; nil for other kinds
+	gate           Gate      // open once the other nodes' events for the channel reach this one
+}
+
+// Name returns the channel's name.
+func (ch *Channel) Name() string { return ch.name }
+
+// Info returns what the channel's name says of it.
+func (ch *Channel) Info() herald.ChannelInfo { return ch.info }
+
+// Gate is the channel's gate: subscriptions wait at it until the node's interest in the
+// channel is on the bus.
+func (ch *Channel) Gate() *Gate { return &ch.gate }
+
+const tableShards = 32
+
+// table maps channel names to the channels with local subscribers of one app, in locked
+// shards.
+type table struct {
+	seed   maphash.Seed
+	eng    *fanout.Engine
+	pres   *presenceTable // the app's presence channels' members, local and remote
+	total  *atomic.Int64  // node-wide channel count
+	count  atomic.Int64   // this app's channels
+	subs   atomic.Int64   // this app's subscriptions
+	shards [tableShards]struct {
+		mu sync.RWMutex
+		m  map[string]*Channel
+	}
+}
+
+func newTable(eng *fanout.Engine, total *atomic.Int64) *table {
+	t := &table{seed: maphash.MakeSeed(), eng: eng, pres: newPresenceTable(), total: total}
+	for i := range t.shards {
+		t.shards[i].m = map[string]*Channel{}
+	}
+	return t
+}
+
+func (t *table) shard(name string) int {
+	return int(maphash.String(t.seed, name) % tableShards)
+}
+
+// lookup returns the channel name, or nil.
+func (t *table) lookup(name string) *Channel {
+	s := &t.shards[t.shard(name)]
+	s.mu.RLock()
+	ch := s.m[name]
+	s.mu.RUnlock()
+	return ch
+}
+
+// acquire returns the channel, creating it, and counts one more subscription. first is true
+// when it was created; its gate is open at once when open is.
+func (t *table) acquire(name string, info herald.ChannelInfo, open bool) (ch *Channel, first bool) {
+	s := &t.shards[t.shard(name)]
+	s.mu.Lock()
+	ch = s.m[name]
+	if ch == nil {
+		first = true
+		ch = &Channel{Channel: t.eng.NewChannel(), name: name, info: info}
+		if info.Kind == herald.Presence {
+			ch.presence = t.pres.hold(name)
+		}
+		if open {
+			ch.gate.ready.Store(true)
+		}
+		s.m[name] = ch
+		t.total.Add(1)
+		t.count.Add(1)
+	}
+	ch.subs++
+	t.subs.Add(1)
+	s.mu.Unlock()
+	return ch, first
+}
+
+// release counts one subscription less and forgets the channel when it has none. last is
+// true when it did.
+func (t *table) release(ch *Channel) (last bool) {
+	s := &t.shards[t.shard(ch.name)]
+	s.mu.Lock()
+	ch.subs--
+	t.subs.Add(-1)
+	if ch.subs == 0 && s.m[ch.name] == ch {
+		delete(s.m, ch.name)
+		t.total.Add(-1)
+		t.count.Add(-1)
+		last = true
+	}
+	s.mu.Unlock()
+	if last && ch.presence != nil {
+		t.pres.unhold(ch.presence, ch)
+	}
+	return last
+}
+
+// localSubs is this node's subscription count of channel name (0 when it has none).
+func (t *table) localSubs(name string) int {
+	s := &t.shards[t.shard(name)]
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if ch := s.m[name]; ch != nil {
+		return ch.subs
+	}
+	return 0
+}
+
+// eachLocal calls f with every channel's name and subscription count, one shard at a time
+// under its read lock.
+func (t *table) eachLocal(f func(name string, subs int)) {
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.RLock()
+		for name, ch := range s.m {
+			f(name, ch.subs)
+		}
+		s.mu.RUnlock()
+	}
+}
+
+// stats returns every channel whose name starts with prefix, with this node's counts.
+func (t *table) stats(prefix string) []herald.ChannelStat {
+	var out []herald.ChannelStat
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.RLock()
+		for name, ch := range s.m {
+			if len(name) >= len(prefix) && name[:len(prefix)] == prefix {
+				out = append(out, herald.ChannelStat{Name: name, SubscriptionCount: ch.subs, UserCount: ch.presence.count()})
+			}
+		}
+		s.mu.RUnlock()
+	}
+	return out
+}
+
+// stat returns one channel's figures on this node; ok is false when it has no subscribers.
+func (t *table) stat(name string) (herald.ChannelStat, bool) {
+	s := &t.shards[t.shard(name)]
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	ch := s.m[name]
+	if ch == nil {
+		return herald.ChannelStat{Name: name}, false
+	}
+	return herald.ChannelStat{Name: name, SubscriptionCount: ch.subs, UserCount: ch.presence.count()}, true
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+
+	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/guard"
+	"github.com/herald-rt/herald/metrics"
+	"github.com/herald-rt/herald/session"
+)
+
+// sessionServer is the Pusher server: the WebSocket clients, their channels and the fan-out
+// (session, on its fan-out engine and its cluster.State). It starts after the memory guard,
+// the bus and the webhook sender, which it uses, so that they outlive it; its stop closes
+// every connection with 4200.
+type sessionServer struct {
+	cfg      session.Config // but Memory, which the memory guard has once started
+	apps     herald.AppStore
+	mem      *memoryGuard
+	bus      *clusterBus
+	webhooks *webhookSender
+	reg      *metrics.Registry
+	prefix   string // of the metrics
+	log      *slog.Logger
+
+	h *session.Server // set by start
+}
+
+// newSessionServer configures the server for at most capacity WebSocket connections.
+func newSessionServer(cfg Config, capacity int, apps herald.AppStore, mem *memoryGuard, bus *clusterBus, webhooks *webhookSender,
+	reg *metrics.Registry, log *slog.Logger) *sessionServer {
+	var ipRate *guard.IPRate
+	if cfg.ConnectionRatePerIP > 0 {
+		burst := cfg.ConnectionBurstPerIP
+		if burst == 0 {
+			burst = cfg.ConnectionRatePerIP
+		}
+		ipRate = guard.NewIPRate(guard.Rate{PerSecond: float64(cfg.ConnectionRatePerIP), Burst: float64(burst)})
+	}
+	sc := session.Config{
+		Workers:             cfg.Workers,
+		ActivityTimeout:     cfg.ActivityTimeout.Duration,
+		PongTimeout:         cfg.PongTimeout.Duration,
+		OutboundBufferBytes: cfg.OutboundBufferBytes,
+		SendBufferBytes:     cmp.Or(cfg.SocketSendBufferBytes, -1), // 0: the kernel's autotuning
+		FrameTimeout:        cfg.FrameTimeout.Duration,
+		MaxConnections:      capacity,
+		MaxMessageBytes:     cfg.MaxMessageBytes,
+		HandshakeTimeout:    cfg.HandshakeTimeout.Duration,
+		IPRate:              ipRate,
+		PublishLatency:      observers(reg.PublishLatency),
+		OriginLatency:       observers(reg.IngestLatency(cfg.Metrics.Prefix)),
+	}
+	return &sessionServer{cfg: sc, apps: apps, mem: mem, bus: bus, webhooks: webhooks, reg: reg, prefix: cfg.Metrics.Prefix, log: log}
+}
+
+// start starts the server on the node's state (shared with the other nodes through the bus,
+// when there is one), exports its metrics and attaches the webhook sender.
+func (c *sessionServer) start() error {
+	cfg := c.cfg
+	cfg.Memory = c.mem.guard
+	h, err := session.New(cfg, c.apps, c.bus.newState(), c.log)
+	if err != nil {
+		c.log.Error("start hub", "err", err)
+		return err
+	}
+	c.reg.Attach(c.prefix, nodeMetrics{h})
+	c.webhooks.watch(h)
+	c.h = h
+	return nil
+}
+
+// stop closes every connection with 4200 and waits for them to go within ctx, then stops
+// the server's goroutines (and its state's: a clustered node says goodbye to the others).
+func (c *sessionServer) stop(ctx context.Context) error {
+	err := c.h.Shutdown(ctx)
+	if err != nil {
+		c.log.Warn("shutdown deadline passed", "err", err, "connections", c.connections())
+	}
+	return err
+}
+
+// connections is how many clients are connected now.
+func (c *sessionServer) connections() int64 { return c.h.Stats().Connections }

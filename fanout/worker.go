@@ -1,0 +1,313 @@
+package fanout
+
+import "time"
+
+type op uint8
+
+const (
+	opAttach   op = iota // start owning c
+	opSend               // queue frame for c
+	opSub                // add c to ch's subscribers here, then queue frame and extra
+	opUnsub              // remove c from ch's subscribers here
+	opPublish            // queue frame for every subscriber of ch here but the excluded one
+	opClose              // queue frame (error + close) for c and shut it down once it is out
+	opCloseAll           // close every connection with the engine's drain frame
+	opWritable           // c's socket drained: flush
+	opHangup             // c is gone: forget it and release its socket
+)
+
+// cmd is one instruction to a worker. Frames are shared and never modified.
+type cmd struct {
+	op    op
+	slot  bool // opPublish: holds one of the worker's slots, given back when handled
+	c     *Conn
+	ch    *Channel
+	frame []byte
+	extra []byte
+	excl  uint64    // opPublish: Conn.num not to deliver to
+	track *pubTrack // opPublish: measures publish → last frame queued; may be nil
+}
+
+// worker owns a fixed share of the connections: their outbound queues, their writes and
+// their place in each channel's subscriber list. Only the worker's goroutine touches these.
+type worker struct {
+	e     *Engine
+	idx   int
+	inbox chan cmd
+	// slots is a counting semaphore of the inbox's size: a publisher that may be refused
+	// takes one per command before sending any of its commands (Engine.Reserve), so that a
+	// publish is queued whole or not at all; the worker gives it back on handling the command.
+	slots chan struct{}
+	subs  map[*Channel][]*Conn
+	conns []*Conn
+	dirty []*Conn
+	done  chan struct{}
+}
+
+func newWorker(e *Engine, idx int) *worker {
+	return &worker{
+		e:     e,
+		idx:   idx,
+		inbox: make(chan cmd, e.cfg.InboxSize),
+		slots: make(chan struct{}, e.cfg.InboxSize),
+		subs:  map[*Channel][]*Conn{},
+		done:  make(chan struct{}),
+	}
+}
+
+// maxBatch bounds how many commands one batch takes before flushing, so a flood cannot
+// delay writes indefinitely.
+const maxBatch = 4096
+
+func (w *worker) run(stop <-chan struct{}) {
+	defer close(w.done)
+	tick := time.NewTicker(w.e.cfg.SweepInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case c := <-w.inbox:
+			w.handle(c)
+		drain:
+			for i := 0; i < maxBatch; i++ {
+				select {
+				case c := <-w.inbox:
+					w.handle(c)
+				default:
+					break drain
+				}
+			}
+			w.flushDirty()
+		case <-tick.C:
+			w.sweep(w.e.Now())
+			w.flushDirty()
+		case <-stop:
+			return
+		}
+	}
+}
+
+func (w *worker) handle(m cmd) {
+	switch m.op {
+	case opPublish:
+		if m.slot {
+			<-w.slots
+		}
+		subs := w.subs[m.ch]
+		n := 0
+		for _, c := range subs {
+			if c.num != m.excl {
+				w.enqueue(c, m.frame)
+				n++
+			}
+		}
+		if n > 0 {
+			// Every subscriber here is of the channel's group and this worker: one shard.
+			subs[0].m.Sent.Add(int64(n))
+		}
+		m.track.done()
+	case opSend:
+		w.enqueue(m.c, m.frame)
+		m.c.m.Sent.Add(1)
+	case opSub:
+		w.subs[m.ch] = append(w.subs[m.ch], m.c)
+		w.enqueue(m.c, m.frame)
+		m.c.m.Sent.Add(1)
+		if m.extra != nil {
+			w.enqueue(m.c, m.extra)
+			m.c.m.Sent.Add(1)
+		}
+	case opUnsub:
+		w.unsub(m.c, m.ch)
+	case opAttach:
+		m.c.widx = len(w.conns)
+		w.conns = append(w.conns, m.c)
+	case opClose:
+		w.close(m.c, m.frame)
+	case opCloseAll:
+		d := w.e.drain
+		for _, c := range w.conns {
+			c.ClosedWith(d.Code)
+			w.close(c, d.Frame)
+		}
+	case opWritable:
+		m.c.blocked = false
+		w.flush(m.c)
+	case opHangup:
+		w.hangup(m.c)
+	}
+}
+
+func (w *worker) unsub(c *Conn, ch *Channel) {
+	list := w.subs[ch]
+	for i, x := range list {
+		if x == c {
+			last := len(list) - 1
+			list[i] = list[last]
+			list[last] = nil
+			list = list[:last]
+			break
+		}
+	}
+	if len(list) == 0 {
+		delete(w.subs, ch)
+	} else {
+		w.subs[ch] = list
+	}
+}
+
+// enqueue queues frame for c. A connection whose queue would pass the byte bound is a slow
+// consumer: it is closed instead, and the publisher never waits for it.
+func (w *worker) enqueue(c *Conn, frame []byte) {
+	if c.closing {
+		return
+	}
+	if c.outBytes+len(frame) > w.e.cfg.OutboundBufferBytes {
+		c.m.Slow.Add(1)
+		w.e.warnSlow(c)
+		w.drop(c)
+		slow := w.e.cfg.Slow
+		c.ClosedWith(slow.Code)
+		w.close(c, slow.Frame)
+		w.makeRoom(c)
+		return
+	}
+	c.out = append(c.out, frame)
+	c.outBytes += len(frame)
+	w.markDirty(c)
+}
+
+func (w *worker) markDirty(c *Conn) {
+	if !c.dirty {
+		c.dirty = true
+		w.dirty = append(w.dirty, c)
+	}
+}
+
+// drop discards queued frames, keeping only the unwritten tail of a frame already started
+// (the stream would be corrupt without it).
+func (w *worker) drop(c *Conn) {
+	keep := 0
+	if len(c.out) > 0 && c.outBytes > 0 && c.headCut {
+		keep = 1
+	}
+	clear(c.out[keep:])
+	c.out = c.out[:keep]
+	c.outBytes = 0
+	for _, b := range c.out {
+		c.outBytes += len(b)
+	}
+}
+
+// makeRoom lets what a slow consumer still has queued (the rest of a frame cut mid-write,
+// then its close frames) into the kernel now, behind the bytes the client has not read, so
+// that a client that still reads, however slowly, gets its close rather than a connection
+// cut at the close grace with its close frame unsent. Without room the close grace applies
+// as before.
+func (w *worker) makeRoom(c *Conn) {
+	if r, ok := c.t.(RoomMaker); ok && r.MakeRoom(c.outBytes) == nil {
+		c.blocked = false // flushDirty writes it in this batch
+	}
+}
+
+// close queues frame (an error and a close frame) as the last thing c receives and shuts c
+// down once it is out, or at the close deadline.
+func (w *worker) close(c *Conn, frame []byte) {
+	if c.closing {
+		return
+	}
+	c.closing = true
+	c.closeAt = w.e.Now() + w.e.cfg.CloseGrace.Milliseconds()
+	c.out = append(c.out, frame)
+	c.outBytes += len(frame)
+	w.markDirty(c)
+}
+
+func (w *worker) flushDirty() {
+	for _, c := range w.dirty {
+		c.dirty = false
+		if !c.blocked {
+			w.flush(c)
+		}
+	}
+	clear(w.dirty)
+	w.dirty = w.dirty[:0]
+}
+
+// flush writes c's queue with one writev.
+func (w *worker) flush(c *Conn) {
+	if c.shut || len(c.out) == 0 {
+		return
+	}
+	n, blocked, err := c.t.Writev(c.out)
+	if n > 0 {
+		c.consume(n)
+		c.m.SentBytes.Add(int64(n))
+	}
+	switch {
+	case err != nil:
+		// The socket is dead; the reader reports the hang-up.
+		c.closing = true
+		w.shutdown(c)
+	case blocked:
+		c.blocked = true
+	case c.closing && len(c.out) == 0:
+		w.shutdown(c)
+	}
+}
+
+func (w *worker) shutdown(c *Conn) {
+	if !c.shut {
+		c.shut = true
+		c.t.Shutdown()
+	}
+}
+
+// hangup forgets c: its place in conns, its queue; then it releases the socket and
+// uncounts the connection. This is the one place a connection is uncounted. The layer
+// above has unsubscribed c from each of its channels before (Engine.Unsubscribe).
+func (w *worker) hangup(c *Conn) {
+	last := len(w.conns) - 1
+	if c.widx <= last && w.conns[c.widx] == c {
+		w.conns[c.widx] = w.conns[last]
+		w.conns[c.widx].widx = c.widx
+		w.conns[last] = nil
+		w.conns = w.conns[:last]
+	}
+	clear(c.out)
+	c.out = nil
+	c.outBytes = 0
+	c.closing, c.shut = true, true
+	c.t.Close()
+	w.e.uncount(c)
+}
+
+// sweep pings connections that have been silent for the activity timeout, closes those that
+// did not answer within the pong timeout, and forces out closes that did not drain.
+func (w *worker) sweep(now int64) {
+	act := w.e.cfg.ActivityTimeout.Milliseconds()
+	pong := w.e.cfg.PongTimeout.Milliseconds()
+	for _, c := range w.conns {
+		if c.closing {
+			if !c.shut && now >= c.closeAt {
+				w.shutdown(c)
+			}
+			continue
+		}
+		last := c.lastSeen.Load()
+		if c.pingAt != 0 {
+			if last >= c.pingAt {
+				c.pingAt = 0
+			} else if now-c.pingAt >= pong {
+				w.e.pongTimeouts.Add(1)
+				lost := w.e.cfg.PongLost
+				c.ClosedWith(lost.Code)
+				w.close(c, lost.Frame)
+				continue
+			}
+		}
+		if c.pingAt == 0 && now-last >= act {
+			c.pingAt = now
+			w.enqueue(c, w.e.cfg.Ping)
+		}
+	}
+}

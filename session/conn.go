@@ -1,0 +1,56 @@
+package session
+
+import (
+	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/cluster"
+	"github.com/herald-rt/herald/fanout"
+	"github.com/herald-rt/herald/guard"
+)
+
+// conn is one client connection: its outbound side (the engine's) and its read side,
+// owned by the poller goroutine that reads it until the hang-up.
+type conn struct {
+	fanout.Conn
+	app      *appState
+	subs     []sub
+	user     string       // signed-in user id
+	watching []string     // the user ids of its watchlist (see watchlist.go)
+	events   guard.Bucket // client-event rate
+}
+
+// sub is one channel a connection joined: two words for a public or private channel.
+type sub struct {
+	ch *cluster.Channel
+	// w is set for a presence channel (the member this connection joined as) and for a
+	// subscription that waited at its channel's gate (its state, see waiter.go).
+	w *waiter
+}
+
+// userID is the member a presence subscription joined as ("" for other channels).
+func (s sub) userID() string {
+	if s.w == nil {
+		return ""
+	}
+	return s.w.member.UserID
+}
+
+// confirmed reports whether the subscription has entered its channel.
+func (s sub) confirmed() bool { return s.w == nil || s.w.state.Load() == joined }
+
+// subIndex returns the index of c's subscription to name, or -1. A subscription refused when
+// its gate opened (see waiter.Enter) is dropped here: it holds nothing.
+func (c *conn) subIndex(name string) int {
+	for i := range c.subs {
+		if c.subs[i].ch.Name() == name {
+			if w := c.subs[i].w; w != nil && w.state.Load() == failed {
+				c.subs = append(c.subs[:i], c.subs[i+1:]...)
+				return -1
+			}
+			return i
+		}
+	}
+	return -1
+}
+
+// App returns the connection's app.
+func (c *conn) App() *herald.App { return c.app.app }

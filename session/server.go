@@ -1,0 +1,276 @@
+package session
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/cluster"
+	"github.com/herald-rt/herald/fanout"
+	"github.com/herald-rt/herald/guard"
+	"github.com/herald-rt/herald/internal/lograte"
+	"github.com/herald-rt/herald/pusher"
+	"github.com/herald-rt/herald/ws"
+)
+
+// Config tunes a Server. Zero values mean the defaults noted.
+type Config struct {
+	Workers             int           // fan-out workers (and WebSocket pollers); default GOMAXPROCS
+	ActivityTimeout     time.Duration // advertised; the server pings a client silent this long; default 120s
+	PongTimeout         time.Duration // close 4201 when a ping stays unanswered this long; default 30s
+	OutboundBufferBytes int           // queued bytes per connection before 4100; default 1 MiB
+	MaxConnections      int           // node limit, already capped by the open-file limit; 0 = no limit
+	MaxMessageBytes     int           // largest client message (close 1009 over it); default 64 KiB
+	PublishTimeout      time.Duration // how long a publisher waits for a full worker queue before 503; default 1s
+	HandshakeTimeout    time.Duration // to write the handshake response; default 5s
+	CloseGrace          time.Duration // how long a close frame may take to leave; default 2s
+	SweepInterval       time.Duration // how often workers check timeouts; default 1s
+	InboxSize           int           // commands queued per worker; default 8192
+	// SendBufferBytes is each connection's kernel send buffer (SO_SNDBUF): it bounds the
+	// kernel memory a client that stops reading pins and how much a slow consumer must read
+	// before its 4100. Default 64 KiB; negative: the kernel's autotuning (several MiB).
+	SendBufferBytes int
+	// FrameTimeout bounds the time from a client frame's (or fragmented message's) first
+	// byte to its last; over it the connection is closed with 1008. Default 20s; negative:
+	// no bound.
+	FrameTimeout time.Duration
+	// SubscriptionCountInterval is how often subscription counts go out (see subcount.go);
+	// default 1s.
+	SubscriptionCountInterval time.Duration
+
+	// Admission control; nil means no limit of that kind.
+	Memory *guard.Memory // refuse new connections (4100) while it refuses
+	IPRate *guard.IPRate // refuse an address's connections over its rate (4100)
+	// PublishLatency, when set, returns the observer of an app's publish → last-frame-queued
+	// latency in seconds; it is called once per app by New.
+	PublishLatency func(appID string) fanout.Observer
+	// OriginLatency, when set, returns the observer of an app's origin → last-frame-queued
+	// latency in seconds, observed for each event with an origin (herald.Event.Origin: the
+	// ingested records) on every node that delivers it to local subscribers; it is called
+	// once per app by New and may return nil for an app not to measure.
+	OriginLatency func(appID string) fanout.Observer
+}
+
+func (c Config) withDefaults() Config {
+	if c.Workers <= 0 {
+		c.Workers = runtime.GOMAXPROCS(0)
+	}
+	if c.ActivityTimeout <= 0 {
+		c.ActivityTimeout = 120 * time.Second
+	}
+	if c.HandshakeTimeout <= 0 {
+		c.HandshakeTimeout = 5 * time.Second
+	}
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = 64 << 10
+	}
+	if c.MaxConnections <= 0 {
+		c.MaxConnections = math.MaxInt32
+	}
+	if c.SendBufferBytes == 0 {
+		c.SendBufferBytes = 64 << 10
+	}
+	return c
+}
+
+// engineConfig is the fan-out engine's part of c, with the frames it writes of its own
+// accord encoded.
+func (c Config) engineConfig() fanout.Config {
+	return fanout.Config{
+		Workers: c.Workers, ActivityTimeout: c.ActivityTimeout, PongTimeout: c.PongTimeout,
+		OutboundBufferBytes: c.OutboundBufferBytes, PublishTimeout: c.PublishTimeout, CloseGrace: c.CloseGrace,
+		SweepInterval: c.SweepInterval, InboxSize: c.InboxSize,
+		Ping:     ws.TextFrame(pusher.PingPayload),
+		Slow:     closing(herald.CodeSlowConsumer, "slow consumer: too many bytes queued"),
+		PongLost: closing(herald.CodePongTimeout, "pong reply not received in time"),
+	}
+}
+
+// NewState builds a node's cluster.State on its fan-out engine: cluster.NewLocal for a
+// single node, cluster.NewReplicated on a bus.
+type NewState func(eng *fanout.Engine) cluster.State
+
+// Server is one node's Pusher server: the HTTP upgrade, each connection's protocol messages,
+// subscriptions, presence, users and the REST queries, on top of a fan-out engine it owns and
+// the cluster.State it is given. It is safe for concurrent use.
+type Server struct {
+	cfg   Config
+	log   *slog.Logger
+	apps  map[string]*appState // by id
+	byKey map[string]*appState
+	eng   *fanout.Engine
+	st    cluster.State
+	ws    *ws.Engine
+
+	subCounts *subCounts // channels due a subscription count event; nil unless an app sends them
+
+	refusals    [refusalCount]atomic.Int64
+	refusalWarn [refusalCount]lograte.Limit // refusal warnings, by reason
+
+	pongFrame []byte       // the answer to pusher:ping
+	shutdown  fanout.Close // 4200 to every client at shutdown
+
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	stopped sync.Once
+}
+
+// appState is the server's live state of one app.
+type appState struct {
+	app     *herald.App
+	st      *cluster.App  // its channels, presence and cache
+	g       *fanout.Group // its connections
+	origins guard.Origins
+	events  guard.Rate // each connection's client-event rate
+	usersMu sync.Mutex
+	users   map[string][]*conn // signed-in user id -> connections
+	obs     observers          // activity observers (activity.go)
+
+	// Watchlists (watchlist.go), under usersMu.
+	watchers    map[string][]*conn // user id -> the connections watching it
+	remoteUsers map[string]int     // user id -> the other nodes where it is signed in
+}
+
+// New builds a server for the apps of store, on a fan-out engine of its own and the state
+// newState builds on it, and starts them. A zero field of an app's Limits means its default
+// (herald.DefaultLimits). Shutdown stops everything New started.
+func New(cfg Config, store herald.AppStore, newState NewState, log *slog.Logger) (*Server, error) {
+	cfg = cfg.withDefaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, log: log, apps: map[string]*appState{}, byKey: map[string]*appState{},
+		pongFrame: ws.TextFrame(pusher.PongPayload), stop: make(chan struct{}),
+		shutdown: closing(herald.CodeReconnect, "server shutting down, reconnect")}
+	type appOrigins struct {
+		a       *herald.App
+		origins guard.Origins
+	}
+	var apps []appOrigins
+	for _, a := range store.Apps() {
+		origins, err := guard.ParseOrigins(a.AllowedOrigins)
+		if err != nil {
+			return nil, fmt.Errorf("app %s: allowed origins: %w", a.ID, err)
+		}
+		apps = append(apps, appOrigins{a, origins})
+	}
+	s.eng = fanout.New(cfg.engineConfig(), log)
+	s.st = newState(s.eng)
+	for _, x := range apps {
+		// A zero limit means its default (herald.Limits): the server reads limits from its
+		// own copy, so an app built without them (or from a store that left them raw) works.
+		a := withDefaultLimits(x.a)
+		lim := a.Limits
+		var lat fanout.Latencies
+		if cfg.PublishLatency != nil {
+			lat.Publish = cfg.PublishLatency(a.ID)
+		}
+		if cfg.OriginLatency != nil {
+			lat.Origin = cfg.OriginLatency(a.ID)
+		}
+		g := s.eng.NewGroup(a.ID, lat)
+		st := &appState{app: a, g: g, st: s.st.AddApp(a.ID, g), users: map[string][]*conn{}, origins: x.origins,
+			events: guard.Rate{PerSecond: float64(lim.MaxClientEventsPerSecond), Burst: float64(lim.MaxClientEventsPerSecond)}}
+		s.apps[a.ID] = st
+		s.byKey[a.Key] = st
+	}
+	wse, err := ws.NewEngine(ws.Config{Pollers: s.eng.Workers(), MaxMessageBytes: cfg.MaxMessageBytes,
+		SendBufferBytes: max(cfg.SendBufferBytes, 0), FrameTimeout: cfg.FrameTimeout}, reader{s})
+	if err != nil {
+		s.eng.Stop()
+		return nil, err
+	}
+	s.ws = wse
+	s.st.Start(listener{s})
+	s.startSubCounts()
+	return s, nil
+}
+
+// withDefaultLimits returns a with every zero limit replaced by its default: a itself when
+// nothing changes, else a copy (apps are never mutated).
+func withDefaultLimits(a *herald.App) *herald.App {
+	if l := a.Limits.WithDefaults(); l != a.Limits {
+		c := *a
+		c.Limits = l
+		return &c
+	}
+	return a
+}
+
+// closing is how the server closes a connection with code: a pusher:error followed by a
+// close frame with the same code, what pusher-js reads to decide whether and how to
+// reconnect.
+func closing(code herald.Code, msg string) fanout.Close {
+	return fanout.Close{Code: code.PusherCode(), Frame: closeFrames(code.PusherCode(), msg)}
+}
+
+func closeFrames(code int, msg string) []byte {
+	f := ws.TextFrame(pusher.AppendError(nil, code, msg))
+	return append(f, ws.CloseFrame(code, msg)...)
+}
+
+// Stats is a snapshot of the node's counters.
+type Stats struct {
+	Connections    int64
+	MaxConnections int
+	Channels       int64
+	SlowConsumers  int64
+	PongTimeouts   int64
+	Refused        int64 // every refusal, whatever the reason (see Refusals)
+	Draining       bool
+	Refusing       bool // the memory guard refuses new connections
+}
+
+// Stats returns the node's counters.
+func (s *Server) Stats() Stats {
+	var refused, channels int64
+	for i := range s.refusals {
+		refused += s.refusals[i].Load()
+	}
+	for _, a := range s.apps {
+		channels += a.st.Figures().Channels
+	}
+	return Stats{
+		Connections:    s.eng.Conns(),
+		MaxConnections: s.cfg.MaxConnections,
+		Channels:       channels,
+		SlowConsumers:  s.eng.SlowConsumers(),
+		PongTimeouts:   s.eng.PongTimeouts(),
+		Refused:        refused,
+		Draining:       s.eng.Draining(),
+		Refusing:       s.cfg.Memory.Refusing(),
+	}
+}
+
+// Workers returns the number of fan-out workers.
+func (s *Server) Workers() int { return s.eng.Workers() }
+
+// QueueDepths returns how many commands wait in each fan-out worker's inbox.
+func (s *Server) QueueDepths() []int { return s.eng.QueueDepths() }
+
+// now is the engine's coarse clock, in ms.
+func (s *Server) now() int64 { return s.eng.Now() }
+
+// Shutdown closes every connection with 4200 (clients reconnect elsewhere), waits for them to
+// go within ctx, then stops the state (which says goodbye to the other nodes), the engine
+// and the server's goroutines. It is idempotent.
+func (s *Server) Shutdown(ctx context.Context) error {
+	var err error
+	s.stopped.Do(func() {
+		if err = s.eng.Drain(ctx, s.shutdown); err != nil {
+			err = fmt.Errorf("shutdown: %w", err)
+		}
+		close(s.stop)
+		s.wg.Wait()
+		s.st.Stop(ctx)
+		s.eng.Stop()
+		s.ws.Close()
+	})
+	return err
+}

@@ -1,0 +1,65 @@
+package session
+
+import (
+	"sync/atomic"
+
+	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/cluster"
+)
+
+// waiter is a subscription that waited at its channel's gate (cluster.Gate) for the node's
+// interest on the bus, or one to a presence channel (then member.UserID is the member it
+// joined as). Its state changes holding the gate; its connection's read side reads it
+// without.
+type waiter struct {
+	s      *Server
+	c      *conn
+	ch     *cluster.Channel
+	member herald.Member
+	state  atomic.Int32
+}
+
+const (
+	waiting   int32 = iota // queued at the gate
+	joined                 // confirmed: an ordinary subscription from then on
+	failed                 // refused when the gate opened (presence channel full); it holds nothing
+	cancelled              // left before it was confirmed
+)
+
+var _ cluster.Waiter = (*waiter)(nil)
+
+// Enter implements cluster.Waiter: the gate opened, the subscription enters its channel.
+func (w *waiter) Enter() bool {
+	if w.state.Load() != waiting {
+		return true
+	}
+	if w.s.enter(w.c, w.ch, w.member) {
+		w.state.Store(joined)
+		w.member.Info = nil // the presence channel has it; the subscription keeps the id
+		return true
+	}
+	w.state.Store(failed)
+	return false
+}
+
+// Refused implements cluster.Waiter: a full presence channel refused the subscription.
+func (w *waiter) Refused() {
+	w.s.forget(w.c.app, w.ch)
+	w.s.subError(w.c, w.ch.Name(), "LimitReached", "presence channel is full", 4100)
+}
+
+// settle ends a subscription that may still be waiting, as its connection leaves it. It
+// reports whether the subscription had entered its channel: when not, it held only its
+// reference to the channel, which settle gives back.
+func (s *Server) settle(c *conn, sb sub) (entered bool) {
+	w := sb.w
+	if w == nil {
+		return true
+	}
+	if g := sb.ch.Gate(); !g.Open() && g.Cancel(w) {
+		w.state.Store(cancelled)
+		s.forget(c.app, sb.ch)
+		return false
+	}
+	return w.state.Load() == joined
+}
