@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/ingest"
 	"github.com/herald-rt/herald/ingest/ingesttest"
 	"github.com/herald-rt/herald/ingest/redis"
 	"github.com/herald-rt/herald/internal/servicetest"
@@ -116,4 +117,28 @@ func TestPubSubPatterns(t *testing.T) {
 			t.Errorf("a message on a channel outside the pattern: %+v", ev)
 		}
 	}
+}
+
+// TestStreamBackpressureAcksNothingRefused: while the server refuses, entries stay pending
+// (XPENDING, Redis's own view); once it takes them, each is delivered once and acknowledged.
+// The conformance suite's RefusedNotCommitted proves the same through a restart.
+func TestStreamBackpressureAcksNothingRefused(t *testing.T) {
+	srv := servicetest.Redis(t)
+	c := client(t, srv)
+	pub := ingesttest.Refusing()
+	s := start(t, srv, pub, nil)
+	waitFor(t, "up", func() bool { return s.Stats().State == ingest.StateUp })
+	for i := range 20 {
+		xadd(t, c, "bids", 2, i)
+	}
+	waitFor(t, "paused", func() bool { return s.Stats().State == ingest.StatePaused })
+	if n := pending(t, c, "bids", "herald"); n == 0 {
+		t.Fatal("entries acknowledged while the server refused them")
+	}
+	pub.SetRefuse(false)
+	waitFor(t, "all 20", func() bool { return len(pub.Events()) >= 20 })
+	if n := ingesttest.CheckOrder(t, pub.Events()); n["auction-2"] != 20 {
+		t.Fatalf("got %v", n)
+	}
+	waitFor(t, "nothing pending", func() bool { return pending(t, c, "bids", "herald") == 0 })
 }
