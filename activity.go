@@ -67,7 +67,7 @@ func Activities(kinds ...ActivityKind) ActivitySet {
 func (s ActivitySet) Has(k ActivityKind) bool { return s&(1<<k) != 0 }
 
 // Activity is one thing that happened in an app. Which fields are set depends on Kind (see
-// the kinds). Data aliases no buffer of the hub: an observer may keep it.
+// the kinds). Data aliases no buffer of the server: an observer may keep it.
 type Activity struct {
 	Kind     ActivityKind
 	App      string
@@ -82,10 +82,10 @@ type Activity struct {
 	Code     int
 }
 
-// ActivityObserver hears an app's activity. The hub asks Wants before it builds an Activity,
+// ActivityObserver hears an app's activity. The server asks Wants before it builds an Activity,
 // so the kinds nobody wants cost one atomic load and a branch. Observe is called on the
-// hub's own goroutines, sometimes under its locks: it must return at once (queue or drop,
-// never block) and must not call back into the hub.
+// server's own goroutines, sometimes under its locks: it must return at once (queue or drop,
+// never block) and must not call back into the server.
 type ActivityObserver interface {
 	Wants() ActivitySet
 	Observe(a *Activity)

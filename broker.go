@@ -89,15 +89,15 @@ type BusHandler func(msg BusMessage)
 // change, and a value retired is not used again.
 type BusKind uint8
 
-// The hub's bus message kinds. 2 is retired (it was a user's messages, never sent: sending
-// to a user is a BusEvent on the user's channel). Parts other than the hub define their own
+// The cluster layer's bus message kinds (cluster.Replicated). 2 is retired (it was a user's messages, never sent: sending
+// to a user is a BusEvent on the user's channel). Parts other than the cluster layer define their own
 // kinds from 32 up (console.BusKind).
 const (
 	// BusEvent: deliver Payload to the subscribers of Channel, except ExcludeSocket.
 	BusEvent BusKind = 1
 	// BusState: a node's share of the cluster's state (subscription counts, presence
 	// members), its heartbeat and its requests for the others' shares; on an internal key
-	// that every node has interest in. The payload's encoding is the hub's.
+	// that every node has interest in. The payload's encoding is the cluster layer's (cluster/wire.go).
 	BusState BusKind = 3
 	// BusCache: an event of a cache channel, for every node to keep (and deliver to its
 	// subscribers); on an internal key that every node has interest in.

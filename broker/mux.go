@@ -9,7 +9,7 @@ import (
 
 // Mux routes what a node receives from the bus by kind: its Receive is the herald.BusHandler
 // an engine is built with, and it hands each message to the handler registered for the
-// message's kind (the hub's kinds to the hub, the console's to the console). Messages of a
+// message's kind (the cluster layer's kinds to the node's cluster.Replicated, the console's to the console). Messages of a
 // kind nobody handles are dropped and counted (Unhandled): nodes of other versions may send
 // kinds this one does not know, or that a part it does not run (a console) handles.
 //

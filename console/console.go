@@ -34,7 +34,7 @@ type Config struct {
 	// errors and answer).
 	Publish func(w http.ResponseWriter, r *http.Request, appID string)
 	// Refresh, when set, is called after an app's observer turned on (its first page) or
-	// off (its last page left), outside the console's locks: the hub reads Wants again.
+	// off (its last page left), outside the console's locks: the server reads Wants again.
 	Refresh func(appID string)
 	// Bus, when set, carries this node's figures to the other nodes' consoles and theirs to
 	// this one, once a second (see BusKind).
@@ -48,7 +48,7 @@ type Config struct {
 	Interval time.Duration
 }
 
-// Source is what the console reads of the node; cmd/herald adapts the hub to it.
+// Source is what the console reads of the node; cmd/herald adapts the server to it.
 type Source interface {
 	// Sample returns the node's counters now.
 	Sample() Sample
@@ -134,7 +134,7 @@ func New(cfg Config, log *slog.Logger) *Console {
 	return c
 }
 
-// Observer returns the app's activity observer, for the hub; nil for an unknown app.
+// Observer returns the app's activity observer, for the server; nil for an unknown app.
 func (c *Console) Observer(appID string) herald.ActivityObserver {
 	if w := c.watches[appID]; w != nil {
 		return w

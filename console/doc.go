@@ -5,7 +5,7 @@
 // creator that publishes through the REST API's own path.
 //
 // The console hears an app's activity as a herald.ActivityObserver (Observer). While no page
-// watches an app its observer's Wants is 0, so the hub builds nothing for it; while one does,
+// watches an app its observer's Wants is 0, so the server builds nothing for it; while one does,
 // what the app does is sampled into a bounded ring at a bounded rate, which the pages read.
 //
 // Console is safe for concurrent use. New starts its sampler; Close stops it and ends every

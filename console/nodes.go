@@ -12,7 +12,7 @@ import (
 // BusKind is the kind of the console's bus messages: a node's figures (connections, rates,
 // refusals) for the other nodes' consoles, once a second from each node that runs one, on an
 // internal key the consoles have interest in; the payload is their JSON. Its value, 32,
-// stands apart from the hub's kinds (herald.BusEvent and the others) and is on the wire
+// stands apart from the cluster layer's kinds (herald.BusEvent and the others) and is on the wire
 // between nodes: it does not change.
 const BusKind herald.BusKind = 32
 

@@ -116,7 +116,7 @@ func (c *Console) stream(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// refresh tells the hub that the app's observer turned on or off.
+// refresh tells the server that the app's observer turned on or off.
 func (c *Console) refresh(appID string, changed bool) {
 	if changed && c.cfg.Refresh != nil {
 		c.cfg.Refresh(appID)

@@ -34,7 +34,7 @@ type entry struct {
 	Code     int    `json:"code,omitempty"`
 }
 
-// watch is one app's observer. While no page watches the app, Wants is 0 and the hub sends
+// watch is one app's observer. While no page watches the app, Wants is 0 and the server sends
 // nothing. While pages do, Observe admits at most rate entries a second (a token bucket;
 // the rest are counted as sampled out) into a ring that the pages read at their own pace: a
 // busy app costs the node one short lock per admitted entry and the pages at most rate
@@ -59,7 +59,7 @@ func newWatch(app string, rate int) *watch {
 	return &watch{app: app, rate: float64(rate), tokens: float64(rate)}
 }
 
-// Wants is what the hub asks before it builds an Activity: 0 while no page watches.
+// Wants is what the server asks before it builds an Activity: 0 while no page watches.
 func (w *watch) Wants() herald.ActivitySet { return herald.ActivitySet(w.wants.Load()) }
 
 // Observe admits a within the rate, else counts it out. It never blocks for longer than a

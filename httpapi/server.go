@@ -15,7 +15,7 @@ import (
 	"github.com/herald-rt/herald/pusher"
 )
 
-// Hub is what the API needs from the fan-out core.
+// Hub is what the API needs of the node's Pusher server (session.Server).
 type Hub interface {
 	ServeWS(w http.ResponseWriter, r *http.Request, key string)
 	// Publish delivers evs all or nothing: when it fails, none of them reached anyone, so

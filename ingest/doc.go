@@ -1,12 +1,12 @@
 // Package ingest turns records of an external log (a Kafka topic, a Redis stream or pub/sub
 // channel) into events published to an app's channels, through the same publish path as the
-// REST API (the hub's Publish, which in a cluster hands them to the bus).
+// REST API (the session server's Publish, which in a cluster hands them to the bus).
 //
 // It owns what every source shares: the templates that name each record's channel, event and
 // data (compiled and checked at configuration time), the pusher format (each record a REST
 // events body), the classification of bad records (counted by reason, logged at most once a
 // second, skipped and, optionally, sent to a dead-letter topic or stream), the hand-off to the
-// hub with backpressure (a refused publish is retried, never dropped, and the source fetches
+// server with backpressure (a refused publish is retried, never dropped, and the source fetches
 // nothing more meanwhile), the source's counters for metrics and /health, and its lifecycle
 // (Lifecycle: Start, Close, Stats; Backoff between reconnections).
 //

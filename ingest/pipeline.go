@@ -10,7 +10,7 @@ import (
 	"github.com/herald-rt/herald/internal/lograte"
 )
 
-// Publisher is where events go: the hub. Publish is all or nothing on one node; in a cluster
+// Publisher is where events go: the server. Publish is all or nothing on one node; in a cluster
 // an error may follow a partial hand-off to the bus (a retry then duplicates, which at least
 // once allows).
 type Publisher interface {
@@ -34,12 +34,12 @@ type Config struct {
 	// they are nil.
 	Format               Format
 	Channel, Event, Data *Template
-	// BatchEvents bounds the events handed to the hub in one Publish; 0 means 64.
+	// BatchEvents bounds the events handed to the server in one Publish; 0 means 64.
 	BatchEvents int
-	// Handoff, when set, observes record time → its events handed to the hub (on a
+	// Handoff, when set, observes record time → its events handed to the server (on a
 	// clustered node: flushed to the bus), in seconds. The rest of the way, record time →
-	// frames queued for the subscribers, the hub observes itself on every node that delivers
-	// the events (hub.Config.OriginLatency), from each event's Origin: the record's Time.
+	// frames queued for the subscribers, the server observes itself on every node that delivers
+	// the events (session.Config.OriginLatency), from each event's Origin: the record's Time.
 	Handoff Observer
 	Logger  *slog.Logger
 }
@@ -57,7 +57,7 @@ type Pipeline struct {
 	dead   DeadLetter
 }
 
-// retryMax is the longest pause between two attempts to hand events to a refusing hub.
+// retryMax is the longest pause between two attempts to hand events to a refusing server.
 const retryMax = time.Second
 
 // New builds the pipeline of cfg publishing to pub.

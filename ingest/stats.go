@@ -43,7 +43,7 @@ type Lag struct {
 	Records   int64
 }
 
-// Up reports whether the source is consuming (or paused by the hub, which is no outage).
+// Up reports whether the source is consuming (or paused by the server, which is no outage).
 func (s Stats) Up() bool { return s.State == StateUp || s.State == StatePaused }
 
 type lagKey struct {

@@ -13,8 +13,8 @@ import (
 var ingestBuckets = prometheus.ExponentialBuckets(100e-6, 2, 20)
 
 // IngestLatency registers <prefix>ingest_latency_seconds, the end-to-end latency of ingested
-// events, and returns the observers of each app, for the hub (cmd/herald hands them to the
-// hub's Config.OriginLatency). Call it once, on every node (a node without sources delivers
+// events, and returns the observers of each app, for the server (cmd/herald hands them to the
+// server's Config.OriginLatency). Call it once, on every node (a node without sources delivers
 // the events of the others' too). An app's series appears with its first observation.
 func (r *Registry) IngestLatency(prefix string) func(appID string) prometheus.Observer {
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{

@@ -35,8 +35,8 @@ func New(prefix string, appIDs []string) *Registry {
 	return r
 }
 
-// PublishLatency returns the observer of app's publish latency, in seconds, for the hub
-// (cmd/herald hands it to the hub's Config.PublishLatency).
+// PublishLatency returns the observer of app's publish latency, in seconds, for the server
+// (cmd/herald hands it to the server's Config.PublishLatency).
 func (r *Registry) PublishLatency(appID string) prometheus.Observer {
 	return r.latency.WithLabelValues(appID)
 }
@@ -54,7 +54,7 @@ func (r *Registry) BuildInfo(prefix, version string) {
 }
 
 // GaugeFunc exports f, read at each scrape, as a gauge named name (prefix included) with
-// constant labels (nil for none); for counts kept outside the hub, such as the API port's.
+// constant labels (nil for none); for counts kept outside the server, such as the API port's.
 func (r *Registry) GaugeFunc(name, help string, labels map[string]string, f func() float64) {
 	r.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels}, f))
 }

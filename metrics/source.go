@@ -1,7 +1,7 @@
 package metrics
 
 // Source is what the collector reads at each scrape: the counters of a node's connections
-// and channels, which the hub keeps (cmd/herald adapts it).
+// and channels, which the server keeps (cmd/herald adapts it).
 type Source interface {
 	// AppCounters returns each app's counters on this node.
 	AppCounters() []AppCounters

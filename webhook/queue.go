@@ -207,7 +207,7 @@ func (t *target) poke() {
 }
 
 // recheck cancels the leaves due at now (all of them when all) whose channel is occupied, or
-// member present, again (Options.Present). Present is asked without t.mu: the hub calls
+// member present, again (Options.Present). Present is asked without t.mu: the server calls
 // Observe, which takes t.mu, under its own locks.
 func (t *target) recheck(now time.Time, all bool) {
 	if t.opts.Present == nil {

@@ -124,7 +124,7 @@ func (t *target) kinds() herald.ActivitySet {
 // Apps lists the ids of the apps that have webhooks.
 func (s *Sender) Apps() []string { return s.order }
 
-// Observer returns the activity observer of app appID, to attach to the hub; nil when the
+// Observer returns the activity observer of app appID, to attach to the server; nil when the
 // app has no webhooks.
 func (s *Sender) Observer(appID string) herald.ActivityObserver {
 	if a := s.apps[appID]; a != nil {

@@ -5,7 +5,7 @@
 // many sockets from one goroutine, so an idle connection costs a small struct and no
 // goroutine or buffer of its own. Reads are parsed into messages and handed to a Handler on
 // the poller goroutine. Writes are done by whoever owns the connection's outbound queue (the
-// hub's fan-out workers) with one writev per batch; a socket whose kernel buffer is full
+// fan-out engine's workers) with one writev per batch; a socket whose kernel buffer is full
 // asks the poller to report when it is writable again.
 //
 // Lifecycle: the poller reports a hang-up exactly once (Handler.OnHangup) and never touches

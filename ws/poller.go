@@ -125,7 +125,7 @@ func (p *poller) run() {
 
 // expire fails this poller's connections whose frame in progress began more than the frame
 // timeout ago. It walks the descriptor table (up to the highest descriptor attached), which
-// costs about as much as the hub's once-a-second sweep of its connections and needs no
+// costs about as much as the fan-out engine's once-a-second sweep of its connections and needs no
 // per-connection timer or list; it runs only while some frame is in progress.
 func (p *poller) expire(now uint32) {
 	limit := uint32(p.e.cfg.FrameTimeout.Milliseconds())

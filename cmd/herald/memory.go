@@ -8,7 +8,7 @@ import (
 )
 
 // memoryGuard is the memory guard (memory.*): while the process uses more than its share of
-// the limit, the hub refuses new connections. Off when refuse_above_percent is 0.
+// the limit, the server refuses new connections. Off when refuse_above_percent is 0.
 type memoryGuard struct {
 	cfg guard.MemoryConfig
 	on  bool

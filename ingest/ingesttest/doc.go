@@ -5,7 +5,7 @@
 // source declares the promises it keeps beyond every source's (Capabilities); the cases that
 // need one it lacks are skipped, naming it.
 //
-// It also holds what those tests share: a hub that keeps the events it takes (Sink), the
+// It also holds what those tests share: a publisher that keeps the events it takes (Sink), the
 // pipeline they feed, a deadline for Close, and checks of what arrived. Sink is safe for
 // concurrent use.
 package ingesttest

@@ -10,7 +10,7 @@ import (
 
 // The suite's records are JSON objects {"ch": channel, "seq": number}; its pipeline turns
 // each into the event "e" on channel ch with data seq, so CheckOrder reads each channel's
-// order back from the hub.
+// order back from the server.
 const (
 	channelTemplate = "{value.ch}"
 	eventTemplate   = "e"

@@ -6,8 +6,8 @@ import (
 	"github.com/herald-rt/herald"
 )
 
-// Sink is the hub as the pipeline sees it: it keeps the events it takes, and refuses them
-// (as a hub whose queues are full) while told to.
+// Sink is the session server as the pipeline sees it: it keeps the events it takes, and refuses them
+// (as a server whose queues are full) while told to.
 type Sink struct {
 	mu     sync.Mutex
 	evs    []herald.Event

@@ -37,7 +37,7 @@ type Config struct {
 }
 
 // Source consumes a Kafka consumer group into a pipeline. Start joins the group and consumes
-// until Close, which commits what was handed to the hub, leaves the group (its partitions go
+// until Close, which commits what was handed to the server, leaves the group (its partitions go
 // to the other nodes) and waits for the source's goroutines within its ctx.
 type Source struct {
 	*ingest.Lifecycle

@@ -201,7 +201,7 @@ func (s *Source) read(id string, block bool) (int, error) {
 	entries := res[cfg.Stream]
 	if block && len(entries) > 0 && len(entries) < cfg.Count {
 		// Redis may wake a blocked reader in the middle of a producer's pipeline: what
-		// followed is taken now, so that one batch of events goes to the hub, as from Kafka.
+		// followed is taken now, so that one batch of events goes to the server, as from Kafka.
 		more, err := c.Do(s.ctx, c.B().Xreadgroup().Group(cfg.Group, cfg.Consumer).Count(int64(cfg.Count-len(entries))).
 			Streams().Key(cfg.Stream).Id(">").Build()).AsXRead()
 		if err == nil {
