@@ -14,7 +14,7 @@ import (
 // answer could still get pusher:cache_miss. Nothing of it runs on a single node, nor for
 // other channels.
 type echoes struct {
-	n  atomic.Int32 // waits registered: Receive looks in m only when there are some
+	n  atomic.Int32 // waits registered: arrived looks in m only when there are some
 	mu sync.Mutex
 	m  map[echoKey][]*echoWait
 }

@@ -31,93 +31,68 @@ func TestLocalConformance(t *testing.T) {
 }
 
 func TestReplicatedConformance(t *testing.T) {
-	statetest.Run(t, func(t testing.TB, nodes []statetest.Node) []cluster.State {
-		return replicated(t, nodes, func(id string, h herald.BusHandler) herald.Broker {
-			return memoryBus(t).Attach(memory.Config{NodeID: id}, h)
-		})
-	})
-}
-
-// buses are the memory buses of the tests running now, one per test: a test that asks for
-// more nodes later gets them on the same bus.
-var (
-	busesMu sync.Mutex
-	buses   = map[testing.TB]*memory.Bus{}
-)
-
-func memoryBus(t testing.TB) *memory.Bus {
-	busesMu.Lock()
-	defer busesMu.Unlock()
-	b := buses[t]
-	if b == nil {
-		b = memory.NewBus()
-		buses[t] = b
-		t.Cleanup(func() {
-			busesMu.Lock()
-			delete(buses, t)
-			busesMu.Unlock()
-		})
-	}
-	return b
-}
-
-// replicated builds a Replicated state for each node, each on the broker attach returns for
-// it (routing through a mux).
-func replicated(t testing.TB, nodes []statetest.Node, attach func(id string, h herald.BusHandler) herald.Broker) []cluster.State {
-	var out []cluster.State
-	for _, n := range nodes {
-		mux := new(broker.Mux)
-		b := attach(n.ID, mux.Receive)
-		t.Cleanup(func() { _ = b.Close(context.Background()) })
-		out = append(out, cluster.NewReplicated(fast, n.Engine, b, mux.Handle, nil))
-	}
-	return out
+	buses := perTest[*memory.Bus]{}
+	statetest.Run(t, replicated(func(t testing.TB, c broker.Common, h herald.BusHandler) (herald.Broker, error) {
+		return buses.of(t, memory.NewBus).Attach(memory.Config{NodeID: c.NodeID}, h), nil
+	}))
 }
 
 func TestReplicatedConformanceNATS(t *testing.T) {
 	srv := servicetest.NATS(t)
-	statetest.Run(t, func(t testing.TB, nodes []statetest.Node) []cluster.State {
-		prefix := prefixOf(t)
-		return replicated(t, nodes, func(id string, h herald.BusHandler) herald.Broker {
-			b, err := nats.New(nats.Config{URL: srv.URL(), Common: broker.Common{NodeID: id, Prefix: prefix}}, h)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return b
-		})
-	})
+	statetest.Run(t, replicated(func(_ testing.TB, c broker.Common, h herald.BusHandler) (herald.Broker, error) {
+		return nats.New(nats.Config{URL: srv.URL(), Common: c}, h)
+	}))
 }
 
 func TestReplicatedConformanceRedis(t *testing.T) {
 	srv := servicetest.Redis(t)
-	statetest.Run(t, func(t testing.TB, nodes []statetest.Node) []cluster.State {
-		prefix := prefixOf(t)
-		return replicated(t, nodes, func(id string, h herald.BusHandler) herald.Broker {
-			b, err := redis.New(redis.Config{URL: srv.URL(), Common: broker.Common{NodeID: id, Prefix: prefix}}, h)
+	statetest.Run(t, replicated(func(_ testing.TB, c broker.Common, h herald.BusHandler) (herald.Broker, error) {
+		return redis.New(redis.Config{URL: srv.URL(), Common: c}, h)
+	}))
+}
+
+// replicated builds a Replicated state for each node, on the broker attach connects for it
+// (routing through a mux). The nodes of one test share a bus prefix of their own, so that the
+// nodes a test adds later join its cluster and no other test's.
+func replicated(attach func(t testing.TB, c broker.Common, h herald.BusHandler) (herald.Broker, error)) statetest.NewCluster {
+	prefixes := perTest[string]{}
+	return func(t testing.TB, nodes []statetest.Node) []cluster.State {
+		prefix := prefixes.of(t, func() string { return "state" + strconv.FormatInt(time.Now().UnixNano(), 36) })
+		var out []cluster.State
+		for _, n := range nodes {
+			mux := new(broker.Mux)
+			b, err := attach(t, broker.Common{NodeID: n.ID, Prefix: prefix}, mux.Receive)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return b
-		})
-	})
-}
-
-// prefixOf is the bus prefix of the test's cluster: each test has subjects of its own on the
-// shared server, and the nodes a test adds later join its cluster.
-func prefixOf(t testing.TB) string {
-	busesMu.Lock()
-	defer busesMu.Unlock()
-	p, ok := prefixes[t]
-	if !ok {
-		p = "state" + strconv.Itoa(len(prefixes)) + "x" + strconv.FormatInt(time.Now().UnixNano(), 36)
-		prefixes[t] = p
-		t.Cleanup(func() {
-			busesMu.Lock()
-			delete(prefixes, t)
-			busesMu.Unlock()
-		})
+			t.Cleanup(func() { _ = b.Close(context.Background()) })
+			out = append(out, cluster.NewReplicated(fast, n.Engine, b, mux.Handle, nil))
+		}
+		return out
 	}
-	return p
 }
 
-var prefixes = map[testing.TB]string{}
+// perTest keeps one value for each test running now, made by the first call of that test.
+type perTest[T any] struct {
+	mu sync.Mutex
+	m  map[testing.TB]T
+}
+
+func (p *perTest[T]) of(t testing.TB, newValue func() T) T {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if v, ok := p.m[t]; ok {
+		return v
+	}
+	if p.m == nil {
+		p.m = map[testing.TB]T{}
+	}
+	v := newValue()
+	p.m[t] = v
+	t.Cleanup(func() {
+		p.mu.Lock()
+		delete(p.m, t)
+		p.mu.Unlock()
+	})
+	return v
+}

@@ -88,7 +88,7 @@ func TestDispatchOrderAndExclusion(t *testing.T) {
 	e.Subscribe(cs[4], &other, []byte("sub;"), nil)
 	e.Dispatch(&ch, []byte("1;"), 0, nil, fanout.Measure{})
 	e.Dispatch(&ch, []byte("2;"), cs[1].Num(), nil, fanout.Measure{})
-	e.Unsubscribe(cs[3], &ch, true)
+	e.Unsubscribe(cs[3], &ch)
 	e.Dispatch(&ch, []byte("3;"), 0, nil, fanout.Measure{})
 	e.Sync()
 	want := []string{"sub;extra;1;2;3;", "sub;extra;1;3;", "sub;extra;1;2;3;", "sub;extra;1;2;", "sub;"}

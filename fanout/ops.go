@@ -53,13 +53,10 @@ func (e *Engine) Subscribe(c *Conn, ch *Channel, frame, extra []byte) {
 	c.w.inbox <- cmd{op: opSub, c: c, ch: ch, frame: frame, extra: extra}
 }
 
-// Unsubscribe removes c from ch's subscribers; entered says whether it was added
-// (Subscribe) and so counts among them. Removing a connection that never was does nothing.
-func (e *Engine) Unsubscribe(c *Conn, ch *Channel, entered bool) {
+// Unsubscribe removes c, added by Subscribe, from ch's subscribers.
+func (e *Engine) Unsubscribe(c *Conn, ch *Channel) {
 	c.w.inbox <- cmd{op: opUnsub, c: c, ch: ch}
-	if entered {
-		ch.wcount[c.w.idx].Add(-1)
-	}
+	ch.wcount[c.w.idx].Add(-1)
 }
 
 // Sync returns once every worker has written what was queued before the call (to

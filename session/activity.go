@@ -113,19 +113,19 @@ var (
 )
 
 // subsChanged follows every change of a channel's subscription count on this node: edge is
-// true when the channel was created here (its first local subscription, dir 1) or forgotten
-// (its last left, dir -1). It reports channel_occupied / channel_vacated when the
+// +1 when the channel was created here (its first local subscription), -1 when it was
+// forgotten (its last left), 0 otherwise. It reports channel_occupied / channel_vacated when the
 // cluster-wide count changes to or from zero by this change, and subscription_count; the
 // state records the node's new count for the others, with whether it fired.
-func (s *Server) subsChanged(a *appState, name string, edge bool, dir int) {
+func (s *Server) subsChanged(a *appState, name string, edge int) {
 	set := herald.ActivitySet(a.obs.wants.Load())
 	fired := false
 	if set&countKinds != 0 {
 		remote := s.st.RemoteSubs(a.st, name)
-		if edge && set&occupancyKinds != 0 && remote == 0 {
+		if edge != 0 && set&occupancyKinds != 0 && remote == 0 {
 			fired = true
 			k := herald.ChannelOccupied
-			if dir < 0 {
+			if edge < 0 {
 				k = herald.ChannelVacated
 			}
 			if set.Has(k) {
@@ -136,7 +136,7 @@ func (s *Server) subsChanged(a *appState, name string, edge bool, dir int) {
 			a.emit(&herald.Activity{Kind: herald.SubscriptionCount, Channel: name, Count: a.st.LocalSubs(name) + remote})
 		}
 	}
-	s.st.Counted(a.st, name, edge, fired)
+	s.st.Counted(a.st, name, edge != 0, fired)
 }
 
 // apiEvents reports the events a publish (REST API, ingest) delivered.

@@ -21,7 +21,7 @@ import (
 	"github.com/herald-rt/herald/session"
 )
 
-// node is one hub of an in-process cluster on a memory bus, behind a real HTTP server.
+// node is one server of an in-process cluster on a memory bus, behind a real HTTP server.
 type node struct {
 	h      *session.Server
 	addr   string

@@ -1,7 +1,6 @@
 package session
 
 import (
-	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/cluster"
 	"github.com/herald-rt/herald/fanout"
 	"github.com/herald-rt/herald/guard"
@@ -51,6 +50,3 @@ func (c *conn) subIndex(name string) int {
 	}
 	return -1
 }
-
-// App returns the connection's app.
-func (c *conn) App() *herald.App { return c.app.app }

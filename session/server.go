@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,9 +57,6 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Workers <= 0 {
-		c.Workers = runtime.GOMAXPROCS(0)
-	}
 	if c.ActivityTimeout <= 0 {
 		c.ActivityTimeout = 120 * time.Second
 	}

@@ -57,7 +57,11 @@ func (s *Server) subscribe(c *conn, m pusher.Message) {
 	}
 
 	ch, first := s.st.Acquire(a.st, name, info)
-	s.subsChanged(a, name, first, 1)
+	edge := 0
+	if first {
+		edge = 1
+	}
+	s.subsChanged(a, name, edge)
 	in := sub{ch: ch}
 	if g := ch.Gate(); !g.Open() {
 		// Entered once this node's interest in the channel is on the bus.
@@ -158,13 +162,12 @@ func (s *Server) unsubscribe(c *conn, i int) {
 // presence membership (member_removed when the user's last connection goes) and its share
 // of the channel's occupancy.
 func (s *Server) leave(c *conn, sb sub) {
-	entered := s.settle(c, sb)
-	s.eng.Unsubscribe(&c.Conn, &sb.ch.Channel, entered)
 	defer s.countChanged(c.app, sb.ch.Name()) // once the count is down
-	if !entered {
+	if !s.settle(c, sb) {
 		return // it never entered the channel
 	}
 	ch := sb.ch
+	s.eng.Unsubscribe(&c.Conn, &ch.Channel)
 	if c.app.wants(herald.Unsubscribed) {
 		c.app.emit(&herald.Activity{Kind: herald.Unsubscribed, Channel: ch.Name(), SocketID: c.ID(), UserID: sb.userID()})
 	}
@@ -187,6 +190,9 @@ func (s *Server) leave(c *conn, sb sub) {
 
 // forget drops one subscription's reference to ch; the last one forgets the channel.
 func (s *Server) forget(a *appState, ch *cluster.Channel) {
-	last := s.st.Release(a.st, ch)
-	s.subsChanged(a, ch.Name(), last, -1)
+	edge := 0
+	if s.st.Release(a.st, ch) {
+		edge = -1
+	}
+	s.subsChanged(a, ch.Name(), edge)
 }

@@ -127,7 +127,7 @@ func (nd *node) acquire(t *testing.T, name string) *cluster.Channel {
 
 // unsubscribe undoes subscribe.
 func (nd *node) unsubscribe(cl *client, ch *cluster.Channel) {
-	nd.eng.Unsubscribe(&cl.c, &ch.Channel, true)
+	nd.eng.Unsubscribe(&cl.c, &ch.Channel)
 	last := nd.st.Release(nd.app, ch)
 	nd.st.Counted(nd.app, ch.Name(), last, false)
 }
