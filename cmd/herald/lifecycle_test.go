@@ -164,9 +164,9 @@ func TestLifecycleDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	const deadline = 50 * time.Millisecond
+	begun := time.Now() // before the deadline is set: the stop cannot end before begun+deadline
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
-	begun := time.Now()
 	err := l.stop(ctx)
 	took := time.Since(begun)
 	if !errors.Is(err, context.DeadlineExceeded) {
