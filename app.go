@@ -19,6 +19,10 @@ type App struct {
 	// "*.example.com", "*"); empty allows every origin. See guard.ParseOrigins.
 	AllowedOrigins []string
 
+	// History lists the rules of the channels that keep their recent events (see
+	// HistoryRule); the first rule that matches a channel is its rule.
+	History []HistoryRule
+
 	Limits Limits
 }
 

@@ -121,7 +121,11 @@ type BusMessage struct {
 	// Origin, when not 0, is the Unix time in nanoseconds at which the event's source
 	// produced it (herald.Event.Origin), for the receiving nodes' latency metrics. Brokers
 	// carry it without interpreting it.
-	Origin  int64
+	Origin int64
+	// Epoch and Offset, when Offset is not 0, are the position of a history channel's event
+	// (Position), given by History.Publish. Brokers carry them without interpreting them.
+	Epoch   string
+	Offset  uint64
 	Payload []byte
 }
 
