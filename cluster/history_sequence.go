@@ -39,7 +39,12 @@ type HistoryStats struct {
 // receiveHistory puts an event of a history channel in its place in the channel's copy.
 func (r *Replicated) receiveHistory(a *App, msg herald.BusMessage) {
 	ch := a.table.lookup(msg.Channel)
-	if ch == nil || ch.hist == nil {
+	if ch == nil {
+		return
+	}
+	if ch.hist == nil {
+		// Not a history channel here (the nodes' rules differ): delivered as it comes.
+		r.deliver(a, msg.Channel, false, msg.Payload, r.eng.Local(msg.ExcludeSocket), nil, msg.Origin)
 		return
 	}
 	h := ch.hist
