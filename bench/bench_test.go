@@ -49,7 +49,13 @@ func startHub(t *testing.T, cfg session.Config, wrap func(http.Handler) http.Han
 // startNode is startHub for a node of a cluster on bus (none when bus is nil), as node id.
 func startNode(t *testing.T, cfg session.Config, wrap func(http.Handler) http.Handler, bus *memory.Bus, id string) (Target, *session.Server) {
 	t.Helper()
-	apps := herald.NewStaticApps([]herald.App{testApp})
+	return startNodeOf(t, testApp, cfg, wrap, bus, id)
+}
+
+// startNodeOf is startNode serving app.
+func startNodeOf(t *testing.T, app herald.App, cfg session.Config, wrap func(http.Handler) http.Handler, bus *memory.Bus, id string) (Target, *session.Server) {
+	t.Helper()
+	apps := herald.NewStaticApps([]herald.App{app})
 	newState := cluster.LocalState(cluster.Config{})
 	if bus != nil {
 		mux := new(broker.Mux)

@@ -76,8 +76,14 @@ func (c *client) setup(nc net.Conn, ep endpoint) ([]byte, error) {
 			return err
 		}
 		var subs []byte
-		for _, ch := range c.chans {
-			msg, _ := json.Marshal(map[string]any{"event": "pusher:subscribe", "data": map[string]string{"channel": c.rec.channels[ch]}})
+		for i, ch := range c.chans {
+			data := map[string]any{"channel": c.rec.channels[ch]}
+			if c.rec.recoverFrom != nil {
+				if p := c.rec.recoverFrom(c, i); p != nil {
+					data["recover"] = p
+				}
+			}
+			msg, _ := json.Marshal(map[string]any{"event": "pusher:subscribe", "data": data})
 			subs = ws.AppendClientFrame(subs, ws.OpText, msg)
 		}
 		if _, err := nc.Write(subs); err != nil {
@@ -182,7 +188,11 @@ func (c *client) event(p []byte, now int64) bool {
 	if i < 0 {
 		return true // not a channel it joined: ignored, as no expectation covers it
 	}
-	if c.tracks[i].add(seq, c.rec.maxSeq) {
+	first := c.tracks[i].add(seq, c.rec.maxSeq)
+	if c.rec.seen != nil {
+		c.rec.seen(c, i, seq, first)
+	}
+	if first {
 		c.rec.hit(int(c.shard), seq, now-sent, now-sched, now)
 	}
 	return true

@@ -25,9 +25,16 @@ type recorder struct {
 	// other, when set, gets every other text message a client receives (not a bench event,
 	// not a pusher:ping): presence's member events. It runs on the client's reader; p is
 	// only valid during the call.
-	other  func(c *client, p []byte)
-	tl     *Timeline // nil: no timeline
-	shards []latencyShard
+	other func(c *client, p []byte)
+	// seen, when set, gets every bench event of a channel a client joined, after its track
+	// counted it (first: its first receipt of an expected seq); it runs on the client's
+	// reader. recoverFrom, when set, returns the position a client's subscribe to its track
+	// asks to recover from (nil: none); it runs where the client is set up. Both are
+	// recover's bookkeeping.
+	seen        func(c *client, track, seq int, first bool)
+	recoverFrom func(c *client, track int) any
+	tl          *Timeline // nil: no timeline
+	shards      []latencyShard
 
 	frames   atomic.Int64 // event frames received, duplicates included
 	pings    atomic.Int64 // pusher:ping messages answered

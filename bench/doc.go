@@ -1,6 +1,6 @@
 // Package bench is herald's load generator: the named scenarios of docs/benchmark-scenarios.md
-// (Idle, Fanout, Multichannel, Ramp, Churn, Publish, and Presence and Channels for a cluster's
-// shared state), run against any Pusher-protocol server (herald, Sockudo, Soketi, bench/floor) over
+// (Idle, Fanout, Multichannel, Ramp, Churn, Publish, Recover for history channels, and Presence
+// and Channels for a cluster's shared state), run against any Pusher-protocol server (herald, Sockudo, Soketi, bench/floor) over
 // raw WebSockets and the signed REST API, reporting the same figures for each.
 //
 // The client is event-driven, like the server: a bounded pool of goroutines (Target.Concurrency)

@@ -30,6 +30,9 @@ Scenarios (see docs/load-testing.md), against any Pusher-protocol server:
                 every node's user counts and no channel after they leave, server CPU per join
   channels      C subscribers on C channels, then K signed GET /channels on --rest;
                 latency, and whether every answer lists exactly C channels
+  recover       N clients on history channels all drop, miss M events during an outage and
+                reconnect at once, resubscribing with recover; time until every one recovered
+                every missed event once and in order, recovery latency, server CPU
 
 A cluster: --ws takes the nodes' WebSocket URLs, comma-separated (connection i of the run goes
 to node i mod N, also with --procs), --rest the one node publishes go to, --server-pid one
@@ -37,8 +40,8 @@ pid per node in the same order, --metrics one endpoint per node (summed).
 
 Run "herald bench <scenario> -h" for its flags. The exit status is 0 when the run was clean,
 1 when it failed, measured nothing (no request, connection, cycle or expected delivery), or
-any connection, delivery, order or presence member was lost or duplicated, or a REST check
-failed, 2 for a usage error.
+any connection, delivery, order or presence member was lost or duplicated, a REST check
+failed or a client did not recover, 2 for a usage error.
 `
 
 // benchCmd runs one load scenario and prints its report: parseBench reads the flags into a

@@ -29,7 +29,7 @@ type benchJob struct {
 func parseBench(scenario string, args []string, stderr io.Writer) (*benchJob, int) {
 	define, ok := benchScenarios[scenario]
 	if !ok {
-		fmt.Fprintf(stderr, "herald bench: unknown scenario %q (scenarios: idle, fanout, multichannel, ramp, churn, publish, presence, channels)\n", scenario)
+		fmt.Fprintf(stderr, "herald bench: unknown scenario %q (scenarios: idle, fanout, multichannel, ramp, churn, publish, presence, channels, recover)\n", scenario)
 		return nil, 2
 	}
 	fs := flag.NewFlagSet("herald bench "+scenario, flag.ContinueOnError)

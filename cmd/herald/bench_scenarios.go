@@ -25,6 +25,7 @@ type benchReport interface{ WriteText(io.Writer) error }
 var benchScenarios = map[string]benchScenario{
 	"idle": idleScenario, "fanout": fanoutScenario, "multichannel": multichannelScenario, "ramp": rampScenario,
 	"churn": churnScenario, "publish": publishScenario, "presence": presenceScenario, "channels": channelsScenario,
+	"recover": recoverScenario,
 }
 
 func idleScenario(fs *flag.FlagSet) benchRunner {
@@ -166,6 +167,30 @@ func channelsScenario(fs *flag.FlagSet) benchRunner {
 	return func(ctx context.Context, t bench.Target) (benchReport, bool, error) {
 		cfg.Target = t
 		rep, err := bench.Channels(ctx, cfg)
+		if err != nil {
+			return nil, false, err
+		}
+		return rep, rep.Clean(), nil
+	}
+}
+
+func recoverScenario(fs *flag.FlagSet) benchRunner {
+	cfg := bench.RecoverConfig{}
+	fs.IntVar(&cfg.Clients, "clients", 1000, "clients, each subscribed to one history channel (client i on channel i mod --channels)")
+	fs.IntVar(&cfg.Channels, "channels", 1, "history channels")
+	fs.StringVar(&cfg.Channel, "channel", "recover", "the channel's name or, with several, their names' stem (<channel>-0, <channel>-1, ...); the server must keep history for them")
+	fs.DurationVar(&cfg.Outage, "outage", 10*time.Second, "how long every client stays disconnected")
+	fs.IntVar(&cfg.Events, "events", 100, "events published to every channel during the outage, spread over it")
+	fs.IntVar(&cfg.Before, "before", 5, "events published to every channel before the outage")
+	fs.IntVar(&cfg.After, "after", 5, "events published to every channel once every client recovered, to check the live events go on")
+	fs.DurationVar(&cfg.LiveInterval, "live-interval", 0, "also publish a live event to every channel this often while the clients reconnect (0: none)")
+	fs.IntVar(&cfg.PayloadBytes, "payload", 100, "bytes of each event's data")
+	fs.DurationVar(&cfg.Wait, "wait", 30*time.Second, "bound of every wait: for the positions, the deliveries, and every client to recover once the reconnect started")
+	fs.IntVar(&cfg.ReconnectConcurrency, "reconnect-concurrency", 0, "reconnects in flight at once (0: every client at once)")
+	fs.BoolVar(&cfg.SwitchNodes, "switch-nodes", false, "with several --ws nodes, reconnect client i to node i+1 mod N: every client recovers from a node it was not on")
+	return func(ctx context.Context, t bench.Target) (benchReport, bool, error) {
+		cfg.Target = t
+		rep, err := bench.Recover(ctx, cfg)
 		if err != nil {
 			return nil, false, err
 		}

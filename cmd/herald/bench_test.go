@@ -23,7 +23,13 @@ import (
 // not nil) in front of the API, and returns the flags that point herald bench at it.
 func benchServer(t *testing.T, wrap func(http.Handler) http.Handler) []string {
 	t.Helper()
-	apps := herald.NewStaticApps([]herald.App{{ID: "app-id", Key: "app-key", Secret: "app-secret", Limits: herald.DefaultLimits}})
+	return benchServerOf(t, herald.App{ID: "app-id", Key: "app-key", Secret: "app-secret", Limits: herald.DefaultLimits}, wrap)
+}
+
+// benchServerOf is benchServer serving app.
+func benchServerOf(t *testing.T, app herald.App, wrap func(http.Handler) http.Handler) []string {
+	t.Helper()
+	apps := herald.NewStaticApps([]herald.App{app})
 	h, err := session.New(session.Config{}, apps, cluster.LocalState(cluster.Config{}), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -163,5 +169,24 @@ func TestBenchChannels(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "all 20 channels listed after") || !strings.Contains(stdout.String(), "answers      3, 0 not listing exactly 20 channels") {
 		t.Fatalf("report lacks the listing and 3 answers:\n%s", stdout.String())
+	}
+}
+
+// TestBenchRecover: herald bench recover against a server keeping history exits 0 with every
+// client recovered; against one whose history is too short for the outage, 1.
+func TestBenchRecover(t *testing.T) {
+	for _, c := range []struct {
+		size int
+		code int
+		want string
+	}{{1000, 0, "recovered    10 of 10, 0 failed"}, {3, 1, "10× recovered:false, too_old"}} {
+		app := herald.App{ID: "app-id", Key: "app-key", Secret: "app-secret", Limits: herald.DefaultLimits,
+			History: []herald.HistoryRule{{Channels: "recover", Size: c.size, TTL: time.Hour}}}
+		args := append([]string{"recover"}, benchServerOf(t, app, nil)...)
+		args = append(args, "--clients", "10", "--outage", "50ms", "--events", "5", "--before", "1", "--after", "1")
+		var stdout, stderr bytes.Buffer
+		if code := benchCmd(args, &stdout, &stderr); code != c.code || !strings.Contains(stdout.String(), c.want) {
+			t.Fatalf("history of %d: exit %d; want %d and %q\nstdout:\n%s\nstderr:\n%s", c.size, code, c.code, c.want, stdout.String(), stderr.String())
+		}
 	}
 }
