@@ -293,7 +293,7 @@ func (r *recoverRun) dial(p *pool, again bool) dialFunc {
 		if again {
 			s.mu.Lock()
 			s.stage, s.dialAt, s.conn, s.hasNext = stageRecovering, time.Now().UnixNano(), c, false
-			known := s.epoch != ""
+			known := s.known
 			s.mu.Unlock()
 			if !known {
 				r.fail(s, "no position before the outage")

@@ -37,7 +37,8 @@ type recoverSub struct {
 
 	mu       sync.Mutex
 	stage    stage
-	epoch    string // "" until the first pusher_internal:recovery
+	known    bool   // it got its first pusher_internal:recovery: epoch and last are a position
+	epoch    string // "" for a channel that had no event yet (a cluster's empty history)
 	last     uint64 // offset of the last event handled, or of that frame
 	pending  uint64 // the offset announced by the last position frame, for the event after it
 	hasNext  bool   // pending is set
@@ -106,7 +107,7 @@ func (r *recoverRun) recoverFrom(c *client, _ int) any {
 	s := &r.subs[c.index]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.stage != stageRecovering || s.epoch == "" {
+	if s.stage != stageRecovering || !s.known {
 		return nil
 	}
 	return position{Epoch: s.epoch, Offset: s.last}
@@ -151,7 +152,12 @@ func (r *recoverRun) frame(c *client, p []byte) {
 		epoch, offset, ok := parsePosition(p)
 		s := &r.subs[c.index]
 		s.mu.Lock()
-		if !ok || (s.epoch != "" && string(epoch) != s.epoch) || s.hasNext {
+		switch {
+		case !ok || s.hasNext:
+			s.posErrs++
+		case s.epoch == "" && s.known:
+			s.epoch = string(epoch) // the channel's first event gave it its epoch
+		case string(epoch) != s.epoch:
 			s.posErrs++
 		}
 		s.pending, s.hasNext = offset, ok
@@ -222,7 +228,7 @@ func (r *recoverRun) recovery(c *client, p []byte) {
 	}
 	switch s.stage {
 	case stageSubscribing:
-		s.epoch, s.last, s.stage = d.Epoch, d.Offset, stageLive
+		s.epoch, s.last, s.known, s.stage = d.Epoch, d.Offset, true, stageLive
 		r.positioned.add(1)
 		return
 	case stageRecovering:
