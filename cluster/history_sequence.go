@@ -176,6 +176,10 @@ func (r *Replicated) repair(a *App, ch *Channel) {
 	r.ops.run(func(ctx context.Context) {
 		for n := 0; ; {
 			h.mu.Lock()
+			if h.dead || len(h.held) == 0 {
+				h.mu.Unlock()
+				return
+			}
 			after, epoch, upto := h.last, h.epoch, h.held[len(h.held)-1].msg.Offset
 			h.mu.Unlock()
 			limit := h.rule.Size
