@@ -142,6 +142,9 @@ func TestSubject(t *testing.T) {
 			t.Errorf("Subject(%q, %q) = %q, want %q", in[0], in[1], got, want)
 		}
 	}
+	if got := "p." + Token("a.b") + "." + Token(""); got != Subject("p", "a.b", "") {
+		t.Errorf("Token: %q, want Subject's tokens %q", got, Subject("p", "a.b", ""))
+	}
 	if Subject("p", "a.b", "c") == Subject("p", "a", "b.c") {
 		t.Error("two (app, channel) pairs share a subject")
 	}
