@@ -20,8 +20,10 @@ var _ herald.History = (*History)(nil)
 // node has not been handed yet. A channel's epoch is made when its history starts: at its
 // first publish, and again after every entry it kept has expired (it is then dropped, offsets
 // start at 1 again) or the store was lost (Bus.LoseHistory). Read of a channel with no history
-// returns the zero Latest and creates nothing. Entries are kept in memory only, and share the
-// published payload: neither may be modified.
+// returns the zero Latest and creates nothing. What is lost when: an entry past Size at once,
+// one older than TTL (never returned, its memory freed by the next use of its channel or
+// shard), everything with the process. Entries share the published payload: neither may be
+// modified.
 type History struct {
 	b *Broker
 	s *store

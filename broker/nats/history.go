@@ -30,8 +30,15 @@ var _ herald.History = (*History)(nil)
 // Offsets are so given once per channel, without gaps, whichever node publishes. A
 // channel's epoch is carried by each of its messages: made (at random) by the publish that
 // finds no message of the channel left, and read from the last message by every later one.
+// (It is the channel's, not the stream's: an epoch of the stream, such as one derived from
+// its creation time, would stay the same when a channel's events have all expired and its
+// offsets start again at 1.)
 // A stream deleted or recreated, or a channel whose every event expired, so starts a new
-// epoch, and Read finds no history (the zero Latest) until then and creates none.
+// epoch, and Read finds no history (the zero Latest) until then and creates none. (A node
+// reads the channel's last message again after its connection came back, in case the server
+// lost the stream; a stream deleted and recreated by another node meanwhile is noticed by
+// the first publish whose expected sequence it refuses, which is every one unless the new
+// stream has reached that same sequence for the channel.)
 //
 // Once JetStream has acknowledged the event, Publish publishes the bus message with its
 // position through the Broker (core NATS). Each node's own publishes of a channel reach
@@ -41,7 +48,8 @@ var _ herald.History = (*History)(nil)
 // event is kept but was not published.
 //
 // What is lost when: an event past Size at once, one older than TTL when JetStream expires
-// it (Read never returns it after TTL), all of a channel's with its stream.
+// it (Read never returns it after TTL, by the node's clock against JetStream's timestamps),
+// all of a channel's with its stream.
 //
 // A History is safe for concurrent use.
 type History struct {
@@ -71,6 +79,7 @@ type chanState struct {
 	mu    sync.Mutex // held by this node's one publish of the channel at a time
 	refs  int        // publishes holding or waiting for mu; guarded by History.mu
 	known bool       // seq and pos are the channel's last message, as far as this node knows
+	conn  uint64     // the broker's reconnections when known was set (a restarted server may lose streams)
 	seq   uint64     // its stream sequence (0: the channel has none)
 	pos   herald.Position
 }
@@ -114,15 +123,21 @@ func (h *History) Publish(ctx context.Context, rule herald.HistoryRule, msg hera
 func (h *History) store(ctx context.Context, rule herald.HistoryRule, msg herald.BusMessage, cs *chanState) (herald.Position, error) {
 	sk := streamKey{app: msg.App, rule: rule}
 	subject := h.subject(sk, msg.Channel)
+	var last error // why the previous attempt failed
 	for attempt := 1; ; attempt++ {
+		if attempt > maxAttempts {
+			return herald.Position{}, herald.Errorf(herald.CodeBusy, "channel %q: %d attempts in a row beaten by other nodes' publishes (last: %v)", msg.Channel, maxAttempts, last)
+		}
 		s, err := h.stream(ctx, sk, true)
 		if err != nil {
 			return herald.Position{}, err
 		}
-		if !cs.known {
+		if conn := h.b.count.Reconnects.Load(); !cs.known || cs.conn != conn {
+			cs.conn = conn
 			if cs.seq, cs.pos, err = lastOf(ctx, s, subject); err != nil {
 				if missing(err) {
 					h.forget(sk, s)
+					last = err
 					continue
 				}
 				return herald.Position{}, unavailable(err)
@@ -142,10 +157,8 @@ func (h *History) store(ctx context.Context, rule herald.HistoryRule, msg herald
 			cs.seq, cs.pos = ack.Sequence, next
 			return next, nil
 		}
-		cs.known = false
+		cs.known, last = false, err
 		switch {
-		case attempt == maxAttempts:
-			return herald.Position{}, herald.Errorf(herald.CodeBusy, "channel %q: %d publishes in a row beaten by other nodes' (last: %v)", msg.Channel, attempt, err)
 		case wrongLast(err):
 		case missing(err):
 			h.forget(sk, s)
