@@ -89,6 +89,15 @@ func (b *clusterBus) broker() herald.Broker {
 	return b.c.Broker
 }
 
+// history is where the history channels' events are kept and given their positions, on the
+// bus's server (herald.History): nil when off, where the node keeps its own.
+func (b *clusterBus) history() herald.History {
+	if b.c == nil {
+		return nil
+	}
+	return b.c.history
+}
+
 // health is the bus's part of /health: nil when off.
 func (b *clusterBus) health() *httpapi.ClusterHealth {
 	if b.c == nil {
