@@ -1,6 +1,7 @@
 package session_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"strconv"
@@ -10,8 +11,13 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/broker"
 	"github.com/herald-rt/herald/broker/memory"
+	"github.com/herald-rt/herald/broker/nats"
+	"github.com/herald-rt/herald/broker/redis"
 	"github.com/herald-rt/herald/cluster"
+	"github.com/herald-rt/herald/fanout"
+	"github.com/herald-rt/herald/internal/servicetest"
 	"github.com/herald-rt/herald/internal/wstest"
 	"github.com/herald-rt/herald/session"
 )
@@ -32,15 +38,83 @@ func (l lossy) Stats() herald.BrokerStats {
 // startLossyNode starts a node of apps on bus whose bus loses the history events drop says.
 func startLossyNode(t *testing.T, bus *memory.Bus, id string, drop func(m herald.BusMessage) bool, apps ...*herald.App) (*node, *atomic.Uint64) {
 	t.Helper()
-	dropped := new(atomic.Uint64)
-	nd := startNodeTap(t, bus, id, session.Config{}, cluster.Config{}, func(b herald.Broker) herald.Broker { return lossy{b, dropped} },
-		func(m herald.BusMessage, deliver herald.BusHandler) {
-			if m.Kind == herald.BusEvent && m.Offset != 0 && drop(m) {
-				dropped.Add(1)
-				return
+	return startEngineNode(t, memoryEngine(bus), id, drop, apps...)
+}
+
+// engine connects a node to a cluster bus and its history store.
+type engine func(t *testing.T, id string, h herald.BusHandler) (herald.Broker, herald.History)
+
+func memoryEngine(bus *memory.Bus) engine {
+	return func(t *testing.T, id string, h herald.BusHandler) (herald.Broker, herald.History) {
+		b := bus.Attach(memory.Config{NodeID: id}, h)
+		t.Cleanup(func() { _ = b.Close(context.Background()) })
+		return b, memory.NewHistory(b)
+	}
+}
+
+// realEngines are Redis and NATS with JetStream, each a server of its own, the nodes of a
+// test on a bus prefix of their own.
+func realEngines(t *testing.T) map[string]engine {
+	rs, ns := servicetest.Redis(t), servicetest.NATSJetStream(t)
+	prefix := func(t *testing.T) string { return "h" + strconv.FormatInt(time.Now().UnixNano(), 36) }
+	return map[string]engine{
+		"redis": func(t *testing.T, id string, h herald.BusHandler) (herald.Broker, herald.History) {
+			b, err := redis.New(redis.Config{URL: rs.URL(), Common: broker.Common{NodeID: id, Prefix: prefixOf(t, prefix)}}, h)
+			if err != nil {
+				t.Fatal(err)
 			}
-			deliver(m)
-		}, apps...)
+			t.Cleanup(func() { _ = b.Close(context.Background()) })
+			return b, redis.NewHistory(b)
+		},
+		"nats": func(t *testing.T, id string, h herald.BusHandler) (herald.Broker, herald.History) {
+			b, err := nats.New(nats.Config{URL: ns.URL(), Common: broker.Common{NodeID: id, Prefix: prefixOf(t, prefix)}}, h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = b.Close(context.Background()) })
+			hist, err := nats.NewHistory(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b, hist
+		},
+	}
+}
+
+var (
+	prefixMu sync.Mutex
+	prefixes = map[*testing.T]string{}
+)
+
+// prefixOf is one bus prefix per test, made by mk on its first call.
+func prefixOf(t *testing.T, mk func(*testing.T) string) string {
+	prefixMu.Lock()
+	defer prefixMu.Unlock()
+	p, ok := prefixes[t]
+	if !ok {
+		p = mk(t)
+		prefixes[t] = p
+	}
+	return p
+}
+
+// startEngineNode starts a node of apps on en whose bus loses the history events drop says.
+func startEngineNode(t *testing.T, en engine, id string, drop func(m herald.BusMessage) bool, apps ...*herald.App) (*node, *atomic.Uint64) {
+	t.Helper()
+	dropped := new(atomic.Uint64)
+	nd := &node{}
+	mux := new(broker.Mux)
+	b, hist := en(t, id, func(m herald.BusMessage) {
+		if m.Kind == herald.BusEvent && m.Offset != 0 && drop(m) {
+			dropped.Add(1)
+			return
+		}
+		mux.Receive(m)
+	})
+	nd.b = lossy{b, dropped}
+	nd.h, nd.addr = serveNode(t, session.Config{}, func(eng *fanout.Engine) cluster.State {
+		return cluster.NewReplicated(cluster.Config{}, eng, nd.b, hist, mux.Handle, nil)
+	}, apps...)
 	return nd, dropped
 }
 
@@ -79,16 +153,23 @@ func readHistory(t *testing.T, c *wstest.Client, n int, first uint64) []string {
 // TestHistoryLossyBus: three nodes whose bus loses 1 % of history channels' events at
 // random, two publishing at once: every subscriber on every node gets every event once, in
 // offset order (each publisher's events in its order), the gaps repaired from the history.
+// On the memory bus, Redis and NATS with JetStream.
 func TestHistoryLossyBus(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { lossyBus(t, memoryEngine(memory.NewBus())) })
+	for name, en := range realEngines(t) {
+		t.Run(name, func(t *testing.T) { lossyBus(t, en) })
+	}
+}
+
+func lossyBus(t *testing.T, en engine) {
 	lossyApp := *historyApp
 	lossyApp.History = []herald.HistoryRule{{Channels: "auction-*", Size: 5000, TTL: time.Minute}}
-	bus := memory.NewBus()
 	var nodes []*node
 	var drops []*atomic.Uint64
 	for i := range 3 {
 		var mu sync.Mutex
 		r := rand.New(rand.NewPCG(uint64(i), 7))
-		nd, d := startLossyNode(t, bus, "node-"+strconv.Itoa(i), func(herald.BusMessage) bool {
+		nd, d := startEngineNode(t, en, "node-"+strconv.Itoa(i), func(herald.BusMessage) bool {
 			mu.Lock()
 			defer mu.Unlock()
 			return r.IntN(100) == 0
