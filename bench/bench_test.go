@@ -61,7 +61,7 @@ func startNodeOf(t *testing.T, app herald.App, cfg session.Config, wrap func(htt
 		mux := new(broker.Mux)
 		b := bus.Attach(memory.Config{NodeID: id}, mux.Receive)
 		t.Cleanup(func() { _ = b.Close(context.Background()) })
-		newState = cluster.ReplicatedState(cluster.Config{}, b, nil, mux.Handle, nil)
+		newState = cluster.ReplicatedState(cluster.Config{}, b, memory.NewHistory(b), mux.Handle, nil)
 	}
 	h, err := session.New(cfg, apps, newState, nil)
 	if err != nil {

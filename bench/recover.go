@@ -22,8 +22,8 @@ type RecoverConfig struct {
 	Channel string
 	Outage  time.Duration // how long every client stays away; default 10s
 	Events  int           // events published to every channel during the outage; default 100
-	Before  int           // events published to every channel before the outage; default 5
-	After   int           // events published to every channel once every client settled; default 5
+	Before  int           // events published to every channel before the outage; 0 none
+	After   int           // events published to every channel once every client settled; 0 none
 	// LiveInterval, when set, also publishes a live event to every channel this often while
 	// the clients reconnect, until every one has settled: they are replayed to the clients
 	// that resubscribe after them and reach the others live.
@@ -47,8 +47,6 @@ func (c RecoverConfig) withDefaults() RecoverConfig {
 	c.Channel = or(c.Channel, "recover")
 	c.Outage = or(c.Outage, 10*time.Second)
 	c.Events = or(c.Events, 100)
-	c.Before = or(c.Before, 5)
-	c.After = or(c.After, 5)
 	c.PayloadBytes = or(c.PayloadBytes, 100)
 	c.Wait = or(c.Wait, 30*time.Second)
 	return c

@@ -3,11 +3,14 @@ package bench
 import (
 	"errors"
 	"net/http"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/broker/memory"
 	"github.com/herald-rt/herald/session"
 )
 
@@ -54,6 +57,37 @@ func TestRecover(t *testing.T) {
 	}
 	checkText(t, rep, "recovered    20 of 20, 0 failed", "all back     in", "0 position errors", "per replayed event")
 	checkJSON(t, rep, "latency_from_start")
+}
+
+// TestRecoverTwoNodes: on two nodes of a cluster whose bus keeps the history, clients recover
+// on their own node and on the other one; with no event before the outage, they recover from
+// the channel's empty epoch.
+func TestRecoverTwoNodes(t *testing.T) {
+	app := testApp
+	app.History = []herald.HistoryRule{{Channels: "recover*", Size: 1000, TTL: time.Hour}}
+	bus := memory.NewBus()
+	a, _ := startNodeOf(t, app, session.Config{MaxConnections: 1000}, nil, bus, "a")
+	b, _ := startNodeOf(t, app, session.Config{MaxConnections: 1000}, nil, bus, "b")
+	target := a
+	target.WS = a.WS + "," + b.WS
+	target.ServerPIDs = []int{os.Getpid(), os.Getpid()}
+	for _, c := range []RecoverConfig{
+		{Clients: 10, Events: 10, Before: 2, After: 2},
+		{Clients: 10, Events: 10, Before: 2, After: 2, SwitchNodes: true, LiveInterval: 5 * time.Millisecond},
+		{Clients: 10, Events: 3, After: 1, Channel: "recover-fresh", SwitchNodes: true},
+	} {
+		c.Target, c.Outage, c.Wait = target, 100*time.Millisecond, patience
+		rep, err := Recover(t.Context(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rep.Clean() || rep.Recovery.Recovered != 10 || rep.Recovery.Replayed < 10*int64(c.Events) || !slices.Equal(rep.Reconnect.PerNode, []int{5, 5}) {
+			t.Fatalf("%+v: recovery %+v, reconnect %+v, delivery %+v; want all 10 back, 5 on each node", c, rep.Recovery, rep.Reconnect, rep.Delivery)
+		}
+		if u := rep.ServerUsage; u == nil || len(u.Nodes) != 2 {
+			t.Fatalf("server usage %+v; want both nodes", u)
+		}
+	}
 }
 
 // TestRecoverTooOld: a history of 5 events cannot recover 10 missed ones: every client reports

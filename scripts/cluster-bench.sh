@@ -7,7 +7,15 @@
 #                                                       fanout, then idle (RSS per connection)
 #   scripts/cluster-bench.sh multichannel [nats|redis]  40 channels x 475: 1 node, then 2 nodes
 #   scripts/cluster-bench.sh routing [nats|redis]       bus messages per publish, 3 nodes
-#   scripts/cluster-bench.sh publish [nats|redis]       REST publish throughput: 1 node, then 2
+#   scripts/cluster-bench.sh publish [nats|redis] [history]
+#                                                       REST publish throughput: 1 node, then 2;
+#                                                       with history, every channel keeps history
+#                                                       in one run of each pair and none in the
+#                                                       other (on, off, off, on), the same config
+#                                                       file otherwise (NATS with JetStream in both)
+#   scripts/cluster-bench.sh recover [nats|redis]       1,000 clients miss 100 events in a 10 s
+#                                                       outage and recover: 1 node, then 2 nodes
+#                                                       (back on their node, then on the other)
 #   scripts/cluster-bench.sh presence [nats|redis]      3,000 members joining presence channels of
 #                                                       100: 1 node, then 3 nodes, twice
 #   scripts/cluster-bench.sh channels [nats|redis]      GET /channels listing 10,000 channels:
@@ -17,8 +25,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scenario=${1:?usage: cluster-bench.sh fanout|big|multichannel|routing|publish|presence|channels [nats|redis]}
+scenario=${1:?usage: cluster-bench.sh fanout|big|multichannel|routing|publish|presence|channels|recover [nats|redis] [history]}
 engine=${2:-nats}
+variant=${3:-}
+js=         # set: nats-server runs with JetStream (history needs it)
+node_config= # set: the nodes read this config file
 tmp=$(mktemp -d)
 pids=()
 cleanup() {
@@ -46,7 +57,9 @@ start_bus() {
 	port=$(freeport)
 	case $engine in
 	nats)
-		nats-server -a 127.0.0.1 -p "$port" >"$tmp/bus.log" 2>&1 &
+		local jsargs=()
+		if [ -n "$js" ]; then jsargs=(-js -sd "$tmp/js-$port"); fi
+		nats-server -a 127.0.0.1 -p "$port" "${jsargs[@]}" >"$tmp/bus.log" 2>&1 &
 		bus_pid=$!
 		bus_url=nats://127.0.0.1:$port
 		;;
@@ -71,6 +84,7 @@ start_node() {
 	node_port=$(freeport)
 	node_metrics=$(freeport)
 	local args=(serve --port "$node_port" --metrics-port "$node_metrics")
+	if [ -n "$node_config" ]; then args+=(--config "$node_config"); fi
 	if [ -n "${2:-}" ]; then args+=(--cluster-url "$2" --cluster-node-id "$1"); fi
 	"$H" "${args[@]}" >"$tmp/$1.log" 2>&1 &
 	node_pid=$!
@@ -140,9 +154,32 @@ multichannel)
 	done
 	;;
 publish)
+	if [ "$variant" = history ]; then
+		# The same app in both files; only the history rule differs (every channel: pub-0 ...).
+		app='apps: [{id: app-id, key: app-key, secret: app-secret'
+		echo "$app}]" >"$tmp/off.yaml"
+		echo "$app, history: [{channels: \"*\", size: 1000, ttl: 10m}]}]" >"$tmp/on.yaml"
+		js=1
+		for v in on off off on; do
+			node_config=$tmp/$v.yaml
+			echo "== history $v"
+			single publish --publishers 32
+			cluster 2 publish --publishers 32
+		done
+	else
+		for run in 1 2; do
+			single publish --publishers 32
+			cluster 2 publish --publishers 32
+		done
+	fi
+	;;
+recover)
+	echo 'apps: [{id: app-id, key: app-key, secret: app-secret, history: [{channels: "*", size: 1000, ttl: 10m}]}]' >"$tmp/on.yaml"
+	js=1 node_config=$tmp/on.yaml
 	for run in 1 2; do
-		single publish --publishers 32
-		cluster 2 publish --publishers 32
+		single recover
+		cluster 2 recover
+		cluster 2 recover --switch-nodes
 	done
 	;;
 presence)
