@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -125,6 +127,23 @@ func TestFanoutTwoNodes(t *testing.T) {
 	if !strings.Contains(meta, "nodes "+nodes[0]+", "+nodes[1]) {
 		t.Errorf("the header does not list the nodes:\n%s", meta)
 	}
+}
+
+// TestFanoutBusPID: with --bus-pid the bus server's CPU time is in the server's (the bus is this
+// process here, as are both nodes) and is reported apart.
+func TestFanoutBusPID(t *testing.T) {
+	target, _ := twoNodes(t)
+	target.BusPIDs = []int{os.Getpid()}
+	rep, err := Fanout(t.Context(), FanoutConfig{Target: target, Subs: 4, Events: 1, Wait: patience})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := rep.ServerUsage
+	if u == nil || len(u.Bus) != 1 || u.Bus[0].PID != os.Getpid() || u.Bus[0].RSSBytes <= 0 ||
+		math.Abs(u.CPUSeconds-(u.Nodes[0].CPUSeconds+u.Nodes[1].CPUSeconds+u.Bus[0].CPUSeconds)) > 1e-9 || u.RSSBytes != u.Nodes[0].RSSBytes+u.Nodes[1].RSSBytes {
+		t.Fatalf("server usage %+v; want the bus's CPU in the sum and apart, its RSS apart", u)
+	}
+	checkText(t, rep, "; CPU with the bus server's", "    bus        pid "+strconv.Itoa(os.Getpid()), "(bus pids "+strconv.Itoa(os.Getpid())+")")
 }
 
 // TestFanoutTwoNodesProcs: the same over two child processes. 6 subscribers over 2 children

@@ -31,11 +31,16 @@ func splitList(flag, s string) ([]string, error) {
 
 // ParsePIDs parses the value of --server-pid: one process id, or a comma-separated list of
 // them, one per --ws node. "" and "0" mean none. Errors name the flag.
-func ParsePIDs(s string) ([]int, error) {
+func ParsePIDs(s string) ([]int, error) { return parsePIDs("--server-pid", s) }
+
+// ParseBusPIDs parses the value of --bus-pid as ParsePIDs does --server-pid's.
+func ParseBusPIDs(s string) ([]int, error) { return parsePIDs("--bus-pid", s) }
+
+func parsePIDs(flag, s string) ([]int, error) {
 	if s = strings.TrimSpace(s); s == "" || s == "0" {
 		return nil, nil
 	}
-	parts, err := splitList("--server-pid", s)
+	parts, err := splitList(flag, s)
 	if err != nil {
 		return nil, err
 	}
@@ -44,9 +49,9 @@ func ParsePIDs(s string) ([]int, error) {
 		n, err := strconv.Atoi(p)
 		if err != nil || n <= 0 {
 			if len(parts) == 1 {
-				return nil, fmt.Errorf("--server-pid %q: not a process id", s)
+				return nil, fmt.Errorf("%s %q: not a process id", flag, s)
 			}
-			return nil, fmt.Errorf("--server-pid %q: element %d (%q) is not a process id", s, i+1, p)
+			return nil, fmt.Errorf("%s %q: element %d (%q) is not a process id", flag, s, i+1, p)
 		}
 		pids[i] = n
 	}

@@ -268,10 +268,8 @@ func (r *PresenceReport) WriteText(w io.Writer) error {
 func writeCPU(b io.Writer, server *Usage, gen Usage, window, unit string, serverPer, genPer float64) {
 	if u := server; u != nil {
 		fmt.Fprintf(b, "  server CPU   %.2f s %s = %.1f us per %s; RSS %s%s\n",
-			u.CPUSeconds, window, serverPer, unit, mib(u.RSSBytes), totalNote(len(u.Nodes)))
-		for _, n := range u.Nodes {
-			fmt.Fprintf(b, "    node       %s (pid %d): CPU %.2f s; RSS %s\n", n.WS, n.PID, n.CPUSeconds, mib(n.RSSBytes))
-		}
+			u.CPUSeconds, window, serverPer, unit, mib(u.RSSBytes), u.summedNote())
+		writeProcs(b, u)
 	} else {
 		fmt.Fprintf(b, "  server CPU   not measured (no --server-pid)\n")
 	}

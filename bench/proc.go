@@ -78,6 +78,9 @@ type Usage struct {
 	// Nodes are the server's figures per node, with one --server-pid per node; CPUSeconds and
 	// RSSBytes are then their sums.
 	Nodes []NodeUsage `json:"nodes,omitempty"`
+	// Bus are the bus servers' figures (--bus-pid): their CPU time is in CPUSeconds (and in
+	// the CPU per delivery), their RSS is not in RSSBytes.
+	Bus []BusUsage `json:"bus,omitempty"`
 }
 
 // meter is a process, or several measured as one.

@@ -52,10 +52,8 @@ func (r *RecoverReport) WriteText(w io.Writer) error {
 	writeLatency(b, "from start", r.LatencyFromStart, "the reconnect's start → its recovery frame")
 	if u := r.ServerUsage; u != nil {
 		fmt.Fprintf(b, "  server CPU   %.2f s from the reconnect until every client settled = %.1f us per replayed event; RSS %s%s\n",
-			u.CPUSeconds, u.CPUPerDeliveryMicros, mib(u.RSSBytes), totalNote(len(u.Nodes)))
-		for _, n := range u.Nodes {
-			fmt.Fprintf(b, "    node       %s (pid %d): CPU %.2f s; RSS %s\n", n.WS, n.PID, n.CPUSeconds, mib(n.RSSBytes))
-		}
+			u.CPUSeconds, u.CPUPerDeliveryMicros, mib(u.RSSBytes), u.summedNote())
+		writeProcs(b, u)
 	} else {
 		fmt.Fprintf(b, "  server CPU   not measured (no --server-pid)\n")
 	}

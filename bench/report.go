@@ -16,10 +16,11 @@ type ServerInfo struct {
 	AppID string   `json:"app_id"`
 	PID   int      `json:"pid,omitempty"`  // the server's process, when one was given
 	PIDs  []int    `json:"pids,omitempty"` // one per node, when several were given
+	Bus   []int    `json:"bus_pids,omitempty"`
 }
 
 func (t Target) info(rest bool) ServerInfo {
-	s := ServerInfo{WS: t.WS, AppID: t.AppID}
+	s := ServerInfo{WS: t.WS, AppID: t.AppID, Bus: t.BusPIDs}
 	if nodes, err := t.wsNodes(); err == nil && len(nodes) > 1 {
 		s.Nodes = nodes
 	}
@@ -61,6 +62,13 @@ func (s ServerInfo) on() string {
 		fmt.Fprintf(&b, " (server pids %s)", strings.Join(pids, ", "))
 	case s.PID != 0:
 		fmt.Fprintf(&b, " (server pid %d)", s.PID)
+	}
+	if len(s.Bus) > 0 {
+		pids := make([]string, len(s.Bus))
+		for i, p := range s.Bus {
+			pids[i] = strconv.Itoa(p)
+		}
+		fmt.Fprintf(&b, " (bus pids %s)", strings.Join(pids, ", "))
 	}
 	return b.String()
 }

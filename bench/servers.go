@@ -10,10 +10,11 @@ import (
 type serverProcs struct {
 	pids  []int
 	nodes []string // each pid's node, WebSocket URL; nil unless there is one pid per node
+	bus   []int    // the bus servers' pids: CPU windows count them too
 }
 
 func (t Target) serverProcs() serverProcs {
-	s := serverProcs{pids: t.ServerPIDs}
+	s := serverProcs{pids: t.ServerPIDs, bus: t.BusPIDs}
 	if len(t.ServerPIDs) > 1 {
 		s.nodes, _ = t.wsNodes() // check made them one per node
 	}
@@ -63,10 +64,18 @@ type NodeUsage struct {
 	RSSBytes   int64   `json:"rss_bytes"`
 }
 
+// BusUsage is one bus server's process over a Usage's window (--bus-pid).
+type BusUsage struct {
+	PID        int     `json:"pid"`
+	CPUSeconds float64 `json:"cpu_seconds"`
+	RSSBytes   int64   `json:"rss_bytes"`
+}
+
 // serverWindow measures the server's CPU time between startCPU and stop, process by process.
 type serverWindow struct {
-	s serverProcs
-	w []*cpuWindow
+	s   serverProcs
+	w   []*cpuWindow
+	bus []*cpuWindow
 }
 
 // startCPU starts measuring; nil without pids.
@@ -78,11 +87,15 @@ func (s serverProcs) startCPU() *serverWindow {
 	for _, p := range s.procs() {
 		sw.w = append(sw.w, startCPU(p))
 	}
+	for _, pid := range s.bus {
+		sw.bus = append(sw.bus, startCPU(procOf(pid)))
+	}
 	return sw
 }
 
 // stop returns the CPU time since startCPU and the RSS now, summed over the processes, and
-// each node's with one process per node.
+// each node's with one process per node; the bus servers' CPU time is in the sum, their RSS
+// is not (it is in Bus).
 func (sw *serverWindow) stop() (*Usage, error) {
 	u := &Usage{}
 	for k, w := range sw.w {
@@ -95,6 +108,14 @@ func (sw *serverWindow) stop() (*Usage, error) {
 		if sw.s.perNode() {
 			u.Nodes = append(u.Nodes, NodeUsage{WS: sw.s.nodes[k], PID: sw.s.pids[k], CPUSeconds: n.CPUSeconds, RSSBytes: n.RSSBytes})
 		}
+	}
+	for k, w := range sw.bus {
+		n, err := w.stop()
+		if err != nil {
+			return nil, err
+		}
+		u.CPUSeconds += n.CPUSeconds
+		u.Bus = append(u.Bus, BusUsage{PID: sw.s.bus[k], CPUSeconds: n.CPUSeconds, RSSBytes: n.RSSBytes})
 	}
 	return u, nil
 }

@@ -34,6 +34,10 @@ type Target struct {
 	// per WS node, in the same order: CPU time is summed over them and RSS reported per node
 	// and in total. Empty means the server's resources are not reported.
 	ServerPIDs []int
+	// BusPIDs, when set, are the processes of a cluster's bus servers (nats-server,
+	// redis-server) on this machine: their CPU time over each scenario's window is added to
+	// the server's, and reported apart. They need ServerPIDs.
+	BusPIDs []int
 
 	Timeout     time.Duration // deadline of every phase (connect, publish, deliver, close); default 60s
 	Concurrency int           // connection attempts in flight at once; default 200
@@ -130,6 +134,16 @@ func (t Target) check() error {
 		} else if _, err := os.Stat("/proc/" + strconv.Itoa(pid) + "/stat"); err != nil {
 			errs = append(errs, fmt.Errorf("--server-pid %d: no such process (%w)", pid, err))
 		}
+	}
+	for _, pid := range t.BusPIDs {
+		if pid <= 0 {
+			errs = append(errs, fmt.Errorf("--bus-pid %d: not a process id", pid))
+		} else if _, err := os.Stat("/proc/" + strconv.Itoa(pid) + "/stat"); err != nil {
+			errs = append(errs, fmt.Errorf("--bus-pid %d: no such process (%w)", pid, err))
+		}
+	}
+	if len(t.BusPIDs) > 0 && len(t.ServerPIDs) == 0 {
+		errs = append(errs, errors.New("--bus-pid: needs --server-pid"))
 	}
 	if n := len(t.ServerPIDs); n > 1 && eps != nil && n != len(eps) {
 		errs = append(errs, fmt.Errorf("--server-pid: %d pids for %d --ws nodes; give one pid for the whole server or one per node", n, len(eps)))

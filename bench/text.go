@@ -72,10 +72,8 @@ func writeDelivery(b io.Writer, d Delivery) {
 func writeUsage(b io.Writer, server *Usage, gen Usage) {
 	if u := server; u != nil {
 		fmt.Fprintf(b, "  server CPU   %.2f s from first publish to end of delivery = %.1f us per delivery; RSS %s%s\n",
-			u.CPUSeconds, u.CPUPerDeliveryMicros, mib(u.RSSBytes), totalNote(len(u.Nodes)))
-		for _, n := range u.Nodes {
-			fmt.Fprintf(b, "    node       %s (pid %d): CPU %.2f s; RSS %s\n", n.WS, n.PID, n.CPUSeconds, mib(n.RSSBytes))
-		}
+			u.CPUSeconds, u.CPUPerDeliveryMicros, mib(u.RSSBytes), u.summedNote())
+		writeProcs(b, u)
 	} else {
 		fmt.Fprintf(b, "  server CPU   not measured (no --server-pid)\n")
 	}
@@ -101,6 +99,26 @@ func writeSetup(b io.Writer, s Setup) {
 	}
 	if s.FirstError != "" {
 		fmt.Fprintf(b, "               first failure: %s\n", s.FirstError)
+	}
+}
+
+// summedNote marks the server's figures summed over several processes: its nodes' and, for
+// CPU, the bus servers'.
+func (u *Usage) summedNote() string {
+	s := totalNote(len(u.Nodes))
+	if len(u.Bus) > 0 {
+		s += "; CPU with the bus server's"
+	}
+	return s
+}
+
+// writeProcs writes the server's figures per node and per bus server.
+func writeProcs(b io.Writer, u *Usage) {
+	for _, n := range u.Nodes {
+		fmt.Fprintf(b, "    node       %s (pid %d): CPU %.2f s; RSS %s\n", n.WS, n.PID, n.CPUSeconds, mib(n.RSSBytes))
+	}
+	for _, n := range u.Bus {
+		fmt.Fprintf(b, "    bus        pid %d: CPU %.2f s; RSS %s\n", n.PID, n.CPUSeconds, mib(n.RSSBytes))
 	}
 }
 

@@ -21,7 +21,8 @@
 #   scripts/cluster-bench.sh channels [nats|redis]      GET /channels listing 10,000 channels:
 #                                                       1 node, then 3 nodes
 #
-# The bus server's CPU time over each run is printed beside herald's report.
+# The bus server's CPU time over each scenario's window is in the server's (--bus-pid), and over
+# the whole run printed beside herald's report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -131,7 +132,7 @@ cluster() { # cluster N SCENARIO ARGS...: N fresh nodes on a fresh bus
 		[ -z "$first" ] && first=$node_port
 	done
 	echo "== $n nodes on $engine: $*"
-	bench "$@" --ws "$(IFS=,; echo "${ws[*]}")" --rest "http://127.0.0.1:$first" --server-pid "$(IFS=,; echo "${np[*]}")"
+	bench "$@" --ws "$(IFS=,; echo "${ws[*]}")" --rest "http://127.0.0.1:$first" --server-pid "$(IFS=,; echo "${np[*]}")" --bus-pid "$bus_pid"
 	for p in "${np[@]}"; do stop "$p"; done
 	stop "$bus_pid"
 }

@@ -19,6 +19,7 @@ type benchJob struct {
 	target      bench.Target
 	watch       bench.MonitorConfig
 	pids        string // --server-pid, as given
+	busPIDs     string // --bus-pid, as given
 	asJSON      bool
 	quiet       bool
 	htmlPath    string
@@ -64,6 +65,7 @@ func (j *benchJob) define(fs *flag.FlagSet) {
 	fs.StringVar(&t.Key, "key", "app-key", "app key")
 	fs.StringVar(&t.Secret, "secret", "app-secret", "app secret")
 	fs.StringVar(&j.pids, "server-pid", "", "server process id, to report its CPU time and RSS from /proc; or one per --ws node, comma-separated in the same order (`pids`): CPU summed, RSS per node and in total (empty or 0: not reported)")
+	fs.StringVar(&j.busPIDs, "bus-pid", "", "a cluster's bus server processes (nats-server, redis-server), comma-separated (`pids`): their CPU time over the scenario's window is added to the server's and reported apart (needs --server-pid)")
 	fs.DurationVar(&t.Timeout, "timeout", 60*time.Second, "deadline of every phase")
 	fs.IntVar(&t.Concurrency, "concurrency", 200, "connection attempts in flight at once")
 	fs.Float64Var(&t.Rate, "rate", 0, "connection attempts per second (0: as fast as possible; ramp's default 500, churn's 1000 cycles/s)")
@@ -81,6 +83,9 @@ func (j *benchJob) define(fs *flag.FlagSet) {
 func (j *benchJob) checkTarget() (int, error) {
 	var err error
 	if j.target.ServerPIDs, err = bench.ParsePIDs(j.pids); err != nil {
+		return 2, err
+	}
+	if j.target.BusPIDs, err = bench.ParseBusPIDs(j.busPIDs); err != nil {
 		return 2, err
 	}
 	if j.target.Procs > 1 {

@@ -103,6 +103,8 @@ func TestBenchListFlagErrors(t *testing.T) {
 		{[]string{"--server-pid", "12x"}, `--server-pid "12x": not a process id`},
 		{[]string{"--ws", "ws://127.0.0.1:1,ws://127.0.0.1:2", "--server-pid", pid + "," + pid + "," + pid}, "--server-pid: 3 pids for 2 --ws nodes"},
 		{[]string{"--metrics", "http://127.0.0.1:1/metrics,"}, `--metrics "http://127.0.0.1:1/metrics,": element 2 of 2 is empty`},
+		{[]string{"--bus-pid", "x1"}, `--bus-pid "x1": not a process id`},
+		{[]string{"--bus-pid", pid}, "--bus-pid: needs --server-pid"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := benchCmd(append([]string{"idle", "--quiet"}, c.args...), &stdout, &stderr)
