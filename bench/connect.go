@@ -10,8 +10,10 @@ import (
 	"time"
 )
 
-// giveUpAfter is how many failed attempts, with none succeeding, end the connect phase early:
-// a server that refuses everything should not be tried 19,000 times.
+// giveUpAfter is how many failed attempts, with none succeeding, stop the connect phase from
+// starting more: a server that refuses everything should not be tried 19,000 times. Attempts
+// already in flight go on: in a burst (every client at once) the first to end are the
+// refused ones, before any other has finished subscribing.
 const giveUpAfter = 100
 
 // Setup reports the connect phase: every connection dials, reads connection_established,
@@ -87,10 +89,9 @@ func connectWith(ctx context.Context, t Target, p *pool, first, n int, dial dial
 		firstErr error
 		wg       sync.WaitGroup
 		sem      = make(chan struct{}, t.Concurrency)
+		giveUp   = make(chan struct{}) // closed when giveUpAfter attempts failed before any succeeded
+		gaveUp   bool
 	)
-	giveUp := errors.New("gave up")
-	abort, stopAll := context.WithCancelCause(ctx)
-	defer stopAll(nil)
 
 	start := time.Now()
 	started := 0
@@ -102,7 +103,10 @@ dispatch:
 				timer := time.NewTimer(d)
 				select {
 				case <-timer.C:
-				case <-abort.Done():
+				case <-ctx.Done():
+					timer.Stop()
+					break dispatch
+				case <-giveUp:
 					timer.Stop()
 					break dispatch
 				}
@@ -110,7 +114,9 @@ dispatch:
 		}
 		select {
 		case sem <- struct{}{}:
-		case <-abort.Done():
+		case <-ctx.Done():
+			break dispatch
+		case <-giveUp:
 			break dispatch
 		}
 		p.attempts.Add(1)
@@ -126,7 +132,7 @@ dispatch:
 				deadline = end
 			}
 			node := nodeOf(first+i, len(eps))
-			err := dial(abort, eps[node], node, i, deadline)
+			err := dial(ctx, eps[node], node, i, deadline)
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				err = fmt.Errorf("%w (the attempt's deadline of %v passed)", err, deadline.Sub(began).Round(time.Millisecond))
 			}
@@ -148,8 +154,9 @@ dispatch:
 			if firstErr == nil {
 				firstErr = err
 			}
-			if setup.Failed >= giveUpAfter && setup.Established == 0 {
-				stopAll(giveUp)
+			if setup.Failed >= giveUpAfter && setup.Established == 0 && !gaveUp {
+				gaveUp = true
+				close(giveUp)
 			}
 		}(started)
 	}
@@ -162,8 +169,9 @@ dispatch:
 		setup.FirstError = firstErr.Error()
 	}
 	switch {
-	case context.Cause(abort) == giveUp:
-		return setup, fmt.Errorf("connect: the first %d attempts failed and none succeeded; first error: %v", setup.Failed, firstErr)
+	case gaveUp && started < n:
+		return setup, fmt.Errorf("connect: the first %d attempts failed and none succeeded; %d subscribed of %d started, %d not attempted; first error: %v",
+			giveUpAfter, setup.Established, started, n-started, firstErr)
 	case ctx.Err() != nil:
 		return setup, fmt.Errorf("connect: %d of %d connections subscribed, %d failed, %d not attempted when the phase ended (%v); first error: %v",
 			setup.Established, n, setup.Failed, n-started, context.Cause(ctx), firstErr)
