@@ -63,11 +63,10 @@ var (
 	ErrNotFound = errors.New("no such app")
 )
 
-// Config sets a Store up. Source is required.
+// Config sets a Store up; Start gives it its Source.
 type Config struct {
 	// Kind names the source in /health and logs ("postgres", "mysql").
-	Kind   string
-	Source Source
+	Kind string
 	// Refresh is how often the source is polled; default 5s.
 	Refresh time.Duration
 	// Timeout bounds each read of the source; default 5s.
@@ -117,6 +116,7 @@ func newSnapshot(apps []*herald.App, fp string) *snapshot {
 // Store is a herald.AppStore over a Source, kept fresh without a query on the hot path.
 type Store struct {
 	cfg  Config
+	src  Source // set by Start
 	log  *slog.Logger
 	snap atomic.Pointer[snapshot]
 
@@ -124,12 +124,13 @@ type Store struct {
 	smu    sync.Mutex
 	status Status // under smu
 
-	stale  atomic.Bool
-	kick   chan string // ids to reload from a notification ("" = all); buffered
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	closed sync.Once
+	stale   atomic.Bool
+	started atomic.Bool // the first read is done: from then on changes are reported
+	kick    chan string // ids to reload from a notification ("" = all); buffered
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	closed  sync.Once
 }
 
 var (
@@ -155,15 +156,20 @@ func New(cfg Config) *Store {
 	return s
 }
 
-// Start reads every app (an error if it cannot: a node that knows no app serves nobody),
-// then keeps them fresh until Close.
-func (s *Store) Start() error {
-	if err := s.Reload(s.ctx); err != nil {
+// Start reads every app from src (an error if it cannot: a node that knows no app serves
+// nobody), then keeps them fresh until Close, which closes src. Call it once.
+func (s *Store) Start(src Source) error {
+	s.src = src
+	s.mu.Lock()
+	err := s.reloadLocked(s.ctx, "")
+	s.mu.Unlock()
+	if err != nil {
 		return fmt.Errorf("app store %s: first read: %w", s.cfg.Kind, err)
 	}
+	s.started.Store(true)
 	s.wg.Add(1)
 	go s.poll()
-	if n, ok := s.cfg.Source.(Notifier); ok {
+	if n, ok := s.src.(Notifier); ok {
 		s.wg.Add(1)
 		go s.listen(n)
 	}
@@ -176,7 +182,9 @@ func (s *Store) Close() {
 	s.closed.Do(func() {
 		s.cancel()
 		s.wg.Wait()
-		s.cfg.Source.Close()
+		if s.src != nil {
+			s.src.Close()
+		}
 	})
 }
 
@@ -196,7 +204,7 @@ func (s *Store) Apps() []*herald.App { return s.snap.Load().list }
 func (s *Store) Stale() bool { return s.stale.Load() }
 
 // Source is the store's source, for the apps API (which checks for Writer).
-func (s *Store) Source() Source { return s.cfg.Source }
+func (s *Store) Source() Source { return s.src }
 
 // Status reports the store's state.
 func (s *Store) Status() Status {
@@ -217,7 +225,7 @@ func (s *Store) Reload(ctx context.Context) error {
 
 // ReloadApp reads one app now (through Getter when the source has it, else everything).
 func (s *Store) ReloadApp(ctx context.Context, id string) error {
-	g, ok := s.cfg.Source.(Getter)
+	g, ok := s.src.(Getter)
 	if !ok || id == "" {
 		return s.Reload(ctx)
 	}
@@ -249,7 +257,7 @@ func (s *Store) ReloadApp(ctx context.Context, id string) error {
 func (s *Store) reloadLocked(ctx context.Context, fp string) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	list, err := s.cfg.Source.Load(ctx)
+	list, err := s.src.Load(ctx)
 	if err != nil {
 		s.failed(err)
 		return err
@@ -276,7 +284,8 @@ func (s *Store) install(old, next *snapshot) {
 	s.smu.Lock()
 	s.status.Up, s.status.LastSync, s.status.LastError = true, time.Now(), ""
 	s.smu.Unlock()
-	if len(changes) > 0 && s.cfg.OnChange != nil {
+	// The first read is no change: whoever uses the store reads its apps once started.
+	if len(changes) > 0 && s.cfg.OnChange != nil && s.started.Load() {
 		s.cfg.OnChange(changes)
 	}
 }
@@ -328,7 +337,7 @@ func (s *Store) poll() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.cfg.Refresh)
 	defer t.Stop()
-	fpr, hasFP := s.cfg.Source.(Fingerprinter)
+	fpr, hasFP := s.src.(Fingerprinter)
 	for n := 1; ; n++ {
 		select {
 		case <-s.ctx.Done():

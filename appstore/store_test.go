@@ -44,8 +44,8 @@ func apps(n int) []herald.App {
 func TestStoreContract(t *testing.T) {
 	src := &listSource{apps: apps(3)}
 	var got []herald.AppChange
-	s := appstore.New(appstore.Config{Source: src, OnChange: func(c []herald.AppChange) { got = append(got, c...) }})
-	if err := s.Start(); err != nil {
+	s := appstore.New(appstore.Config{OnChange: func(c []herald.AppChange) { got = append(got, c...) }})
+	if err := s.Start(src); err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
@@ -80,8 +80,8 @@ func TestStoreContract(t *testing.T) {
 // one atomic load and one map read, no lock.
 func BenchmarkAppByKey(b *testing.B) {
 	src := &listSource{apps: apps(10_000)}
-	s := appstore.New(appstore.Config{Source: src})
-	if err := s.Start(); err != nil {
+	s := appstore.New(appstore.Config{})
+	if err := s.Start(src); err != nil {
 		b.Fatal(err)
 	}
 	defer s.Close()
@@ -103,8 +103,8 @@ func BenchmarkAppByKey(b *testing.B) {
 
 // TestAppByKeyAllocs pins the lookup at no allocation.
 func TestAppByKeyAllocs(t *testing.T) {
-	s := appstore.New(appstore.Config{Source: &listSource{apps: apps(100)}})
-	if err := s.Start(); err != nil {
+	s := appstore.New(appstore.Config{})
+	if err := s.Start(&listSource{apps: apps(100)}); err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()

@@ -15,8 +15,8 @@ import (
 type node struct {
 	cfg      Config
 	eng      *fanout.Engine
-	apps     map[string]*App // by id; written only before Start
-	channels atomic.Int64    // node-wide count of channels with local subscribers
+	apps     sync.Map     // app id -> *App; AddApp may add one at any time (an app created while the node runs)
+	channels atomic.Int64 // node-wide count of channels with local subscribers
 	cache    *cacheNode
 	l        Listener
 	others   others
@@ -42,14 +42,27 @@ type others interface {
 
 func newNode(cfg Config, eng *fanout.Engine) node {
 	cfg = cfg.withDefaults()
-	return node{cfg: cfg, eng: eng, apps: map[string]*App{}, cache: newCacheNode(cfg), stop: make(chan struct{})}
+	return node{cfg: cfg, eng: eng, cache: newCacheNode(cfg), stop: make(chan struct{})}
 }
 
 // AddApp implements State.
 func (n *node) AddApp(id string, g *fanout.Group) *App {
 	a := &App{id: id, group: g, table: newTable(n.eng, &n.channels), cache: newCache(n.cache), eng: n.eng, others: n.others}
-	n.apps[id] = a
+	n.apps.Store(id, a)
 	return a
+}
+
+// app returns the app with id, nil if it was never added.
+func (n *node) app(id string) *App {
+	if a, ok := n.apps.Load(id); ok {
+		return a.(*App)
+	}
+	return nil
+}
+
+// eachApp calls f with every app added.
+func (n *node) eachApp(f func(id string, a *App)) {
+	n.apps.Range(func(k, v any) bool { f(k.(string), v.(*App)); return true })
 }
 
 // start starts the cache's expiry.

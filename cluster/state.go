@@ -20,7 +20,8 @@ import (
 // call would make their callbacks escape, and every subscription allocate twice more.
 type State interface {
 	// AddApp registers an app whose connections are the engine group g, and returns its
-	// part of the state. Call it for every app before Start.
+	// part of the state. Call it for every app known at start before Start, and for an app
+	// created later when the node learns of it; at most once per app id.
 	AddApp(id string, g *fanout.Group) *App
 	// Start begins serving: from then on l is told of what the other nodes change.
 	Start(l Listener)

@@ -94,7 +94,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.cacheEntries, float64(m.CacheEntries), m.AppID)
 		counter(c.cacheEvictions, m.CacheEvictions, m.AppID)
 		if c.http != nil {
-			if h := c.http.apps[m.AppID]; h != nil {
+			if h := c.http.counters(m.AppID); h != nil {
 				counter(c.httpCalls, h.calls.Load(), m.AppID)
 				counter(c.httpReceived, h.received.Load(), m.AppID)
 				counter(c.httpTransmitted, h.transmitted.Load(), m.AppID)

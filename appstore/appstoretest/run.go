@@ -101,8 +101,8 @@ func eventually(t testing.TB, what string, ok func() bool) {
 // store starts a Store over table with a short refresh and a recorder of its changes.
 func (db DB) store(t *testing.T, table string) (*appstore.Store, *recorder) {
 	rec := &recorder{}
-	s := appstore.New(appstore.Config{Kind: "test", Source: db.Open(t, table), Refresh: 50 * time.Millisecond, OnChange: rec.add})
-	if err := s.Start(); err != nil {
+	s := appstore.New(appstore.Config{Kind: "test", Refresh: 50 * time.Millisecond, OnChange: rec.add})
+	if err := s.Start(db.Open(t, table)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Close)

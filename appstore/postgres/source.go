@@ -294,7 +294,10 @@ func TriggerSQL(table, channel string) string {
 	if i := strings.IndexByte(table, '.'); i >= 0 {
 		fn = quote(table[:i]) + "." + quote(table[i+1:]+"_herald_notify")
 	}
-	return fmt.Sprintf(`CREATE OR REPLACE FUNCTION %[1]s() RETURNS trigger LANGUAGE plpgsql AS $$
+	// One statement list is one transaction; the lock keeps nodes starting together from
+	// replacing the function at the same moment (which PostgreSQL refuses).
+	return fmt.Sprintf(`SELECT pg_advisory_xact_lock(7230311);
+CREATE OR REPLACE FUNCTION %[1]s() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   IF TG_OP = 'DELETE' THEN
     PERFORM pg_notify('%[3]s', OLD.id::text);

@@ -117,13 +117,13 @@ func TestNotify(t *testing.T) {
 		t.Fatal(err)
 	}
 	changed := make(chan herald.AppChange, 16)
-	s := appstore.New(appstore.Config{Kind: "postgres", Source: src, Refresh: time.Hour,
+	s := appstore.New(appstore.Config{Kind: "postgres", Refresh: time.Hour,
 		OnChange: func(cs []herald.AppChange) {
 			for _, c := range cs {
 				changed <- c
 			}
 		}})
-	if err := s.Start(); err != nil {
+	if err := s.Start(src); err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()

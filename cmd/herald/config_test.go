@@ -58,6 +58,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		Cluster:             ClusterConfig{Prefix: "herald", Heartbeat: secs(2), NodeTimeout: secs(10)},
 		Shutdown:            ShutdownConfig{DrainDelay: secs(5)},
 		Webhooks:            defaultWebhooks(),
+		AppStore:            defaultAppStore(),
 		Apps: []AppConfig{{ID: "app-id", Key: "app-key", Secret: "app-secret",
 			EnableClientMessages: true, EnableUserAuthentication: true}},
 
@@ -214,6 +215,7 @@ var fullWant = Config{
 		Heartbeat: Duration{500 * time.Millisecond}, NodeTimeout: secs(4)},
 	Shutdown: ShutdownConfig{DrainDelay: Duration{2500 * time.Millisecond}},
 	Webhooks: defaultWebhooks(),
+	AppStore: defaultAppStore(),
 	Apps: []AppConfig{
 		{ID: "1001", Key: "key-one", Secret: "secret-one", EnableClientMessages: true,
 			AllowedOrigins: []string{"https://app.example.com", "*.example.org"},
@@ -304,7 +306,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 				Cache:   CacheConfig{MaxBytes: 1000000, MaxBytesPerApp: 500000, TTL: secs(19)},
 				Metrics: MetricsConfig{Enabled: false, Host: "m", Port: 15, Prefix: "p_"},
 				Pprof:   PprofConfig{Addr: "127.0.0.1:16", MutexFraction: 17, BlockRate: 18},
-				Log:     LogConfig{"warn", "json"}, Apps: c.Apps, Webhooks: c.Webhooks,
+				Log:     LogConfig{"warn", "json"}, Apps: c.Apps, Webhooks: c.Webhooks, AppStore: c.AppStore,
 				Cluster: ClusterConfig{URL: "redis://:pw@10.0.0.1:6379/2", NodeID: "n-2", Prefix: "p",
 					Heartbeat: secs(1), NodeTimeout: Duration{3500 * time.Millisecond}},
 				FrameTimeout: secs(22), Shutdown: ShutdownConfig{DrainDelay: secs(24)}}
@@ -331,7 +333,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 					Cache:   CacheConfig{MaxBytes: 1000000, MaxBytesPerApp: 500000, TTL: secs(19)},
 					Metrics: MetricsConfig{Enabled: false, Host: "m", Port: 15, Prefix: "p_"},
 					Pprof:   PprofConfig{Addr: "127.0.0.1:16", MutexFraction: 17, BlockRate: 18},
-					Log:     LogConfig{"warn", "json"}, Apps: c.Apps, Webhooks: c.Webhooks,
+					Log:     LogConfig{"warn", "json"}, Apps: c.Apps, Webhooks: c.Webhooks, AppStore: c.AppStore,
 					Cluster: ClusterConfig{URL: "rediss://u:pw@redis.example:6380", NodeID: "n.3", Prefix: "a.b",
 						Heartbeat: Duration{250 * time.Millisecond}, NodeTimeout: secs(1)},
 					SocketSendBufferBytes: 8192, FrameTimeout: secs(23), Shutdown: ShutdownConfig{DrainDelay: secs(25)}}

@@ -82,8 +82,9 @@ func (l *loader) validate() {
 	l.console(c)
 	l.shutdown(&c.Shutdown)
 	l.webhooks(c)
+	l.appStore(c)
 
-	if len(c.Apps) == 0 {
+	if len(c.Apps) == 0 && !c.AppStore.on() {
 		l.problem("apps", "at least one app is required")
 	}
 	ids, keys := map[string]int{}, map[string]int{}
