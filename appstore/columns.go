@@ -20,7 +20,10 @@ type Field struct {
 	// Bool fields are written as 0/1 to an integer column (Soketi's smallint and tinyint(1))
 	// and as true/false to a boolean one.
 	Bool bool
-	// get reads the field from an app, as the column stores it; nil: herald never writes it.
+	// Keep fields are written by an insert (a NOT NULL column of Soketi's needs a value) and
+	// left as they are by an update: herald does not hold their value.
+	Keep bool
+	// get reads the field from an app, as the column stores it.
 	get func(a *herald.App) any
 	// set stores a column's value (non-NULL, normalised by the adapter to int64, float64,
 	// bool, string or []byte) in a.
@@ -109,7 +112,7 @@ var Fields = []Field{
 		}},
 	// Read for Soketi's schema (NOT NULL there, so the apps API writes -1), not enforced:
 	// herald's one REST rate is max_backend_events_per_sec.
-	{Names: []string{"max_read_req_per_sec", "max_read_requests_per_second"}, get: func(*herald.App) any { return int64(-1) },
+	{Names: []string{"max_read_req_per_sec", "max_read_requests_per_second"}, Keep: true, get: func(*herald.App) any { return int64(-1) },
 		set: func(*herald.App, any) error { return nil }},
 	{Names: []string{"max_presence_members_per_channel"}, get: func(a *herald.App) any { return nullable(a.Limits.MaxPresenceMembers) },
 		set: limit(func(l *herald.Limits) *int { return &l.MaxPresenceMembers }, toInt)},
@@ -228,6 +231,7 @@ func (m Mapping) App(vals []any) (herald.App, error) {
 }
 
 // Values are a's values of m.Columns, in order, booleans written as each column takes them.
+// An update skips the Keep fields' (see Updates).
 func (m Mapping) Values(a *herald.App) []any {
 	out := make([]any, len(m.Fields))
 	for i, f := range m.Fields {
@@ -352,4 +356,17 @@ func Normalize(v any) any {
 		return string(b)
 	}
 	return v
+}
+
+// Updates are the columns an update writes (all but id and the Keep fields) with a's values.
+func (m Mapping) Updates(a *herald.App) (cols []string, vals []any) {
+	all := m.Values(a)
+	for i, f := range m.Fields {
+		if i == 0 || f.Keep {
+			continue
+		}
+		cols = append(cols, m.Columns[i].Name)
+		vals = append(vals, all[i])
+	}
+	return cols, vals
 }

@@ -227,9 +227,21 @@ func writer(t *testing.T, db DB) {
 		t.Errorf("read back %+v, want %+v", *got, want)
 	}
 
+	db.Exec(t, fmt.Sprintf(`UPDATE %s SET max_read_req_per_sec = 42, webhooks = '[{"url":"https://hooks.example/x","event_types":["channel_occupied"]}]' WHERE id = 'written'`, table))
 	a.Disabled, a.Secret = true, "s2"
 	if err := w.Update(ctx, a); err != nil {
 		t.Fatalf("Update: %v", err)
+	}
+	// What herald does not hold is left as it was.
+	db.Exec(t, fmt.Sprintf(`DELETE FROM %s WHERE id = 'written' AND max_read_req_per_sec = 42 AND webhooks IS NOT NULL`, table))
+	if err := s.Reload(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.AppByID("written"); ok {
+		t.Fatal("Update changed max_read_req_per_sec or webhooks, which herald does not hold")
+	}
+	if err := w.Insert(ctx, a); err != nil {
+		t.Fatalf("Insert again: %v", err)
 	}
 	if err := s.Reload(ctx); err != nil {
 		t.Fatal(err)

@@ -211,15 +211,15 @@ func exists(err error) error {
 
 // Update implements appstore.Writer.
 func (s *Source) Update(ctx context.Context, a herald.App) error {
-	vals := s.m.Values(&a)
-	var set []string
-	for _, c := range s.m.Columns[1:] { // not id
-		set = append(set, quote(c.Name)+" = ?")
+	cols, vals := s.m.Updates(&a)
+	set := make([]string, len(cols))
+	for i, c := range cols {
+		set[i] = quote(c) + " = ?"
 	}
 	if s.m.UpdatedAt {
 		set = append(set, quote(appstore.UpdatedAt)+" = NOW(6)")
 	}
-	args := append(vals[1:], vals[0])
+	args := append(vals, a.ID)
 	res, err := s.db.ExecContext(ctx, "UPDATE "+s.table+" SET "+strings.Join(set, ", ")+" WHERE id = ?", args...)
 	if err != nil {
 		return exists(err)

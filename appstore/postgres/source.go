@@ -257,15 +257,15 @@ func (s *Source) Insert(ctx context.Context, a herald.App) error {
 
 // Update implements appstore.Writer.
 func (s *Source) Update(ctx context.Context, a herald.App) error {
-	vals := s.m.Values(&a)
-	var set []string
-	for i, c := range s.m.Columns[1:] { // not id
-		set = append(set, fmt.Sprintf("%s = $%d", quote(c.Name), i+2))
+	cols, vals := s.m.Updates(&a)
+	set := make([]string, len(cols))
+	for i, c := range cols {
+		set[i] = fmt.Sprintf("%s = $%d", quote(c), i+2)
 	}
 	if s.m.UpdatedAt {
 		set = append(set, quote(appstore.UpdatedAt)+" = now()")
 	}
-	tag, err := s.pool.Exec(ctx, "UPDATE "+s.table+" SET "+strings.Join(set, ", ")+" WHERE id = $1", vals...)
+	tag, err := s.pool.Exec(ctx, "UPDATE "+s.table+" SET "+strings.Join(set, ", ")+" WHERE id = $1", append([]any{a.ID}, vals...)...)
 	var pe *pgconn.PgError
 	switch {
 	case errors.As(err, &pe) && pe.Code == "23505":

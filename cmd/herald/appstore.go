@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/appstore"
 	"github.com/herald-rt/herald/appstore/mysql"
 	"github.com/herald-rt/herald/appstore/postgres"
+	"github.com/herald-rt/herald/console"
 	"github.com/herald-rt/herald/httpapi"
 	"github.com/herald-rt/herald/metrics"
 	"github.com/herald-rt/herald/session"
@@ -144,4 +147,48 @@ func (a *appStore) export(reg *metrics.Registry, prefix string) {
 		func() float64 { return float64(s.Status().Errors) })
 	reg.GaugeFunc(prefix+"app_store_last_sync_timestamp_seconds", "When the app store's table was last read successfully (Unix seconds).", nil,
 		func() float64 { return float64(s.Status().LastSync.UnixMilli()) / 1000 })
+}
+
+// appAdmin is the node's apps as the console's apps API writes them: through the app
+// store's table, then read back at once so that this node has the change (the others hear
+// of it by notification or at their next poll).
+type appAdmin struct{ a *appStore }
+
+var _ console.AppAdmin = appAdmin{}
+
+func (x appAdmin) Apps() []*herald.App {
+	apps := slices.Clone(x.a.apps().Apps())
+	slices.SortFunc(apps, func(a, b *herald.App) int { return strings.Compare(a.ID, b.ID) })
+	return apps
+}
+
+func (x appAdmin) App(id string) (*herald.App, bool) { return x.a.apps().AppByID(id) }
+
+func (x appAdmin) writer() appstore.Writer {
+	if x.a.store == nil {
+		return nil
+	}
+	w, _ := x.a.store.Source().(appstore.Writer)
+	return w
+}
+
+func (x appAdmin) Writable() (bool, string) {
+	if x.writer() == nil {
+		return false, "the apps come from the configuration file and the environment: change them there and restart the nodes, or keep them in a database (app_store)"
+	}
+	return true, ""
+}
+
+func (x appAdmin) Create(ctx context.Context, a herald.App) error {
+	if err := x.writer().Insert(ctx, a); err != nil {
+		return err
+	}
+	return x.a.store.ReloadApp(ctx, a.ID)
+}
+
+func (x appAdmin) Update(ctx context.Context, a herald.App) error {
+	if err := x.writer().Update(ctx, a); err != nil {
+		return err
+	}
+	return x.a.store.ReloadApp(ctx, a.ID)
 }

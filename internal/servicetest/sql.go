@@ -1,6 +1,7 @@
 package servicetest
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -18,6 +19,7 @@ import (
 type SQL struct {
 	*Server
 	User, Password, Database string
+	dir                      string // its files, removed by Close
 }
 
 // PostgresURL is the server's address in the form app_store.postgres.url takes.
@@ -32,37 +34,31 @@ func (s *SQL) MySQLDSN() string {
 
 // postgresBin finds one of PostgreSQL's programs: on the PATH, else in Debian's versioned
 // directory (/usr/lib/postgresql/N/bin), which the package does not put on the PATH.
-func postgresBin(t testing.TB, name string) string {
-	t.Helper()
+func postgresBin(name string) (string, error) {
 	if p, err := exec.LookPath(name); err == nil {
-		return p
+		return p, nil
 	}
 	if m, _ := filepath.Glob("/usr/lib/postgresql/*/bin/" + name); len(m) > 0 {
-		return m[len(m)-1]
+		return m[len(m)-1], nil
 	}
-	if testing.Short() {
-		t.Skipf("%s (PostgreSQL) is not installed (-short: skipping; the full suite fails here)", name)
-	}
-	t.Fatalf("%s is not installed: apt-get update && apt-get install -y postgresql (scripts/test.sh installs it when absent)", name)
-	return ""
+	return "", fmt.Errorf("%s is not installed: apt-get update && apt-get install -y postgresql (scripts/test.sh installs it when absent)", name)
 }
 
 // sqlDir is a fresh directory for a database server's files, owned by uid and gid when they
-// are not -1 (postgres refuses to run as root, so it runs as the postgres user), removed on
-// cleanup. It is not under t.TempDir, whose parents only root may enter.
-func sqlDir(t testing.TB, prefix string, uid, gid int) string {
-	t.Helper()
+// are not -1 (postgres refuses to run as root, so it runs as the postgres user). It is not
+// under t.TempDir, whose parents only root may enter.
+func sqlDir(prefix string, uid, gid int) (string, error) {
 	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	if uid >= 0 {
 		if err := os.Chown(dir, uid, gid); err != nil {
-			t.Fatal(err)
+			os.RemoveAll(dir)
+			return "", err
 		}
 	}
-	return dir
+	return dir, nil
 }
 
 // logSays is a readiness probe: the server's log (the process's output) contains line.
@@ -78,16 +74,39 @@ func (s *Server) logSays(line string) error {
 // port, in a temporary directory, with a database "herald" owned by the user "herald"
 // (password authentication over TCP). Running as root, it runs as the postgres user. Stop
 // shuts it down as a crash would (immediate shutdown); Start restarts it on the same port.
+// The test's cleanup stops it and removes its files.
 func Postgres(t testing.TB) *SQL {
 	t.Helper()
-	initdb := postgresBin(t, "initdb")
-	postgres := postgresBin(t, "postgres")
-	createdb := postgresBin(t, "createdb")
+	for _, name := range []string{"initdb", "postgres", "createdb"} {
+		if _, err := postgresBin(name); err != nil {
+			if testing.Short() {
+				t.Skipf("%v (-short: skipping; the full suite fails here)", err)
+			}
+			t.Fatal(err)
+		}
+	}
+	db, err := StartPostgres()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	return db
+}
+
+// StartPostgres is Postgres for a program that is not a test (cmd/sqlserver); Close stops
+// the server and removes its files.
+func StartPostgres() (*SQL, error) {
+	initdb, err := postgresBin("initdb")
+	if err != nil {
+		return nil, err
+	}
+	postgres, _ := postgresBin("postgres")
+	createdb, _ := postgresBin("createdb")
 	probe := exec.Command("true")
 	uid, gid := -1, -1
 	if os.Geteuid() == 0 {
 		if uid, gid = asUser(probe, "postgres"); uid < 0 {
-			t.Fatal("running as root, and there is no postgres user to run PostgreSQL as (apt-get install -y postgresql makes one)")
+			return nil, errors.New("running as root, and there is no postgres user to run PostgreSQL as (apt-get install -y postgresql makes one)")
 		}
 	}
 	asPostgres := func(cmd *exec.Cmd) {
@@ -95,11 +114,15 @@ func Postgres(t testing.TB) *SQL {
 			asUser(cmd, "postgres")
 		}
 	}
-	dir := sqlDir(t, "herald-postgres-", uid, gid)
-	db := &SQL{User: "herald", Password: "herald-test-password", Database: "herald"}
+	dir, err := sqlDir("herald-postgres-", uid, gid)
+	if err != nil {
+		return nil, err
+	}
+	db := &SQL{User: "herald", Password: "herald-test-password", Database: "herald", dir: dir}
+	fail := func(err error) (*SQL, error) { db.Close(); return nil, err }
 	pwfile := filepath.Join(dir, "pw")
 	if err := os.WriteFile(pwfile, []byte(db.Password+"\n"), 0o600); err != nil {
-		t.Fatal(err)
+		return fail(err)
 	}
 	if uid >= 0 {
 		_ = os.Chown(pwfile, uid, gid)
@@ -109,8 +132,10 @@ func Postgres(t testing.TB) *SQL {
 		"--auth-local=trust", "--auth-host=scram-sha-256")
 	asPostgres(cmd)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("initdb: %v\n%s", err, out)
+		return fail(fmt.Errorf("initdb: %v\n%s", err, out))
 	}
+	// fsync off: a test's data need not survive the machine, only the server's crash (Stop),
+	// which the OS's page cache covers.
 	srv := &Server{Name: "postgres", bin: postgres,
 		args: func(port int, _ string) []string {
 			return []string{"-D", data, "-p", strconv.Itoa(port), "-k", dir, "-c", "listen_addresses=127.0.0.1",
@@ -118,14 +143,26 @@ func Postgres(t testing.TB) *SQL {
 		}}
 	srv.proc = process{name: "postgres", dir: dir, tail: 2000, every: 20 * time.Millisecond, prepare: asPostgres, quit: syscall.SIGQUIT}
 	srv.ready = func(net.Conn) error { return srv.logSays("database system is ready to accept connections") }
-	startSQL(t, srv)
+	db.Server = srv
+	if err := startSQL(srv); err != nil {
+		return fail(err)
+	}
 	cmd = exec.Command(createdb, "-h", "127.0.0.1", "-p", strconv.Itoa(srv.Port), "-U", db.User, db.Database)
 	cmd.Env = append(os.Environ(), "PGPASSWORD="+db.Password)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("createdb: %v\n%s", err, out)
+		return fail(fmt.Errorf("createdb: %v\n%s", err, out))
 	}
-	db.Server = srv
-	return db
+	return db, nil
+}
+
+// Close stops the server (if running) and removes its files.
+func (s *SQL) Close() {
+	if s.Server != nil {
+		s.proc.kill()
+	}
+	if s.dir != "" {
+		_ = os.RemoveAll(s.dir)
+	}
 }
 
 // MariaDB starts a MariaDB server (Debian's mariadb-server package) on a free loopback port,
@@ -135,7 +172,11 @@ func MariaDB(t testing.TB) *SQL {
 	t.Helper()
 	mariadbd := find(t, "mariadbd")
 	install := find(t, "mariadb-install-db")
-	dir := sqlDir(t, "herald-mariadb-", -1, -1)
+	dir, err := sqlDir("herald-mariadb-", -1, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	data := filepath.Join(dir, "data")
 	cmd := exec.Command(install, "--no-defaults", "--datadir="+data, "--auth-root-authentication-method=normal",
 		"--skip-test-db", "--user="+currentUser())
@@ -144,7 +185,7 @@ func MariaDB(t testing.TB) *SQL {
 	}
 	db := &SQL{User: "herald", Password: "herald-test-password", Database: "herald"}
 	initSQL := filepath.Join(dir, "init.sql")
-	err := os.WriteFile(initSQL, []byte(fmt.Sprintf("CREATE DATABASE IF NOT EXISTS %s;\n"+
+	err = os.WriteFile(initSQL, []byte(fmt.Sprintf("CREATE DATABASE IF NOT EXISTS %s;\n"+
 		"CREATE USER IF NOT EXISTS '%s'@'%%' IDENTIFIED BY '%s';\n"+
 		"GRANT ALL ON %s.* TO '%s'@'%%';\n", db.Database, db.User, db.Password, db.Database, db.User)), 0o600)
 	if err != nil {
@@ -159,7 +200,10 @@ func MariaDB(t testing.TB) *SQL {
 		}}
 	srv.proc = process{name: "mariadbd", dir: dir, tail: 2000, every: 20 * time.Millisecond}
 	srv.ready = func(net.Conn) error { return srv.logSays("ready for connections") }
-	startSQL(t, srv)
+	t.Cleanup(srv.proc.kill)
+	if err := startSQL(srv); err != nil {
+		t.Fatal(err)
+	}
 	db.Server = srv
 	return db
 }
@@ -172,17 +216,19 @@ func currentUser() string {
 }
 
 // startSQL is start for a server whose binary and process are set up already.
-func startSQL(t testing.TB, s *Server) {
-	t.Helper()
-	t.Cleanup(s.proc.kill)
+func startSQL(s *Server) error {
 	var errs []string
 	for attempt := 0; attempt < 5; attempt++ {
-		s.Port = freePort(t)
+		port, err := anyPort()
+		if err != nil {
+			return err
+		}
+		s.Port = port
 		if err := s.run(); err == nil {
-			return
+			return nil
 		} else {
 			errs = append(errs, err.Error())
 		}
 	}
-	t.Fatalf("%s did not start: %s", s.Name, strings.Join(errs, "; "))
+	return fmt.Errorf("%s did not start: %s", s.Name, strings.Join(errs, "; "))
 }
