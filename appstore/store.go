@@ -56,6 +56,18 @@ type Writer interface {
 	Delete(ctx context.Context, id string) error
 }
 
+// BadRows is the error of a Load (or a Get) that could not read some rows: a row whose id is
+// empty or whose column holds what its field cannot take. The apps returned are the other
+// rows'; the Store serves them and logs the bad ones, which are no app.
+type BadRows []error
+
+func (b BadRows) Error() string {
+	if len(b) == 1 {
+		return "a row could not be read: " + b[0].Error()
+	}
+	return fmt.Sprintf("%d rows could not be read, the first: %v", len(b), b[0])
+}
+
 var (
 	// ErrExists is an insert whose id or key another app has.
 	ErrExists = errors.New("an app with this id or key exists")
@@ -120,9 +132,10 @@ type Store struct {
 	log  *slog.Logger
 	snap atomic.Pointer[snapshot]
 
-	mu     sync.Mutex // serialises reloads, so that changes are reported in order
-	smu    sync.Mutex
-	status Status // under smu
+	mu      sync.Mutex // serialises reloads, so that changes are reported in order
+	smu     sync.Mutex
+	status  Status // under smu
+	lastBad string // the last bad rows logged, under smu
 
 	stale   atomic.Bool
 	started atomic.Bool // the first read is done: from then on changes are reported
@@ -234,6 +247,11 @@ func (s *Store) ReloadApp(ctx context.Context, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	a, found, err := g.Get(ctx, id)
+	var bad BadRows
+	if errors.As(err, &bad) {
+		s.badRows(bad) // the row is no app any more
+		found, err = false, nil
+	}
 	if err != nil {
 		s.failed(err)
 		return err
@@ -258,6 +276,11 @@ func (s *Store) reloadLocked(ctx context.Context, fp string) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	list, err := s.src.Load(ctx)
+	var bad BadRows
+	if errors.As(err, &bad) {
+		s.badRows(bad)
+		err = nil
+	}
 	if err != nil {
 		s.failed(err)
 		return err
@@ -298,6 +321,18 @@ func keep(old *snapshot, a herald.App) *herald.App {
 		return o
 	}
 	return &a
+}
+
+// badRows logs rows that could not be read, once for each new set of them.
+func (s *Store) badRows(bad BadRows) {
+	s.smu.Lock()
+	msg := bad.Error()
+	seen := msg == s.lastBad
+	s.lastBad = msg
+	s.smu.Unlock()
+	if !seen {
+		s.log.Warn("app store: rows skipped: they are no app until fixed", "kind", s.cfg.Kind, "rows", len(bad), "err", msg)
+	}
 }
 
 // failed marks the source down.
@@ -361,8 +396,11 @@ func (s *Store) poll() {
 				s.mu.Lock()
 				_ = s.reloadLocked(s.ctx, fp)
 				s.mu.Unlock()
-			default:
-				s.install(s.snap.Load(), s.snap.Load()) // up, nothing changed
+			default: // up, nothing changed
+				s.mu.Lock()
+				cur := s.snap.Load()
+				s.install(cur, cur)
+				s.mu.Unlock()
 			}
 		}
 	}

@@ -1,14 +1,21 @@
 package session_test
 
 import (
+	"context"
+	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/broker"
+	"github.com/herald-rt/herald/broker/memory"
 	"github.com/herald-rt/herald/cluster"
+	"github.com/herald-rt/herald/fanout"
+	"github.com/herald-rt/herald/internal/poll"
 	"github.com/herald-rt/herald/internal/wstest"
 	"github.com/herald-rt/herald/session"
 )
@@ -67,7 +74,13 @@ func (s *changingStore) set(id string, app *herald.App) {
 
 func serveStore(t *testing.T, store *changingStore) string {
 	t.Helper()
-	h, err := session.New(session.Config{MaxConnections: 1000}, store, local(cluster.Config{}), nil)
+	return serveStoreState(t, store, local(cluster.Config{}))
+}
+
+// serveStoreState is serveStore on the state newState builds.
+func serveStoreState(t *testing.T, store *changingStore, newState session.NewState) string {
+	t.Helper()
+	h, err := session.New(session.Config{MaxConnections: 1000}, store, newState, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,4 +171,54 @@ func TestAppsChangeWhileServing(t *testing.T) {
 		t.Fatalf("an unknown key while the store is stale: close %d, want 4100", code)
 	}
 	connected(t, addr, "a-key") // known apps are served all the same
+}
+
+// TestAppLearnedLateGetsRemotePresence: in a cluster, a node that learns of a new app after
+// another node's clients joined its presence channel (its poll came later), and so dropped
+// their records, has those members once it knows the app (through the state stream: within a
+// heartbeat, 2 s, here).
+func TestAppLearnedLateGetsRemotePresence(t *testing.T) {
+	bus := memory.NewBus()
+	onBus := func(id string) session.NewState {
+		mux := new(broker.Mux)
+		b := bus.Attach(memory.Config{NodeID: id}, mux.Receive)
+		t.Cleanup(func() { _ = b.Close(context.Background()) })
+		return func(eng *fanout.Engine) cluster.State {
+			return cluster.NewReplicated(cluster.Config{}, eng, b, mux.Handle, nil)
+		}
+	}
+	early := &changingStore{apps: map[string]*herald.App{app.ID: app}}
+	witness := &changingStore{apps: map[string]*herald.App{app.ID: app}}
+	late := &changingStore{apps: map[string]*herald.App{}}
+	addr := serveStoreState(t, early, onBus("early"))
+	serveStoreState(t, witness, onBus("witness"))
+	serveStoreState(t, late, onBus("late"))
+
+	c2, err := wstest.Dial(addr, "/app/"+app.Key+"?protocol=7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	sid, err := c2.SocketID(patience)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth, data := presenceAuth(sid, "presence-late", "u1")
+	if err := c2.Subscribe("presence-late", auth, data); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c2.Expect("pusher_internal:subscription_succeeded", patience); err != nil {
+		t.Fatal(err)
+	}
+	// Once a node that knows the app has the member, the late node has had (and dropped) the
+	// record too.
+	poll.Until(t, patience, "the witness to know u1 in presence-late", func() (bool, string) {
+		u := witness.h.Users(app.ID, "presence-late")
+		return slices.Equal(u, []string{"u1"}), fmt.Sprint(u)
+	})
+	late.set(app.ID, app) // the late node's poll finds the app
+	poll.Until(t, patience, "the late node to know u1 in presence-late", func() (bool, string) {
+		u := late.h.Users(app.ID, "presence-late")
+		return slices.Equal(u, []string{"u1"}), fmt.Sprint(u)
+	})
 }

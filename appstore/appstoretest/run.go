@@ -117,6 +117,7 @@ func Run(t *testing.T, db DB) {
 	t.Run("Changes", func(t *testing.T) { changes(t, db, false) })
 	t.Run("ChangesWithUpdatedAt", func(t *testing.T) { changes(t, db, true) })
 	t.Run("Writer", func(t *testing.T) { writer(t, db) })
+	t.Run("BadRow", func(t *testing.T) { badRow(t, db) })
 	t.Run("Outage", func(t *testing.T) { outage(t, db) })
 }
 
@@ -258,6 +259,20 @@ func writer(t *testing.T, db DB) {
 	if err := w.Delete(ctx, "written"); !errors.Is(err, appstore.ErrNotFound) {
 		t.Errorf("Delete twice: %v, want ErrNotFound", err)
 	}
+}
+
+// badRow: a row that is no app (an empty id) is skipped; the others are served and the store
+// is up.
+func badRow(t *testing.T, db DB) {
+	table := db.table(t, db.Soketi)
+	db.soketiRow(t, table, "good", "good-key", 1, 10)
+	db.soketiRow(t, table, "", "empty-id-key", 1, 10)
+	s, rec := db.store(t, table)
+	if _, ok := s.AppByKey("good-key"); !ok || s.Stale() || !s.Status().Up || len(s.Apps()) != 1 {
+		t.Fatalf("with a bad row: good found %v, stale %v, status %+v; want the good app only, up", ok, s.Stale(), s.Status())
+	}
+	db.soketiRow(t, table, "later", "later-key", 1, 10)
+	rec.waitFor(t, "an app added beside the bad row", func(c herald.AppChange) bool { return c.New != nil && c.New.ID == "later" })
 }
 
 // outage: with the database down the store serves the apps it knows and says it is stale;

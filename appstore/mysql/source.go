@@ -154,6 +154,7 @@ func (s *Source) Get(ctx context.Context, id string) (herald.App, bool, error) {
 func (s *Source) collect(rows *sql.Rows) ([]herald.App, error) {
 	defer rows.Close()
 	var out []herald.App
+	var bad appstore.BadRows
 	vals := make([]any, len(s.m.Columns))
 	ptrs := make([]any, len(vals))
 	for rows.Next() {
@@ -169,11 +170,18 @@ func (s *Source) collect(rows *sql.Rows) ([]herald.App, error) {
 		}
 		a, err := s.m.App(vals)
 		if err != nil {
-			return nil, fmt.Errorf("app %v: %w", vals[0], err)
+			bad = append(bad, fmt.Errorf("app %q: %w", fmt.Sprint(vals[0]), err))
+			continue
 		}
 		out = append(out, a)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(bad) > 0 {
+		return out, bad
+	}
+	return out, nil
 }
 
 // Fingerprint implements appstore.Fingerprinter: the row count and the sum of the

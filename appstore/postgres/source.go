@@ -177,6 +177,7 @@ func (s *Source) Get(ctx context.Context, id string) (herald.App, bool, error) {
 func collect(rows pgx.Rows, m appstore.Mapping) ([]herald.App, error) {
 	defer rows.Close()
 	var out []herald.App
+	var bad appstore.BadRows
 	for rows.Next() {
 		vals, err := rows.Values()
 		if err != nil {
@@ -194,11 +195,18 @@ func collect(rows pgx.Rows, m appstore.Mapping) ([]herald.App, error) {
 		}
 		a, err := m.App(vals)
 		if err != nil {
-			return nil, fmt.Errorf("app %v: %w", vals[0], err)
+			bad = append(bad, fmt.Errorf("app %q: %w", fmt.Sprint(vals[0]), err))
+			continue
 		}
 		out = append(out, a)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(bad) > 0 {
+		return out, bad
+	}
+	return out, nil
 }
 
 // Fingerprint implements appstore.Fingerprinter: the row count and the sum of the
