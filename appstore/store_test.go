@@ -39,6 +39,13 @@ func apps(n int) []herald.App {
 	return out
 }
 
+// TestStaticApps: the file and the environment's store (herald.StaticApps) keeps the same
+// contract as the database stores.
+func TestStaticApps(t *testing.T) {
+	list := []herald.App{{ID: "a", Key: "ka", Secret: "s"}, {ID: "b", Key: "kb", Secret: "s", Limits: herald.Limits{MaxConnections: 3}}}
+	appstoretest.Contract(t, herald.NewStaticApps(list), list)
+}
+
 // TestStoreContract: a Store keeps the herald.AppStore contract; an unchanged app keeps its
 // pointer across reloads, a changed one gets a new one and is reported.
 func TestStoreContract(t *testing.T) {

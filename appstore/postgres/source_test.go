@@ -155,9 +155,3 @@ func TestNotify(t *testing.T) {
 		t.Fatal("no change notified")
 	}
 }
-
-// TestStaticApps: the file and environment's store passes the same contract.
-func TestStaticApps(t *testing.T) {
-	apps := []herald.App{{ID: "a", Key: "ka", Secret: "s"}, {ID: "b", Key: "kb", Secret: "s", Limits: herald.Limits{MaxConnections: 3}}}
-	appstoretest.Contract(t, herald.NewStaticApps(apps), apps)
-}
