@@ -69,6 +69,13 @@ tools() {
   if [ "$missing" -eq 1 ]; then
     apt-get update -qq && apt-get install -y -qq redis-server nats-server
   fi
+  # The app store tests (appstore/postgres, appstore/mysql) start their own PostgreSQL and
+  # MariaDB on free loopback ports (internal/servicetest); Debian does not put PostgreSQL's
+  # programs on the PATH, so look in its versioned directory.
+  if ! command -v initdb >/dev/null && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    apt-get update -qq && apt-get install -y -qq postgresql
+  fi
+  command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ] || { apt-get update -qq && apt-get install -y -qq mariadb-server; }
   # The console's browser test (test/js/tests/console.test.mjs) drives Debian's chromium.
   command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
   # The ingest tests run a real Kafka broker from its jars (internal/servicetest/kafka.go):

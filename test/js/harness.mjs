@@ -263,7 +263,7 @@ export class HeraldServer {
   async start() {
     const bin = heraldBinary();
     const cfgPath = path.join(this.dir, `herald-${this.port}.yaml`);
-    const cfg = { host: '127.0.0.1', port: this.port, ...this.config, apps: this.apps };
+    const cfg = { host: '127.0.0.1', port: this.port, ...this.config, apps: this.apps ?? undefined };
     writeFileSync(cfgPath, toYaml(cfg));
     this.configText = toYaml(cfg);
     this.output = '';
@@ -388,7 +388,8 @@ export async function startServer(opts = {}) {
     dir = mkdtempSync(path.join(os.tmpdir(), 'herald-js-run-'));
     runDirs.add(dir);
   }
-  const apps = (opts.apps || [APP1, APP2]).map((a) => JSON.parse(JSON.stringify(a)));
+  // opts.apps === null: no apps in the file (an app store keeps them).
+  const apps = opts.apps === null ? undefined : (opts.apps || [APP1, APP2]).map((a) => JSON.parse(JSON.stringify(a)));
   for (let attempt = 1; ; attempt++) {
     const port = opts.port ?? (await freePort());
     const config = {
