@@ -55,7 +55,7 @@ func startNode(t *testing.T, cfg session.Config, wrap func(http.Handler) http.Ha
 		mux := new(broker.Mux)
 		b := bus.Attach(memory.Config{NodeID: id}, mux.Receive)
 		t.Cleanup(func() { _ = b.Close(context.Background()) })
-		newState = cluster.ReplicatedState(cluster.Config{}, b, mux.Handle, nil)
+		newState = cluster.ReplicatedState(cluster.Config{}, b, nil, mux.Handle, nil)
 	}
 	h, err := session.New(cfg, apps, newState, nil)
 	if err != nil {

@@ -12,6 +12,7 @@ type App struct {
 	group  *fanout.Group
 	table  *table
 	cache  *cache
+	hist   *histStore
 	eng    *fanout.Engine
 	others others // its State's: what the other nodes hear of this one
 }

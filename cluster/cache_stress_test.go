@@ -22,7 +22,7 @@ func TestCacheConcurrentWritesKeepTheBounds(t *testing.T) {
 	t.Cleanup(eng.Stop)
 	h := NewLocal(Config{CacheMaxBytes: node, CacheMaxBytesPerApp: perApp, CacheTTL: 300 * time.Millisecond}, eng)
 	for _, id := range ids {
-		h.AddApp(id, eng.NewGroup(id, fanout.Latencies{}))
+		h.AddApp(id, eng.NewGroup(id, fanout.Latencies{}), nil)
 	}
 	h.Start(nil)
 	t.Cleanup(func() { h.Stop(t.Context()) })

@@ -68,7 +68,15 @@ func (l *Local) publish(a *App, evs []herald.Event, frames [][]byte) error {
 
 // Forward implements State.
 func (l *Local) Forward(a *App, channel string, from *fanout.Conn, frame []byte) {
-	l.deliver(a, channel, herald.Classify(channel).Cache, frame, from.Num(), nil, 0)
+	l.dispatch(a, channel, herald.Classify(channel).Cache, frame, from.Num(), nil, fanout.Measure{})
+}
+
+// History implements State: the node keeps its channels' histories.
+func (l *Local) History(_ context.Context, a *App, channel string, after uint64, limit int) (herald.HistoryPage, error) {
+	if !a.HasHistory(channel) {
+		return herald.HistoryPage{}, herald.Errorf(herald.CodeNotFound, "channel %s keeps no history", channel)
+	}
+	return a.readLocal(channel, after, limit), nil
 }
 
 // Terminate implements State: there is no other node.

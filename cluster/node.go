@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +20,9 @@ type node struct {
 	apps     map[string]*App // by id; written only before Start
 	channels atomic.Int64    // node-wide count of channels with local subscribers
 	cache    *cacheNode
+	hepoch   string        // a single node's epoch: its histories' epochs add a generation
+	hgen     atomic.Uint64 // the last generation given
+	copies   bool          // a cluster node: its history channels hold copies of their histories
 	l        Listener
 	others   others
 
@@ -42,12 +47,20 @@ type others interface {
 
 func newNode(cfg Config, eng *fanout.Engine) node {
 	cfg = cfg.withDefaults()
-	return node{cfg: cfg, eng: eng, apps: map[string]*App{}, cache: newCacheNode(cfg), stop: make(chan struct{})}
+	return node{cfg: cfg, eng: eng, apps: map[string]*App{}, cache: newCacheNode(cfg), hepoch: newEpoch(), stop: make(chan struct{})}
+}
+
+// newEpoch returns a random epoch: 8 bytes, in hex.
+func newEpoch() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // AddApp implements State.
-func (n *node) AddApp(id string, g *fanout.Group) *App {
-	a := &App{id: id, group: g, table: newTable(n.eng, &n.channels), cache: newCache(n.cache), eng: n.eng, others: n.others}
+func (n *node) AddApp(id string, g *fanout.Group, rules []herald.HistoryRule) *App {
+	hs := newHistStore(rules, int64(n.cfg.HistoryMaxBytesPerApp), n.hepoch, &n.hgen)
+	a := &App{id: id, group: g, table: newTable(n.eng, &n.channels, hs, n.copies), hist: hs, cache: newCache(n.cache), eng: n.eng, others: n.others}
 	n.apps[id] = a
 	return a
 }
@@ -74,9 +87,13 @@ func (n *node) expire() {
 	for i := 1; ; i++ {
 		select {
 		case <-t.C:
-			n.cache.expire(n.eng.Now())
+			now := n.eng.Now()
+			n.cache.expire(now)
 			if i%60 == 0 {
 				n.cache.compact()
+				for _, a := range n.apps {
+					a.hist.forgetIdle(now)
+				}
 			}
 		case <-n.stop:
 			return
@@ -113,6 +130,15 @@ func (n *node) SignedIn(a *App, user string, in bool) { n.others.markUser(a.id, 
 // when not 0, is the event's origin in Unix nanoseconds.
 func (n *node) deliver(a *App, name string, cache bool, frame []byte, excl uint64, s *fanout.Slots, origin int64) {
 	m := a.group.Measure(origin)
+	if rule, ok := a.hist.rule(name, herald.ChannelInfo{Cache: cache}); ok && !n.copies {
+		n.keep(a, name, rule, frame, excl, s, m)
+		return
+	}
+	n.dispatch(a, name, cache, frame, excl, s, m)
+}
+
+// dispatch is deliver without history: a client event is not kept.
+func (n *node) dispatch(a *App, name string, cache bool, frame []byte, excl uint64, s *fanout.Slots, m fanout.Measure) {
 	if cache {
 		a.cache.with(name, n.eng.Now(), func([]byte) []byte {
 			if ch := a.table.lookup(name); ch != nil {

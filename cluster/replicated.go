@@ -24,10 +24,13 @@ import (
 type Replicated struct {
 	node
 	bus    herald.Broker
+	hist   herald.History // the bus's store of history channels' events; nil: none
 	log    *slog.Logger
 	ops    busOps
 	stream *stream
 	echo   echoes // cache-channel publishes waiting for the bus to bring them back
+
+	histStats HistoryStats
 }
 
 var _ State = (*Replicated)(nil)
@@ -37,12 +40,14 @@ type Handler func(kind herald.BusKind, h herald.BusHandler)
 
 // NewReplicated returns the State of a cluster node delivering through eng, on bus, whose
 // received messages of the node's kinds (BusEvent, BusState, BusCache, BusTerminate) handle
-// routes here.
-func NewReplicated(cfg Config, eng *fanout.Engine, bus herald.Broker, handle Handler, log *slog.Logger) *Replicated {
+// routes here. hist is the bus's store of history channels' events (nil: the apps' history
+// rules are refused by cmd/herald, and channels keep none).
+func NewReplicated(cfg Config, eng *fanout.Engine, bus herald.Broker, hist herald.History, handle Handler, log *slog.Logger) *Replicated {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Replicated{node: newNode(cfg, eng), bus: bus, log: log}
+	r := &Replicated{node: newNode(cfg, eng), bus: bus, hist: hist, log: log}
+	r.copies = hist != nil
 	r.ops.ctx, r.ops.cancel = context.WithCancel(context.Background())
 	r.stream = newStream(r)
 	r.others = r.stream
@@ -71,6 +76,9 @@ func (r *Replicated) Start(l Listener) {
 	}
 	cancel()
 	r.ops.run(r.stream.run)
+	if r.hist != nil {
+		r.ops.run(r.watchLosses)
+	}
 }
 
 // Stop implements State: the stream says goodbye, the bus operations in flight end.
@@ -84,7 +92,9 @@ func (r *Replicated) Stop(context.Context) {
 // Messages of unknown apps, and for channels nobody here subscribes to any more, are
 // ignored. Cache channels' events come as BusCache.
 func (r *Replicated) receiveEvent(msg herald.BusMessage) {
-	if a := r.apps[msg.App]; a != nil {
+	if a := r.apps[msg.App]; a != nil && msg.Offset != 0 {
+		r.receiveHistory(a, msg)
+	} else if a != nil {
 		r.deliver(a, msg.Channel, false, msg.Payload, r.eng.Local(msg.ExcludeSocket), nil, msg.Origin)
 	}
 }
@@ -129,6 +139,13 @@ func (r *Replicated) Release(a *App, ch *Channel) bool {
 	if ch.info.Cache {
 		return true
 	}
+	if h := ch.hist; h != nil {
+		h.mu.Lock()
+		h.dead = true
+		h.clearLocked()
+		h.held = nil
+		h.mu.Unlock()
+	}
 	g := &ch.gate
 	g.mu.Lock()
 	g.gone = true
@@ -172,7 +189,7 @@ func (r *Replicated) takeInterest(a *App, ch *Channel) {
 			_ = r.bus.Unsubscribe(ctx, app, name)
 			return
 		}
-		if err == nil {
+		if err == nil && (ch.hist == nil || r.load(ctx, a, ch)) {
 			g.open()
 		}
 	})
@@ -210,7 +227,14 @@ func (r *Replicated) PublishBatch(a *App, evs []herald.Event, frames [][]byte) e
 		if cache {
 			waits = append(waits, r.echo.expect(a.id, ev.Channel, frames[i]))
 		}
-		if err := r.bus.Publish(ctx, busEvent(a.id, ev.Channel, cache, ev.SocketID, frames[i], ev.OriginNanos())); err != nil {
+		msg := busEvent(a.id, ev.Channel, cache, ev.SocketID, frames[i], ev.OriginNanos())
+		var err error
+		if rule, ok := a.hist.rule(ev.Channel, herald.ChannelInfo{Cache: cache}); ok && r.hist != nil {
+			_, err = r.hist.Publish(ctx, rule, msg)
+		} else {
+			err = r.bus.Publish(ctx, msg)
+		}
+		if err != nil {
 			r.echo.cancel(waits)
 			return err
 		}
@@ -291,6 +315,38 @@ func (o *busOps) stop() {
 
 // ReplicatedState returns how to build a cluster node's State on the node's engine (see
 // NewReplicated): what session.New takes.
-func ReplicatedState(cfg Config, bus herald.Broker, handle Handler, log *slog.Logger) func(*fanout.Engine) State {
-	return func(eng *fanout.Engine) State { return NewReplicated(cfg, eng, bus, handle, log) }
+func ReplicatedState(cfg Config, bus herald.Broker, hist herald.History, handle Handler, log *slog.Logger) func(*fanout.Engine) State {
+	return func(eng *fanout.Engine) State { return NewReplicated(cfg, eng, bus, hist, handle, log) }
+}
+
+// History implements State: the bus's store has the channel's events.
+func (r *Replicated) History(ctx context.Context, a *App, channel string, after uint64, limit int) (herald.HistoryPage, error) {
+	rule, ok := a.hist.rule(channel, herald.Classify(channel))
+	if !ok || r.hist == nil {
+		return herald.HistoryPage{}, herald.Errorf(herald.CodeNotFound, "channel %s keeps no history", channel)
+	}
+	return r.hist.Read(ctx, rule, a.id, channel, after, limit)
+}
+
+// HistoryStats returns the counters of the node's copies of histories.
+func (r *Replicated) HistoryStats() *HistoryStats { return &r.histStats }
+
+// watchLosses runs check whenever the bus reports messages it lost: dropped ones, or those
+// of an outage it reconnected from.
+func (r *Replicated) watchLosses(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	var seen herald.BrokerStats
+	for {
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+		st := r.bus.Stats()
+		if st.Dropped != seen.Dropped || st.Reconnects != seen.Reconnects {
+			seen = st
+			r.check(ctx)
+		}
+	}
 }

@@ -19,9 +19,10 @@ import (
 // part in the cluster (the records the other nodes get) its State supplies: an interface
 // call would make their callbacks escape, and every subscription allocate twice more.
 type State interface {
-	// AddApp registers an app whose connections are the engine group g, and returns its
-	// part of the state. Call it for every app before Start.
-	AddApp(id string, g *fanout.Group) *App
+	// AddApp registers an app whose connections are the engine group g and whose history
+	// channels are those of rules, and returns its part of the state. Call it for every app
+	// before Start.
+	AddApp(id string, g *fanout.Group, rules []herald.HistoryRule) *App
 	// Start begins serving: from then on l is told of what the other nodes change.
 	Start(l Listener)
 	// Stop tells the other nodes this one leaves and stops the state's goroutines, within
@@ -61,6 +62,9 @@ type State interface {
 	// Forward delivers a client event's frame to the other subscribers of channel on every
 	// node. It is never refused: without the bus, it reaches this node's subscribers.
 	Forward(a *App, channel string, from *fanout.Conn, frame []byte)
+	// History reads history channel's events after offset `after`, at most limit of them, and
+	// its latest position; an error with code CodeNotFound when the channel keeps no history.
+	History(ctx context.Context, a *App, channel string, after uint64, limit int) (herald.HistoryPage, error)
 	// Terminate asks the other nodes to close the connections signed in as user (the
 	// session closes its own).
 	Terminate(a *App, user string)
@@ -84,6 +88,14 @@ type Listener interface {
 	RemoteUser(app, user string, present bool)
 	// Terminate closes this node's connections signed in as user.
 	Terminate(app, user string)
+
+	// AppendPosition appends to dst the frame that tells a subscriber of channel the
+	// position of the event that follows it (pusher_internal:position).
+	AppendPosition(dst []byte, channel string, p herald.Position) []byte
+	// Lost closes this node's connections subscribed to ch: events of its history were
+	// lost before they reached this node, and are gone from the history too. Called holding
+	// the channel's history.
+	Lost(app string, ch *Channel)
 }
 
 // Config tunes a State. Zero values mean the defaults noted.
@@ -94,6 +106,11 @@ type Config struct {
 	CacheMaxBytes       int           // node; default 64 MiB
 	CacheMaxBytesPerApp int           // each app; default a quarter of CacheMaxBytes
 	CacheTTL            time.Duration // default 30 min, as Pusher
+
+	// The events history channels keep on this node (a single node's history, a cluster
+	// node's copies of its channels' histories) are bounded in bytes per app: past it, the
+	// least recently written are forgotten first, and recoveries from before them fail.
+	HistoryMaxBytesPerApp int // default 64 MiB
 
 	// PublishTimeout bounds a publish: its wait for room in the fan-out queues, for the bus
 	// and for its cache events to come back from it. Default 1s.
@@ -114,6 +131,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.CacheMaxBytes <= 0 {
 		c.CacheMaxBytes = 64 << 20
+	}
+	if c.HistoryMaxBytesPerApp <= 0 {
+		c.HistoryMaxBytesPerApp = 64 << 20
 	}
 	if c.CacheMaxBytesPerApp <= 0 {
 		c.CacheMaxBytesPerApp = c.CacheMaxBytes / 4

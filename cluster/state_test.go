@@ -66,7 +66,7 @@ func replicated(attach func(t testing.TB, c broker.Common, h herald.BusHandler) 
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = b.Close(context.Background()) })
-			out = append(out, cluster.NewReplicated(fast, n.Engine, b, mux.Handle, nil))
+			out = append(out, cluster.NewReplicated(fast, n.Engine, b, nil, mux.Handle, nil))
 		}
 		return out
 	}

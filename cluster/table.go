@@ -18,6 +18,11 @@ type Channel struct {
 	subs           int       // local subscriptions; guarded by the table shard's lock
 	presence       *presence // the members of a presence channel; nil for other kinds
 	gate           Gate      // open once the other nodes' events for the channel reach this one
+	// rule is the channel's history rule when hasHist; a cluster node's copy of the
+	// channel's history is hist (a single node's is in its histStore, by name).
+	rule    herald.HistoryRule
+	hasHist bool
+	hist    *chanHist
 }
 
 // Name returns the channel's name.
@@ -38,6 +43,8 @@ type table struct {
 	seed   maphash.Seed
 	eng    *fanout.Engine
 	pres   *presenceTable // the app's presence channels' members, local and remote
+	hist   *histStore     // the app's histories
+	copies bool           // a cluster node: each history channel holds a copy of its history
 	total  *atomic.Int64  // node-wide channel count
 	count  atomic.Int64   // this app's channels
 	subs   atomic.Int64   // this app's subscriptions
@@ -47,8 +54,8 @@ type table struct {
 	}
 }
 
-func newTable(eng *fanout.Engine, total *atomic.Int64) *table {
-	t := &table{seed: maphash.MakeSeed(), eng: eng, pres: newPresenceTable(), total: total}
+func newTable(eng *fanout.Engine, total *atomic.Int64, hist *histStore, copies bool) *table {
+	t := &table{seed: maphash.MakeSeed(), eng: eng, pres: newPresenceTable(), total: total, hist: hist, copies: copies}
 	for i := range t.shards {
 		t.shards[i].m = map[string]*Channel{}
 	}
@@ -79,6 +86,11 @@ func (t *table) acquire(name string, info herald.ChannelInfo, open bool) (ch *Ch
 		ch = &Channel{Channel: t.eng.NewChannel(), name: name, info: info}
 		if info.Kind == herald.Presence {
 			ch.presence = t.pres.hold(name)
+		}
+		if ch.rule, ch.hasHist = t.hist.rule(name, info); ch.hasHist && t.copies {
+			ch.hist = t.hist.newHist(name, ch.rule)
+			ch.hist.busy = true // until loaded
+			open = false
 		}
 		if open {
 			ch.gate.ready.Store(true)
@@ -111,6 +123,18 @@ func (t *table) release(ch *Channel) (last bool) {
 		t.pres.unhold(ch.presence, ch)
 	}
 	return last
+}
+
+// each calls f with every channel, one shard at a time under its read lock.
+func (t *table) each(f func(ch *Channel)) {
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.RLock()
+		for _, ch := range s.m {
+			f(ch)
+		}
+		s.mu.RUnlock()
+	}
 }
 
 // localSubs is this node's subscription count of channel name (0 when it has none).

@@ -120,8 +120,8 @@ func fuzzNode(tb testing.TB) *Replicated {
 	mux := new(broker.Mux)
 	b := memory.NewBus().Attach(memory.Config{NodeID: "fuzzed"}, mux.Receive)
 	tb.Cleanup(func() { _ = b.Close(context.Background()) })
-	r := NewReplicated(Config{}, eng, b, mux.Handle, nil)
-	r.AddApp("app", eng.NewGroup("app", fanout.Latencies{}))
+	r := NewReplicated(Config{}, eng, b, nil, mux.Handle, nil)
+	r.AddApp("app", eng.NewGroup("app", fanout.Latencies{}), nil)
 	r.Start(nopListener{})
 	tb.Cleanup(func() { r.Stop(context.Background()) })
 	return r
@@ -129,10 +129,12 @@ func fuzzNode(tb testing.TB) *Replicated {
 
 type nopListener struct{}
 
-func (nopListener) Wants(string, herald.ActivityKind) bool      { return true }
-func (nopListener) Emit(string, *herald.Activity)               {}
-func (nopListener) CountChanged(string, string)                 {}
-func (nopListener) MemberAdded(string, *Channel, herald.Member) {}
-func (nopListener) MemberRemoved(string, *Channel, string)      {}
-func (nopListener) RemoteUser(string, string, bool)             {}
-func (nopListener) Terminate(string, string)                    {}
+func (nopListener) Wants(string, herald.ActivityKind) bool                        { return true }
+func (nopListener) Emit(string, *herald.Activity)                                 {}
+func (nopListener) CountChanged(string, string)                                   {}
+func (nopListener) MemberAdded(string, *Channel, herald.Member)                   {}
+func (nopListener) MemberRemoved(string, *Channel, string)                        {}
+func (nopListener) RemoteUser(string, string, bool)                               {}
+func (nopListener) Terminate(string, string)                                      {}
+func (nopListener) AppendPosition(dst []byte, _ string, _ herald.Position) []byte { return dst }
+func (nopListener) Lost(string, *Channel)                                         {}

@@ -53,6 +53,16 @@ func (e *Engine) Subscribe(c *Conn, ch *Channel, frame, extra []byte) {
 	c.w.inbox <- cmd{op: opSub, c: c, ch: ch, frame: frame, extra: extra}
 }
 
+// CloseChannel closes every connection subscribed to ch on this node with how, as the
+// engine closes a slow consumer: what is queued before it is written first.
+func (e *Engine) CloseChannel(ch *Channel, how Close) {
+	for i, w := range e.workers {
+		if ch.wcount[i].Load() > 0 {
+			w.inbox <- cmd{op: opCloseSubs, ch: ch, frame: how.Frame, excl: uint64(how.Code)}
+		}
+	}
+}
+
 // Unsubscribe removes c, added by Subscribe, from ch's subscribers.
 func (e *Engine) Unsubscribe(c *Conn, ch *Channel) {
 	c.w.inbox <- cmd{op: opUnsub, c: c, ch: ch}

@@ -5,15 +5,16 @@ import "time"
 type op uint8
 
 const (
-	opAttach   op = iota // start owning c
-	opSend               // queue frame for c
-	opSub                // add c to ch's subscribers here, then queue frame and extra
-	opUnsub              // remove c from ch's subscribers here
-	opPublish            // queue frame for every subscriber of ch here but the excluded one
-	opClose              // queue frame (error + close) for c and shut it down once it is out
-	opCloseAll           // close every connection with the engine's drain frame
-	opWritable           // c's socket drained: flush
-	opHangup             // c is gone: forget it and release its socket
+	opAttach    op = iota // start owning c
+	opSend                // queue frame for c
+	opSub                 // add c to ch's subscribers here, then queue frame and extra
+	opUnsub               // remove c from ch's subscribers here
+	opPublish             // queue frame for every subscriber of ch here but the excluded one
+	opClose               // queue frame (error + close) for c and shut it down once it is out
+	opCloseAll            // close every connection with the engine's drain frame
+	opCloseSubs           // close every subscriber of ch here with frame (extra: the code)
+	opWritable            // c's socket drained: flush
+	opHangup              // c is gone: forget it and release its socket
 )
 
 // cmd is one instruction to a worker. Frames are shared and never modified.
@@ -128,6 +129,11 @@ func (w *worker) handle(m cmd) {
 		for _, c := range w.conns {
 			c.ClosedWith(d.Code)
 			w.close(c, d.Frame)
+		}
+	case opCloseSubs:
+		for _, c := range w.subs[m.ch] {
+			c.ClosedWith(int(m.excl))
+			w.close(c, m.frame)
 		}
 	case opWritable:
 		m.c.blocked = false

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -39,6 +40,9 @@ func (h *busDownHub) Channel(string, string) (herald.ChannelStat, bool) {
 }
 func (h *busDownHub) Users(appID, name string) []string      { return nil }
 func (h *busDownHub) TerminateUser(appID, userID string) int { return 0 }
+func (h *busDownHub) History(context.Context, string, string, uint64, int) (herald.HistoryPage, error) {
+	return herald.HistoryPage{}, herald.Errorf(herald.CodeUnavailable, "cluster bus unavailable")
+}
 
 // TestPublishBusUnavailable: a publish the hub refuses because the cluster bus is down
 // answers 503 with a JSON error and Retry-After, for one event and for a batch, so that a

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -25,6 +26,9 @@ type Hub interface {
 	Channel(appID, name string) (herald.ChannelStat, bool)
 	Users(appID, name string) []string
 	TerminateUser(appID, userID string) int
+	// History reads the events a history channel keeps after offset after, at most limit of
+	// them; an error with code CodeNotFound when the channel keeps none.
+	History(ctx context.Context, appID, channel string, after uint64, limit int) (herald.HistoryPage, error)
 }
 
 // Health reports the node's state for /health and /ready.
@@ -123,6 +127,7 @@ func New(cfg Config, apps herald.AppStore, hub Hub, health Health, meter Meter, 
 	s.mux.HandleFunc("GET /apps/{id}/channels", s.signed(s.channels))
 	s.mux.HandleFunc("GET /apps/{id}/channels/{name}", s.signed(s.channel))
 	s.mux.HandleFunc("GET /apps/{id}/channels/{name}/users", s.signed(s.users))
+	s.mux.HandleFunc("GET /apps/{id}/channels/{name}/history", s.signed(s.history))
 	s.mux.HandleFunc("POST /apps/{id}/users/{uid}/terminate_connections", s.signed(s.terminate))
 	s.mux.HandleFunc("GET /health", s.healthz)
 	s.mux.HandleFunc("GET /ready", s.ready)

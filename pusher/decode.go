@@ -3,6 +3,7 @@ package pusher
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/internal/jsonscan"
@@ -81,6 +82,11 @@ type Subscribe struct {
 	Channel     string
 	Auth        string
 	ChannelData string
+	// Recover, when the client asks to recover a history channel, is the position of the
+	// last event of the channel it handled; RecoverErr, when its "recover" is malformed,
+	// says how (the subscription is refused, its channel named).
+	Recover    *herald.Position
+	RecoverErr error
 }
 
 // DecodeSubscribe parses the data of pusher:subscribe or pusher:unsubscribe: an object, or a
@@ -136,6 +142,8 @@ func DecodeSubscribe(data json.RawMessage) (Subscribe, error) {
 			s.Auth, err = stringField(val, "auth")
 		case "channel_data":
 			s.ChannelData, err = stringField(val, "channel_data")
+		case "recover":
+			s.Recover, s.RecoverErr = decodeRecover(val)
 		}
 		if err != nil {
 			return Subscribe{}, err
@@ -145,6 +153,57 @@ func DecodeSubscribe(data json.RawMessage) (Subscribe, error) {
 		return Subscribe{}, invalid("subscription has no channel")
 	}
 	return s, nil
+}
+
+// MaxEpochBytes bounds the epoch of a recovery request.
+const MaxEpochBytes = 64
+
+// maxOffset is the largest offset a recovery request may carry: the largest integer a
+// JavaScript number holds exactly.
+const maxOffset = 1 << 53
+
+// decodeRecover parses the "recover" member of pusher:subscribe: an object with a string
+// "epoch" (at most MaxEpochBytes; empty for a position taken before the channel had a
+// history, with offset 0) and an integer "offset" from 0 to 2^53.
+func decodeRecover(val []byte) (*herald.Position, error) {
+	if isNull(val) {
+		return nil, nil
+	}
+	obj, ok := openObject(val)
+	if !ok {
+		return nil, invalid("recover must be an object with an epoch and an offset")
+	}
+	var p herald.Position
+	var epoch, offset bool
+	for {
+		key, v, more := obj.next()
+		if !more {
+			break
+		}
+		switch string(key) {
+		case "epoch":
+			if v[0] != '"' {
+				return nil, invalid("recover.epoch must be a string")
+			}
+			if p.Epoch = jsonscan.Unquote(v); len(p.Epoch) > MaxEpochBytes {
+				return nil, invalid("recover.epoch is longer than %d bytes", MaxEpochBytes)
+			}
+			epoch = true
+		case "offset":
+			n, err := strconv.ParseUint(string(v), 10, 64)
+			if err != nil || n > maxOffset {
+				return nil, invalid("recover.offset must be an integer from 0 to 2^53")
+			}
+			p.Offset, offset = n, true
+		}
+	}
+	switch {
+	case !epoch || !offset:
+		return nil, invalid("recover must have an epoch and an offset")
+	case p.Epoch == "" && p.Offset != 0:
+		return nil, invalid("recover.offset must be 0 when recover.epoch is empty")
+	}
+	return &p, nil
 }
 
 // Signin is the data of pusher:signin.

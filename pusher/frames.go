@@ -213,3 +213,42 @@ func appendInnerRaw(dst []byte, raw json.RawMessage) []byte {
 	}
 	return appendEscaped(dst, []byte(raw), false)
 }
+
+// AppendPosition appends pusher_internal:position for channel: the event that follows it is
+// number offset of the channel's history in epoch. Its data is the string of
+// {"epoch":E,"offset":N}.
+func AppendPosition(dst []byte, channel, epoch string, offset uint64) []byte {
+	dst = append(dst, `{"event":"pusher_internal:position","channel":`...)
+	dst = AppendString(dst, channel)
+	dst = append(dst, `,"data":`...)
+	var scratch [160]byte
+	return append(AppendString(dst, string(appendPositionData(scratch[:0], epoch, offset))), '}')
+}
+
+func appendPositionData(dst []byte, epoch string, offset uint64) []byte {
+	dst = append(dst, `{"epoch":`...)
+	dst = AppendString(dst, epoch)
+	dst = append(dst, `,"offset":`...)
+	dst = strconv.AppendUint(dst, offset, 10)
+	return append(dst, '}')
+}
+
+// AppendRecovery appends pusher_internal:recovery for channel: the live events that follow
+// start after offset in epoch. When the subscription asked to recover (asked), the data says
+// whether it did, and why not.
+func AppendRecovery(dst []byte, channel, epoch string, offset uint64, asked, recovered bool, reason string) []byte {
+	dst = append(dst, `{"event":"pusher_internal:recovery","channel":`...)
+	dst = AppendString(dst, channel)
+	dst = append(dst, `,"data":`...)
+	data := appendPositionData(make([]byte, 0, 128), epoch, offset)
+	if asked {
+		data = data[:len(data)-1]
+		if recovered {
+			data = append(data, `,"recovered":true}`...)
+		} else {
+			data = append(data, `,"recovered":false,"reason":`...)
+			data = append(AppendString(data, reason), '}')
+		}
+	}
+	return append(AppendString(dst, string(data)), '}')
+}

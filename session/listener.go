@@ -41,3 +41,10 @@ func (l listener) RemoteUser(app, user string, present bool) {
 }
 
 func (l listener) Terminate(app, user string) { l.s.closeUser(app, user) }
+
+func (l listener) AppendPosition(dst []byte, channel string, p herald.Position) []byte {
+	var scratch [256]byte
+	return ws.AppendFrame(dst, ws.OpText, pusher.AppendPosition(scratch[:0], channel, p.Epoch, p.Offset))
+}
+
+func (l listener) Lost(_ string, ch *cluster.Channel) { l.s.eng.CloseChannel(&ch.Channel, l.s.lost) }

@@ -111,6 +111,9 @@ type Server struct {
 
 	pongFrame []byte       // the answer to pusher:ping
 	shutdown  fanout.Close // 4200 to every client at shutdown
+	lost      fanout.Close // 4200 to the subscribers of a channel whose events are gone
+
+	recoveries recoveries // outcomes of recovery requests (recovery.go)
 
 	stop    chan struct{}
 	wg      sync.WaitGroup
@@ -143,7 +146,8 @@ func New(cfg Config, store herald.AppStore, newState NewState, log *slog.Logger)
 	}
 	s := &Server{cfg: cfg, log: log, apps: map[string]*appState{}, byKey: map[string]*appState{},
 		pongFrame: ws.TextFrame(pusher.PongPayload), stop: make(chan struct{}),
-		shutdown: closing(herald.CodeReconnect, "server shutting down, reconnect")}
+		shutdown: closing(herald.CodeReconnect, "server shutting down, reconnect"),
+		lost:     closing(herald.CodeReconnect, "events of a subscribed channel were lost on this node, reconnect to recover them")}
 	type appOrigins struct {
 		a       *herald.App
 		origins guard.Origins
@@ -171,7 +175,7 @@ func New(cfg Config, store herald.AppStore, newState NewState, log *slog.Logger)
 			lat.Origin = cfg.OriginLatency(a.ID)
 		}
 		g := s.eng.NewGroup(a.ID, lat)
-		st := &appState{app: a, g: g, st: s.st.AddApp(a.ID, g), users: map[string][]*conn{}, origins: x.origins,
+		st := &appState{app: a, g: g, st: s.st.AddApp(a.ID, g, a.History), users: map[string][]*conn{}, origins: x.origins,
 			events: guard.Rate{PerSecond: float64(lim.MaxClientEventsPerSecond), Burst: float64(lim.MaxClientEventsPerSecond)}}
 		s.apps[a.ID] = st
 		s.byKey[a.Key] = st

@@ -20,6 +20,10 @@ func (s *Server) subscribe(c *conn, m pusher.Message) {
 		s.subError(c, name, "InvalidChannel", herald.MessageOf(err), 4009)
 		return
 	}
+	if sm.RecoverErr != nil {
+		s.subError(c, name, "InvalidRecovery", herald.MessageOf(sm.RecoverErr), 400)
+		return
+	}
 	if c.subIndex(name) >= 0 {
 		s.subError(c, name, "AlreadySubscribed", "already subscribed to "+name, 4009)
 		return
@@ -65,14 +69,14 @@ func (s *Server) subscribe(c *conn, m pusher.Message) {
 	in := sub{ch: ch}
 	if g := ch.Gate(); !g.Open() {
 		// Entered once this node's interest in the channel is on the bus.
-		w := &waiter{s: s, c: c, ch: ch, member: member}
+		w := &waiter{s: s, c: c, ch: ch, member: member, since: sm.Recover}
 		if g.Wait(w) {
 			in.w = w
 			c.subs = append(c.subs, in)
 			return
 		}
 	}
-	if !s.enter(c, ch, member) {
+	if !s.enter(c, ch, member, sm.Recover) {
 		s.forget(a, ch)
 		s.subError(c, name, "LimitReached", "presence channel is full", 4100)
 		return
@@ -85,13 +89,20 @@ func (s *Server) subscribe(c *conn, m pusher.Message) {
 }
 
 // enter adds c to ch's subscribers and sends its subscription_succeeded (and a cache
-// channel's last event, or its cache miss). It reports false, having done nothing, when ch
-// is a full presence channel.
-func (s *Server) enter(c *conn, ch *cluster.Channel, member herald.Member) bool {
-	if !ch.Info().Cache {
-		return s.enterWith(c, ch, member, nil)
-	}
+// channel's last event, or its cache miss; a history channel's recovered events and its
+// position). since, when not nil, is the position c asks to recover from. It reports false,
+// having done nothing, when ch is a full presence channel.
+func (s *Server) enter(c *conn, ch *cluster.Channel, member herald.Member, since *herald.Position) bool {
 	ok := true
+	// Under the history lock, so the subscriber gets each event once: replayed or live.
+	if c.app.st.Recover(ch, since, func(r cluster.Recovery) {
+		ok = s.enterWith(c, ch, member, s.replay(ch, r))
+	}) {
+		return ok
+	}
+	if !ch.Info().Cache {
+		return s.enterWith(c, ch, member, s.noHistory(ch.Name(), since))
+	}
 	// Under the cache lock so the subscriber gets the last event exactly once.
 	c.app.st.WithCache(ch.Name(), func(last []byte) {
 		if last == nil {
@@ -99,6 +110,9 @@ func (s *Server) enter(c *conn, ch *cluster.Channel, member herald.Member) bool 
 			if c.app.wants(herald.CacheMiss) {
 				c.app.emit(&herald.Activity{Kind: herald.CacheMiss, Channel: ch.Name(), SocketID: c.ID()})
 			}
+		}
+		if nh := s.noHistory(ch.Name(), since); nh != nil {
+			last = append(append([]byte(nil), last...), nh...)
 		}
 		ok = s.enterWith(c, ch, member, last)
 	})

@@ -16,6 +16,7 @@ type waiter struct {
 	c      *conn
 	ch     *cluster.Channel
 	member herald.Member
+	since  *herald.Position // the position it asks to recover from; nil: none
 	state  atomic.Int32
 }
 
@@ -33,7 +34,7 @@ func (w *waiter) Enter() bool {
 	if w.state.Load() != waiting {
 		return true
 	}
-	if w.s.enter(w.c, w.ch, w.member) {
+	if w.s.enter(w.c, w.ch, w.member, w.since) {
 		w.state.Store(joined)
 		w.member.Info = nil // the presence channel has it; the subscription keeps the id
 		return true

@@ -190,3 +190,13 @@ func FrameInPlace(buf []byte, op Opcode) []byte {
 	buf[start] = 0x80 | byte(op)
 	return buf[start:]
 }
+
+// TextPayload returns the payload of frame when frame is exactly one complete, unmasked,
+// final text frame, as a server writes them; ok is false for anything else.
+func TextPayload(frame []byte) (payload []byte, ok bool) {
+	h, ok, bad := parseFrameHeader(frame, len(frame), false)
+	if !ok || bad != nil || !h.fin || h.op != OpText || h.size+h.length != len(frame) {
+		return nil, false
+	}
+	return frame[h.size:], true
+}

@@ -69,7 +69,7 @@ func startMore(t *testing.T, nc NewCluster, first, n int) []*node {
 	for i, st := range states {
 		nd := &node{id: spec[i].ID, st: st, eng: spec[i].Engine, l: newRecorder()}
 		nd.g = nd.eng.NewGroup(appID, fanout.Latencies{})
-		nd.app = st.AddApp(appID, nd.g)
+		nd.app = st.AddApp(appID, nd.g, nil)
 		if nd.app.ID() != appID {
 			t.Fatalf("AddApp(%q) returned app %q", appID, nd.app.ID())
 		}
@@ -241,6 +241,12 @@ func (r *recorder) RemoteUser(_ string, user string, present bool) {
 }
 
 func (r *recorder) Terminate(_ string, user string) { r.add("terminate " + user) }
+
+func (r *recorder) AppendPosition(dst []byte, channel string, p herald.Position) []byte {
+	return fmt.Appendf(dst, "position %s %s %d;", channel, p.Epoch, p.Offset)
+}
+
+func (r *recorder) Lost(_ string, ch *cluster.Channel) { r.add("lost " + ch.Name()) }
 
 // seen returns what the recorder was told that starts with prefix.
 func (r *recorder) seen(prefix string) []string {

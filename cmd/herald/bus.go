@@ -28,11 +28,12 @@ type clusterBus struct {
 
 func newClusterBus(cfg Config, reg *metrics.Registry, log *slog.Logger) *clusterBus {
 	return &clusterBus{cfg: cfg.Cluster, reg: reg, prefix: cfg.Metrics.Prefix, log: log, state: cluster.Config{
-		CacheMaxBytes:       cfg.Cache.MaxBytes,
-		CacheMaxBytesPerApp: cfg.Cache.MaxBytesPerApp,
-		CacheTTL:            cfg.Cache.TTL.Duration,
-		Heartbeat:           cfg.Cluster.Heartbeat.Duration,
-		NodeTimeout:         cfg.Cluster.NodeTimeout.Duration,
+		CacheMaxBytes:         cfg.Cache.MaxBytes,
+		CacheMaxBytesPerApp:   cfg.Cache.MaxBytesPerApp,
+		CacheTTL:              cfg.Cache.TTL.Duration,
+		HistoryMaxBytesPerApp: cfg.History.MaxBytesPerApp,
+		Heartbeat:             cfg.Cluster.Heartbeat.Duration,
+		NodeTimeout:           cfg.Cluster.NodeTimeout.Duration,
 	}}
 }
 
@@ -61,7 +62,7 @@ func (b *clusterBus) newState() session.NewState {
 	if b.c == nil {
 		return cluster.LocalState(b.state)
 	}
-	return cluster.ReplicatedState(b.state, b.c.Broker, b.c.mux.Handle, b.log)
+	return cluster.ReplicatedState(b.state, b.c.Broker, nil, b.c.mux.Handle, b.log)
 }
 
 // route registers, for a kind of message the bus brings, who receives it: nil when off.

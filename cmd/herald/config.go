@@ -66,6 +66,7 @@ type Config struct {
 	ConnectionBurstPerIP int
 	Memory               MemoryConfig
 	Cache                CacheConfig
+	History              HistoryConfig
 	Metrics              MetricsConfig
 	Pprof                PprofConfig
 	Log                  LogConfig
@@ -147,6 +148,7 @@ type AppConfig struct {
 	// Limits holds the app's limits; a zero field means the default in herald.DefaultLimits.
 	Limits   herald.Limits
 	Webhooks []AppWebhook // config_webhooks.go
+	History  []AppHistory // config_history.go
 }
 
 // Duration is a time.Duration that config files, environment variables and flags write as a
@@ -179,6 +181,7 @@ func defaultConfig() Config {
 		RESTIdleTimeout:     Duration{30 * time.Second},
 		MaxHTTPConnections:  256,
 		Memory:              MemoryConfig{RefuseAbovePercent: 90, AcceptBelowPercent: 80},
+		History:             HistoryConfig{MaxBytesPerApp: 64 << 20},
 		Cache:               CacheConfig{MaxBytes: 64 << 20, MaxBytesPerApp: 16 << 20, TTL: Duration{30 * time.Minute}},
 		Metrics:             MetricsConfig{Enabled: true, Host: "127.0.0.1", Port: 9601, Prefix: "herald_"},
 		Pprof:               PprofConfig{MutexFraction: 10, BlockRate: 100_000},
@@ -218,6 +221,7 @@ func (c Config) HeraldApps() []herald.App {
 			EnableUserAuthentication: a.EnableUserAuthentication,
 			AllowedOrigins:           a.AllowedOrigins,
 			Limits:                   a.Limits,
+			History:                  a.historyRules(),
 		}
 		out[i].EnableSubscriptionCountEvent = a.EnableSubscriptionCountEvent
 	}
@@ -259,6 +263,7 @@ var settings = slices.Concat([]setting{
 	{"memory.accept_below_percent", "accept connections again below this share of the limit", func(c *Config) any { return &c.Memory.AcceptBelowPercent }},
 	{"cache.max_bytes", "bytes the last events of every app's cache channels may hold on this node", func(c *Config) any { return &c.Cache.MaxBytes }},
 	{"cache.max_bytes_per_app", "bytes the last events of one app's cache channels may hold", func(c *Config) any { return &c.Cache.MaxBytesPerApp }},
+	{"history.max_bytes_per_app", "bytes the events one app's history channels keep may hold on this node", func(c *Config) any { return &c.History.MaxBytesPerApp }},
 	{"cache.ttl", "how long a cache channel keeps its last event", func(c *Config) any { return &c.Cache.TTL }},
 	{"metrics.enabled", "serve Prometheus metrics on their own listener", func(c *Config) any { return &c.Metrics.Enabled }},
 	{"metrics.host", "interface of the metrics listener", func(c *Config) any { return &c.Metrics.Host }},

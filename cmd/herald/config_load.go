@@ -324,6 +324,7 @@ func (l *loader) decodeApps(v fileValue, src string) {
 		}
 		fields["limits"] = func(v fileValue) { l.table(v, prefix+".limits", src, limits) }
 		fields["webhooks"] = func(v fileValue) { l.decodeWebhooks(v, prefix, src, app) }
+		fields["history"] = func(v fileValue) { l.decodeHistory(v, prefix, src, app) }
 		l.table(item, prefix, src, fields)
 	}
 }

@@ -82,6 +82,7 @@ func (l *loader) validate() {
 	l.console(c)
 	l.shutdown(&c.Shutdown)
 	l.webhooks(c)
+	l.history(c)
 
 	if len(c.Apps) == 0 {
 		l.problem("apps", "at least one app is required")

@@ -1,0 +1,284 @@
+package cluster
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/herald-rt/herald"
+)
+
+// A cluster node keeps a copy of the history of each history channel it has local
+// subscribers to: loaded from the bus's store (herald.History) before the channel's gate
+// opens, then extended, in offset order, by the events the bus brings. So every subscription
+// recovers from the copy, under the channel's history lock, and gets each event once. An
+// event whose offset is past the next one expected (the bus lost or reordered a message)
+// is held back with those that follow until the missing ones are read from the store; when
+// they are gone from it, the channel's subscribers here are closed (Listener.Lost) so that
+// their clients reconnect and recover, or learn that they cannot.
+
+// maxHeld bounds the events a channel holds back while its missing ones are read; later
+// ones are dropped, and read from the store in their turn.
+const maxHeld = 4096
+
+// heldEvent is an event held back behind a gap.
+type heldEvent struct {
+	msg herald.BusMessage
+	// probe stands for events the store has that the bus has not brought (check): it is
+	// never delivered itself.
+	probe bool
+}
+
+// HistoryStats count what a cluster node's copies of histories met.
+type HistoryStats struct {
+	GapsRepaired atomic.Int64 // gaps whose events were read from the store and delivered
+	GapsLost     atomic.Int64 // gaps whose events were gone: the channel's subscribers were closed
+	Duplicates   atomic.Int64 // events received twice, dropped
+}
+
+// receiveHistory puts an event of a history channel in its place in the channel's copy.
+func (r *Replicated) receiveHistory(a *App, msg herald.BusMessage) {
+	ch := a.table.lookup(msg.Channel)
+	if ch == nil || ch.hist == nil {
+		return
+	}
+	h := ch.hist
+	h.mu.Lock()
+	if h.dead {
+		h.mu.Unlock()
+		return
+	}
+	var victims []*histEntry
+	if h.busy {
+		if len(h.held) < maxHeld {
+			h.held = append(h.held, heldEvent{msg: msg})
+		}
+	} else {
+		victims = r.sequenceLocked(a, ch, msg)
+	}
+	h.mu.Unlock()
+	a.hist.drop(victims)
+}
+
+// sequenceLocked delivers msg if it is the next event, drops it if it was delivered, and
+// otherwise holds it and starts reading the missing events.
+func (r *Replicated) sequenceLocked(a *App, ch *Channel, msg herald.BusMessage) (victims []*histEntry) {
+	h := ch.hist
+	if msg.Epoch != h.epoch {
+		// A new history (the store lost the old one): its offsets count from 1 again.
+		h.clearLocked()
+		h.epoch, h.last = msg.Epoch, 0
+	}
+	switch {
+	case msg.Offset <= h.last:
+		r.histStats.Duplicates.Add(1)
+	case msg.Offset == h.last+1:
+		victims = r.keepCopyLocked(a, ch, msg.Offset, r.eng.Now(), msg.Payload, r.eng.Local(msg.ExcludeSocket), msg.Origin)
+	default:
+		h.busy = true
+		h.held = append(h.held, heldEvent{msg: msg})
+		r.repair(a, ch)
+	}
+	return victims
+}
+
+// keepCopyLocked keeps an event in ch's copy and delivers it with its position frame.
+func (r *Replicated) keepCopyLocked(a *App, ch *Channel, off uint64, at int64, frame []byte, excl uint64, origin int64) []*histEntry {
+	h := ch.hist
+	buf := r.l.AppendPosition(make([]byte, 0, 64+len(h.name)+len(h.epoch)+len(frame)), h.name, herald.Position{Epoch: h.epoch, Offset: off})
+	split := len(buf)
+	buf = append(buf, frame...)
+	_, victims := h.appendLocked(off, at, buf, split)
+	r.eng.Dispatch(&ch.Channel, buf, excl, nil, a.group.Measure(origin))
+	return victims
+}
+
+// load reads ch's history into its copy, once the node's interest in it is on the bus, and
+// then delivers what arrived meanwhile. It retries while the store is unreachable, until the
+// channel is released or the node stops; it reports whether the copy is loaded.
+func (r *Replicated) load(ctx context.Context, a *App, ch *Channel) bool {
+	h := ch.hist
+	for n := 0; ; n++ {
+		page, err := r.hist.Read(ctx, h.rule, a.id, h.name, 0, h.rule.Size)
+		h.mu.Lock()
+		if h.dead {
+			h.mu.Unlock()
+			return false
+		}
+		if err == nil {
+			h.clearLocked()
+			h.epoch, h.last = page.Latest.Epoch, 0
+			var victims []*histEntry
+			if len(page.Entries) > 0 {
+				h.last = page.Entries[0].Offset - 1
+				for _, e := range page.Entries {
+					victims = append(victims, r.fillLocked(h, e)...)
+				}
+			}
+			h.last = max(h.last, page.Latest.Offset)
+			victims = append(victims, r.releaseHeldLocked(a, ch)...)
+			h.mu.Unlock()
+			a.hist.drop(victims)
+			return true
+		}
+		h.mu.Unlock()
+		r.log.Debug("cluster: reading a channel's history", "app_id", a.id, "channel", h.name, "err", err)
+		select {
+		case <-time.After(retry.Wait(n)):
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// fillLocked keeps a stored event in a copy without delivering it (nobody is subscribed
+// yet), if it is the next one.
+func (r *Replicated) fillLocked(h *chanHist, e herald.HistoryEntry) []*histEntry {
+	if e.Offset != h.last+1 {
+		return nil
+	}
+	buf := r.l.AppendPosition(make([]byte, 0, 64+len(h.name)+len(h.epoch)+len(e.Frame)), h.name, herald.Position{Epoch: h.epoch, Offset: e.Offset})
+	split := len(buf)
+	buf = append(buf, e.Frame...)
+	_, victims := h.appendLocked(e.Offset, e.At, buf, split)
+	return victims
+}
+
+// releaseHeldLocked sequences the events held back, in the order they came; one past a gap
+// holds back the rest again.
+func (r *Replicated) releaseHeldLocked(a *App, ch *Channel) (victims []*histEntry) {
+	h := ch.hist
+	held := h.held
+	h.held, h.busy = nil, false
+	for i, ev := range held {
+		if h.busy {
+			h.held = append(h.held, held[i:]...)
+			break
+		}
+		if ev.probe {
+			continue
+		}
+		victims = append(victims, r.sequenceLocked(a, ch, ev.msg)...)
+	}
+	return victims
+}
+
+// repair reads the events missing from ch's copy from the store and delivers them, then the
+// events held back; when they are gone from the store, it closes the channel's subscribers
+// here and goes on from the events it has.
+func (r *Replicated) repair(a *App, ch *Channel) {
+	h := ch.hist
+	r.ops.run(func(ctx context.Context) {
+		for n := 0; ; {
+			h.mu.Lock()
+			after, epoch, upto := h.last, h.epoch, h.held[len(h.held)-1].msg.Offset
+			h.mu.Unlock()
+			limit := h.rule.Size
+			if upto > after && upto-after < uint64(limit) {
+				limit = int(upto - after)
+			}
+			page, err := r.hist.Read(ctx, h.rule, a.id, h.name, after, limit)
+			if err != nil {
+				select {
+				case <-time.After(retry.Wait(n)):
+					n++
+					continue
+				case <-ctx.Done():
+					return
+				}
+			}
+			h.mu.Lock()
+			if h.dead {
+				h.mu.Unlock()
+				return
+			}
+			victims := r.mendLocked(a, ch, page, after, epoch)
+			busy := h.busy
+			h.mu.Unlock()
+			a.hist.drop(victims)
+			if !busy {
+				return
+			}
+		}
+	})
+}
+
+// mendLocked delivers what a read after `after` in epoch found missing, and then the events
+// held back.
+func (r *Replicated) mendLocked(a *App, ch *Channel, page herald.HistoryPage, after uint64, epoch string) (victims []*histEntry) {
+	h := ch.hist
+	if h.last != after || h.epoch != epoch {
+		return nil // changed meanwhile; read again
+	}
+	switch {
+	case page.Latest.Epoch != h.epoch:
+		// The store lost the history: whatever was missing is gone with it.
+		r.lostLocked(a, ch)
+		h.epoch, h.last = page.Latest.Epoch, 0
+		if len(page.Entries) > 0 {
+			h.last = page.Entries[0].Offset - 1
+		}
+	case len(page.Entries) > 0 && page.Entries[0].Offset > h.last+1,
+		len(page.Entries) == 0 && page.Latest.Offset > h.last:
+		r.lostLocked(a, ch)
+		if len(page.Entries) > 0 {
+			h.last = page.Entries[0].Offset - 1
+		} else {
+			h.last = h.held[0].msg.Offset - 1
+		}
+	default:
+		r.histStats.GapsRepaired.Add(1)
+	}
+	now := r.eng.Now()
+	for _, e := range page.Entries {
+		if e.Offset == h.last+1 {
+			victims = append(victims, r.keepCopyLocked(a, ch, e.Offset, now, e.Frame, 0, 0)...)
+		}
+	}
+	return append(victims, r.releaseHeldLocked(a, ch)...)
+}
+
+// lostLocked closes ch's subscribers here, whose events are gone, and forgets the copy: a
+// recovery from before the gap fails.
+func (r *Replicated) lostLocked(a *App, ch *Channel) {
+	r.histStats.GapsLost.Add(1)
+	ch.hist.clearLocked()
+	r.l.Lost(a.id, ch)
+}
+
+// check looks, after the bus lost messages (its Dropped counter moved, or it reconnected),
+// for events missing at the end of each history copy: a lost last event leaves no gap for a
+// later one to reveal. A copy the store has more events for is repaired.
+func (r *Replicated) check(ctx context.Context) {
+	for _, a := range r.apps {
+		if len(a.hist.rules) == 0 {
+			continue
+		}
+		var chans []*Channel
+		a.table.each(func(ch *Channel) {
+			if ch.hist != nil {
+				chans = append(chans, ch)
+			}
+		})
+		for _, ch := range chans {
+			h := ch.hist
+			h.mu.Lock()
+			skip, after := h.busy || h.dead, h.last
+			h.mu.Unlock()
+			if skip {
+				continue
+			}
+			page, err := r.hist.Read(ctx, h.rule, a.id, h.name, after, 1)
+			if err != nil || (page.Latest.Epoch == h.epoch && page.Latest.Offset <= after) {
+				continue
+			}
+			h.mu.Lock()
+			if !h.busy && !h.dead && h.last == after {
+				h.busy = true
+				h.held = append(h.held, heldEvent{msg: herald.BusMessage{Epoch: page.Latest.Epoch, Offset: page.Latest.Offset + 1}, probe: true})
+				r.repair(a, ch)
+			}
+			h.mu.Unlock()
+		}
+	}
+}

@@ -1,0 +1,82 @@
+package session
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/cluster"
+	"github.com/herald-rt/herald/pusher"
+	"github.com/herald-rt/herald/ws"
+)
+
+// RecoveryReasons are the outcomes a recovery request can have, in the order of
+// Server.Recoveries: recovered, then each reason it failed for (docs/protocol.md).
+var RecoveryReasons = [...]string{"recovered", cluster.ReasonEpochChanged, cluster.ReasonTooOld,
+	cluster.ReasonAhead, cluster.ReasonNoHistory, cluster.ReasonUnavailable}
+
+// recoveries counts recovery requests by outcome, indexed as RecoveryReasons.
+type recoveries [len(RecoveryReasons)]atomic.Int64
+
+func (r *recoveries) count(recovered bool, reason string) {
+	if recovered {
+		r[0].Add(1)
+		return
+	}
+	for i, x := range RecoveryReasons[1:] {
+		if x == reason {
+			r[i+1].Add(1)
+			return
+		}
+	}
+}
+
+// Recoveries returns the node's recovery requests so far by outcome, indexed as
+// RecoveryReasons.
+func (s *Server) Recoveries() [len(RecoveryReasons)]int64 {
+	var out [len(RecoveryReasons)]int64
+	for i := range s.recoveries {
+		out[i] = s.recoveries[i].Load()
+	}
+	return out
+}
+
+// replay is what a subscriber of a history channel gets after its subscription_succeeded:
+// the events it recovers, each with its position frame, then pusher_internal:recovery, in one
+// buffer.
+func (s *Server) replay(ch *cluster.Channel, r cluster.Recovery) []byte {
+	n := 0
+	for _, f := range r.Frames {
+		n += len(f)
+	}
+	rec := pusher.AppendRecovery(nil, ch.Name(), r.Latest.Epoch, r.Latest.Offset, r.Asked, r.Recovered, r.Reason)
+	buf := make([]byte, 0, n+len(rec)+10)
+	for _, f := range r.Frames {
+		buf = append(buf, f...)
+	}
+	if r.Asked {
+		s.recoveries.count(r.Recovered, r.Reason)
+	}
+	return ws.AppendFrame(buf, ws.OpText, rec)
+}
+
+// noHistory is what a subscription that asked to recover a channel without history gets
+// after its subscription_succeeded (nil when it did not ask).
+func (s *Server) noHistory(name string, since *herald.Position) []byte {
+	if since == nil {
+		return nil
+	}
+	s.recoveries.count(false, cluster.ReasonNoHistory)
+	return ws.TextFrame(pusher.AppendRecovery(nil, name, "", 0, true, false, cluster.ReasonNoHistory))
+}
+
+// History reads the events a history channel keeps after offset `after`, at most limit of
+// them, with its latest position: from this node on its own, from the bus's store in a
+// cluster. An unknown app's or a channel without history's error has code CodeNotFound.
+func (s *Server) History(ctx context.Context, appID, channel string, after uint64, limit int) (herald.HistoryPage, error) {
+	a := s.apps[appID]
+	if a == nil {
+		return herald.HistoryPage{}, herald.Errorf(herald.CodeAppNotFound, "unknown app %s", appID)
+	}
+	return s.st.History(ctx, a.st, channel, after, limit)
+}
