@@ -132,6 +132,7 @@ export async function recoverThrough(t, { label, pusher, watches, sdks, channels
         `${JSON.stringify(watches.map((w) => w.recovered))}; handled ${counts()}; published ${pub.published})`,
     );
     const recoveredAfterMs = Date.now() - backFrom;
+    for (const w of watches) assert.deepEqual(w.recovered, [{ recovered: true }], `${w.name}: herald:recovered`);
     const publishedAtRecovered = pub.published;
     // The live stream goes on after the recovery.
     await eventually(
@@ -158,7 +159,7 @@ export async function recoverThrough(t, { label, pusher, watches, sdks, channels
     const missed = publishedAtRecovered - handledAtDrop;
     assert.ok(missed > 0, `events were published while the client was away (${missed})`);
     t.diagnostic(
-      `${label}: ${total} events per channel; ${publishedAtDrop - handledAtDrop} not handled when the connection dropped, ` +
+      `${label}: ${total} events per channel; ${publishedAtDrop - handledAtDrop} not handled when the disruption ended, ` +
         `${missed} by the time it had recovered, ${recoveredAfterMs} ms after the disruption ended; ${info ?? ''}`,
     );
     return { total, missed, recoveredAfterMs };

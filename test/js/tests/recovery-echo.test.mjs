@@ -4,7 +4,7 @@
 // stalls and then refuses connections for 10 s while 50 events/s are published to both
 // channels: each channel's listener gets every event once, in order, and `.herald:recovered`.
 
-import { test, before, after } from 'node:test';
+import { test, before, after, afterEach } from 'node:test';
 import http from 'node:http';
 
 import Echo from 'laravel-echo';
@@ -48,9 +48,14 @@ before(async () => {
   authUrl = `http://127.0.0.1:${authServer.address().port}/broadcasting/auth`;
 });
 
-after(async () => {
+// Echo is disconnected while the server is still up: a pusher-js client disconnected while
+// it retries a server that has gone can keep its retry timers (and this process) alive.
+afterEach(async () => {
   for (const e of echos) e.disconnect();
+  echos.clear();
   await stopAllProxies();
+});
+after(async () => {
   await new Promise((resolve) => authServer.close(resolve));
 });
 
