@@ -81,7 +81,10 @@ export class FakeHerald {
     conn.subs.add(name);
     this.send(conn, 'pusher_internal:subscription_succeeded', name, {});
     if (!this.history(name)) {
-      if (data.recover !== undefined) this.send(conn, 'pusher_internal:recovery', name, { recovered: false, reason: 'no_history' });
+      // As herald answers it: no position to go on from.
+      if (data.recover !== undefined) {
+        this.send(conn, 'pusher_internal:recovery', name, { epoch: '', offset: 0, recovered: false, reason: 'no_history' });
+      }
       return;
     }
     const c = this.chan(name);

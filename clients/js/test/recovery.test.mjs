@@ -327,6 +327,27 @@ for (const mod of VERSIONS) {
       assert.equal(positionOf(p, 'plain'), undefined);
     });
 
+    test('no_history (the rule was removed): herald:recovered says so and the position is forgotten', async () => {
+      await start();
+      const p = withRecovery(client());
+      const ch = await follow(p, 'auction-11');
+      const got = bids(ch);
+      srv.publish('auction-11', 'bid', { n: 1 });
+      await eventually(() => got.length === 1, 'bid 1');
+      srv.history = () => false;
+      const recovered = once(ch, 'herald:recovered');
+      srv.closeAll(4200);
+      assert.deepEqual(await recovered, { recovered: false, reason: 'no_history' });
+      assert.equal(positionOf(p, 'auction-11'), undefined);
+      srv.publish('auction-11', 'bid', { n: 2 });
+      await eventually(() => got.length === 2, () => `bid 2 (got ${got})`);
+      // Not a second close so soon: pusher-js 8.0 and 8.1 give up on WebSocket after two
+      // connections that end within 2 activity timeouts of opening (see README.md, Limits).
+      p.disconnect();
+      p.connect();
+      assert.equal((await srv.nthSubscribe('auction-11', 3)).recover, undefined);
+    });
+
     test('withRecovery is idempotent and refuses what is not a pusher-js client', async () => {
       await start();
       const p = client();
