@@ -96,6 +96,9 @@ type Figures struct {
 	CacheBytes     int64 // held by the last events of cache channels, see Config.CacheMaxBytesPerApp
 	CacheEntries   int64
 	CacheEvictions int64 // last events dropped to stay within a bound (not TTL expiries)
+	// The events history channels keep here, see Config.HistoryMaxBytesPerApp.
+	HistoryBytes, HistoryEntries int64
+	HistoryEvictions             int64 // forgotten to stay within the bound (not size or TTL)
 }
 
 // Figures returns the app's counts now.
@@ -106,5 +109,9 @@ func (a *App) Figures() Figures {
 		CacheBytes:     a.cache.bytes.Load(),
 		CacheEntries:   a.cache.entries.Load(),
 		CacheEvictions: a.cache.evictions.Load(),
+
+		HistoryBytes:     a.hist.bytes.Load(),
+		HistoryEntries:   a.hist.entries.Load(),
+		HistoryEvictions: a.hist.evictions.Load(),
 	}
 }

@@ -39,7 +39,12 @@ type HistoryStats struct {
 // receiveHistory puts an event of a history channel in its place in the channel's copy.
 func (r *Replicated) receiveHistory(a *App, msg herald.BusMessage) {
 	ch := a.table.lookup(msg.Channel)
-	if ch == nil || ch.hist == nil {
+	if ch == nil {
+		return
+	}
+	if ch.hist == nil {
+		// Not a history channel here (the nodes' rules differ): delivered as it comes.
+		r.deliver(a, msg.Channel, false, msg.Payload, r.eng.Local(msg.ExcludeSocket), nil, msg.Origin)
 		return
 	}
 	h := ch.hist
@@ -171,6 +176,10 @@ func (r *Replicated) repair(a *App, ch *Channel) {
 	r.ops.run(func(ctx context.Context) {
 		for n := 0; ; {
 			h.mu.Lock()
+			if h.dead || len(h.held) == 0 {
+				h.mu.Unlock()
+				return
+			}
 			after, epoch, upto := h.last, h.epoch, h.held[len(h.held)-1].msg.Offset
 			h.mu.Unlock()
 			limit := h.rule.Size

@@ -15,16 +15,17 @@ import (
 // caches, the listener, and others, the implementation's own part of the state (nothing on a
 // single node, the stream to the other nodes in a cluster).
 type node struct {
-	cfg      Config
-	eng      *fanout.Engine
-	apps     map[string]*App // by id; written only before Start
-	channels atomic.Int64    // node-wide count of channels with local subscribers
-	cache    *cacheNode
-	hepoch   string        // a single node's epoch: its histories' epochs add a generation
-	hgen     atomic.Uint64 // the last generation given
-	copies   bool          // a cluster node: its history channels hold copies of their histories
-	l        Listener
-	others   others
+	cfg       Config
+	eng       *fanout.Engine
+	apps      map[string]*App // by id; written only before Start
+	channels  atomic.Int64    // node-wide count of channels with local subscribers
+	cache     *cacheNode
+	hepoch    string        // a single node's epoch: its histories' epochs add a generation
+	hgen      atomic.Uint64 // the last generation given
+	copies    bool          // a cluster node: its history channels hold copies of their histories
+	histStats HistoryStats
+	l         Listener
+	others    others
 
 	stop    chan struct{}
 	stopped sync.Once
@@ -100,6 +101,9 @@ func (n *node) expire() {
 		}
 	}
 }
+
+// HistoryStats implements State.
+func (n *node) HistoryStats() *HistoryStats { return &n.histStats }
 
 // Counted implements State.
 func (n *node) Counted(a *App, name string, edge, reported bool) {

@@ -29,8 +29,6 @@ type Replicated struct {
 	ops    busOps
 	stream *stream
 	echo   echoes // cache-channel publishes waiting for the bus to bring them back
-
-	histStats HistoryStats
 }
 
 var _ State = (*Replicated)(nil)
@@ -327,9 +325,6 @@ func (r *Replicated) History(ctx context.Context, a *App, channel string, after 
 	}
 	return r.hist.Read(ctx, rule, a.id, channel, after, limit)
 }
-
-// HistoryStats returns the counters of the node's copies of histories.
-func (r *Replicated) HistoryStats() *HistoryStats { return &r.histStats }
 
 // watchLosses runs check whenever the bus reports messages it lost: dropped ones, or those
 // of an outage it reconnected from.

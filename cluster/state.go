@@ -65,6 +65,8 @@ type State interface {
 	// History reads history channel's events after offset `after`, at most limit of them, and
 	// its latest position; an error with code CodeNotFound when the channel keeps no history.
 	History(ctx context.Context, a *App, channel string, after uint64, limit int) (herald.HistoryPage, error)
+	// HistoryStats returns what the node's copies of histories met (all zero on a single node).
+	HistoryStats() *HistoryStats
 	// Terminate asks the other nodes to close the connections signed in as user (the
 	// session closes its own).
 	Terminate(a *App, user string)

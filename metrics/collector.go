@@ -18,6 +18,8 @@ type collector struct {
 	refused, queueDepth, pongTimeouts        *prometheus.Desc
 	capacity, refusing, nodeConns, nodeChans *prometheus.Desc
 	cacheBytes, cacheEntries, cacheEvictions *prometheus.Desc
+	histBytes, histEntries, histEvictions    *prometheus.Desc
+	recoveries, gapsRepaired, gapsLost, dups *prometheus.Desc
 }
 
 func newCollector(prefix string, src Source, http *HTTP) *collector {
@@ -50,6 +52,14 @@ func newCollector(prefix string, src Source, http *HTTP) *collector {
 		cacheEntries:   d("cache_entries", "Cache channels holding a last event.", app),
 		cacheEvictions: d("cache_evictions_total", "Last events of cache channels evicted to stay within cache.max_bytes_per_app or cache.max_bytes (TTL expiries not counted).", app),
 
+		histBytes:     d("history_bytes", "Bytes held by the events history channels keep on this node (a cluster node: its copies), bounded by history.max_bytes_per_app.", app),
+		histEntries:   d("history_entries", "Events history channels keep on this node.", app),
+		histEvictions: d("history_evictions_total", "Kept events forgotten to stay within history.max_bytes_per_app (size and TTL not counted).", app),
+		recoveries:    d("recoveries_total", "Recovery requests by outcome: recovered, or the reason they failed.", "outcome"),
+		gapsRepaired:  d("history_gaps_repaired_total", "Gaps in a history channel's offsets that the bus left on this node, repaired from the history."),
+		gapsLost:      d("history_gaps_lost_total", "Gaps whose events were gone from the history: the channel's subscribers here were closed with 4200."),
+		dups:          d("history_duplicates_total", "Events of history channels the bus brought twice, dropped."),
+
 		refused:      d("refused_connections_total", "Connections refused at the handshake, by reason.", "reason"),
 		queueDepth:   d("fanout_queue_depth", "Commands waiting in each fan-out worker's queue.", "worker"),
 		pongTimeouts: d("pong_timeouts_total", "Connections closed with 4201 for not answering a ping."),
@@ -65,7 +75,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.connected, c.newConns, c.disconnects, c.sent, c.received, c.sentBytes,
 		c.receivedBytes, c.httpCalls, c.httpReceived, c.httpTransmitted, c.slow, c.eventsLimited, c.channels, c.subs,
 		c.refused, c.queueDepth, c.pongTimeouts, c.capacity, c.refusing, c.nodeConns, c.nodeChans,
-		c.cacheBytes, c.cacheEntries, c.cacheEvictions} {
+		c.cacheBytes, c.cacheEntries, c.cacheEvictions, c.histBytes, c.histEntries, c.histEvictions,
+		c.recoveries, c.gapsRepaired, c.gapsLost, c.dups} {
 		ch <- d
 	}
 }
@@ -93,6 +104,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.cacheBytes, float64(m.CacheBytes), m.AppID)
 		gauge(c.cacheEntries, float64(m.CacheEntries), m.AppID)
 		counter(c.cacheEvictions, m.CacheEvictions, m.AppID)
+		gauge(c.histBytes, float64(m.HistoryBytes), m.AppID)
+		gauge(c.histEntries, float64(m.HistoryEntries), m.AppID)
+		counter(c.histEvictions, m.HistoryEvictions, m.AppID)
 		if c.http != nil {
 			if h := c.http.apps[m.AppID]; h != nil {
 				counter(c.httpCalls, h.calls.Load(), m.AppID)
@@ -108,6 +122,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for i, n := range st.QueueDepths {
 		gauge(c.queueDepth, float64(n), strconv.Itoa(i))
 	}
+	for _, r := range st.Recoveries {
+		counter(c.recoveries, r.Count, r.Outcome)
+	}
+	counter(c.gapsRepaired, st.GapsRepaired)
+	counter(c.gapsLost, st.GapsLost)
+	counter(c.dups, st.Duplicates)
 	counter(c.pongTimeouts, st.PongTimeouts)
 	gauge(c.capacity, float64(st.MaxConnections))
 	gauge(c.nodeConns, float64(st.Connections))

@@ -27,6 +27,9 @@ type AppCounters struct {
 	CacheBytes          int64 // cache_bytes
 	CacheEntries        int64 // cache_entries
 	CacheEvictions      int64 // cache_evictions_total
+	HistoryBytes        int64 // history_bytes
+	HistoryEntries      int64 // history_entries
+	HistoryEvictions    int64 // history_evictions_total
 }
 
 // NodeStats are a node's counters, all apps together.
@@ -38,6 +41,16 @@ type NodeStats struct {
 	Refusing       bool      // memory_guard_refusing: the memory guard refuses new connections
 	Refused        []Refusal // refused_connections_total, one series per reason
 	QueueDepths    []int     // fanout_queue_depth: commands waiting in each fan-out worker's queue
+	Recoveries     []Outcome // recoveries_total: recovery requests, one series per outcome
+	GapsRepaired   int64     // history_gaps_repaired_total
+	GapsLost       int64     // history_gaps_lost_total
+	Duplicates     int64     // history_duplicates_total
+}
+
+// Outcome is how many recovery requests had one outcome.
+type Outcome struct {
+	Outcome string // recovered, or the reason it failed: too_old, epoch_changed, ...
+	Count   int64
 }
 
 // Refusal is how many connections were refused at the handshake for one reason.

@@ -216,19 +216,20 @@ func appendInnerRaw(dst []byte, raw json.RawMessage) []byte {
 
 // AppendPosition appends pusher_internal:position for channel: the event that follows it is
 // number offset of the channel's history in epoch. Its data is the string of
-// {"epoch":E,"offset":N}.
+// {"epoch":E,"offset":N}. It allocates only to grow dst.
 func AppendPosition(dst []byte, channel, epoch string, offset uint64) []byte {
 	dst = append(dst, `{"event":"pusher_internal:position","channel":`...)
 	dst = AppendString(dst, channel)
-	dst = append(dst, `,"data":`...)
-	var scratch [160]byte
-	return append(AppendString(dst, string(appendPositionData(scratch[:0], epoch, offset))), '}')
+	dst = appendPositionData(append(dst, `,"data":"`...), epoch, offset)
+	return append(dst, `"}`...)
 }
 
+// appendPositionData appends the body of the data string {"epoch":E,"offset":N}, without its
+// closing brace.
 func appendPositionData(dst []byte, epoch string, offset uint64) []byte {
-	dst = append(dst, `{"epoch":`...)
-	dst = AppendString(dst, epoch)
-	dst = append(dst, `,"offset":`...)
+	dst = append(dst, `{\"epoch\":`...)
+	dst = appendInnerString(dst, epoch)
+	dst = append(dst, `,\"offset\":`...)
 	dst = strconv.AppendUint(dst, offset, 10)
 	return append(dst, '}')
 }
@@ -239,16 +240,15 @@ func appendPositionData(dst []byte, epoch string, offset uint64) []byte {
 func AppendRecovery(dst []byte, channel, epoch string, offset uint64, asked, recovered bool, reason string) []byte {
 	dst = append(dst, `{"event":"pusher_internal:recovery","channel":`...)
 	dst = AppendString(dst, channel)
-	dst = append(dst, `,"data":`...)
-	data := appendPositionData(make([]byte, 0, 128), epoch, offset)
+	dst = appendPositionData(append(dst, `,"data":"`...), epoch, offset)
 	if asked {
-		data = data[:len(data)-1]
+		dst = dst[:len(dst)-1]
 		if recovered {
-			data = append(data, `,"recovered":true}`...)
+			dst = append(dst, `,\"recovered\":true}`...)
 		} else {
-			data = append(data, `,"recovered":false,"reason":`...)
-			data = append(AppendString(data, reason), '}')
+			dst = append(dst, `,\"recovered\":false,\"reason\":`...)
+			dst = append(appendInnerString(dst, reason), '}')
 		}
 	}
-	return append(AppendString(dst, string(data)), '}')
+	return append(dst, `"}`...)
 }

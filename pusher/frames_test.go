@@ -262,3 +262,26 @@ func BenchmarkAppendEvent(b *testing.B) {
 		})
 	}
 }
+
+func TestAppendPositionAndRecovery(t *testing.T) {
+	for _, tc := range []struct {
+		got  []byte
+		want string
+	}{
+		{AppendPosition(nil, "auction-1", `e"1`, 42), `{"event":"pusher_internal:position","channel":"auction-1","data":"{\"epoch\":\"e\\\"1\",\"offset\":42}"}`},
+		{AppendRecovery(nil, "a", "e", 7, false, false, ""), `{"event":"pusher_internal:recovery","channel":"a","data":"{\"epoch\":\"e\",\"offset\":7}"}`},
+		{AppendRecovery(nil, "a", "e", 7, true, true, ""), `{"event":"pusher_internal:recovery","channel":"a","data":"{\"epoch\":\"e\",\"offset\":7,\"recovered\":true}"}`},
+		{AppendRecovery(nil, "a", "", 0, true, false, "too_old"), `{"event":"pusher_internal:recovery","channel":"a","data":"{\"epoch\":\"\",\"offset\":0,\"recovered\":false,\"reason\":\"too_old\"}"}`},
+	} {
+		if string(tc.got) != tc.want {
+			t.Errorf("got  %s\nwant %s", tc.got, tc.want)
+		}
+		var outer struct{ Data string }
+		if err := json.Unmarshal(tc.got, &outer); err != nil || !json.Valid([]byte(outer.Data)) {
+			t.Errorf("%s: data is not a JSON string holding JSON: %v", tc.got, err)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { AppendPosition(make([]byte, 0, 256), "auction-1", "3f9c1a0e.1", 42) }); n > 1 {
+		t.Errorf("AppendPosition allocates %v times, want only its buffer", n)
+	}
+}

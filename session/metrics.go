@@ -18,6 +18,9 @@ type AppMetrics struct {
 	CacheBytes          int64 // held by the last events of cache channels, see cluster.Config.CacheMaxBytesPerApp
 	CacheEntries        int64
 	CacheEvictions      int64 // last events dropped to stay within a bound (not TTL expiries)
+	HistoryBytes        int64 // held by the events history channels keep here
+	HistoryEntries      int64
+	HistoryEvictions    int64 // kept events forgotten to stay within the app's bound
 }
 
 // AppMetrics returns every app's counters, summed over workers.
@@ -34,6 +37,10 @@ func (s *Server) AppMetrics() []AppMetrics {
 			CacheBytes:     f.CacheBytes,
 			CacheEntries:   f.CacheEntries,
 			CacheEvictions: f.CacheEvictions,
+
+			HistoryBytes:     f.HistoryBytes,
+			HistoryEntries:   f.HistoryEntries,
+			HistoryEvictions: f.HistoryEvictions,
 		}
 		cs := a.g.Counters()
 		for i := range cs {

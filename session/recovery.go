@@ -41,6 +41,13 @@ func (s *Server) Recoveries() [len(RecoveryReasons)]int64 {
 	return out
 }
 
+// HistoryStats returns what this node's copies of histories met in a cluster (all zero on a
+// single node).
+func (s *Server) HistoryStats() (gapsRepaired, gapsLost, duplicates int64) {
+	st := s.st.HistoryStats()
+	return st.GapsRepaired.Load(), st.GapsLost.Load(), st.Duplicates.Load()
+}
+
 // replay is what a subscriber of a history channel gets after its subscription_succeeded:
 // the events it recovers, each with its position frame, then pusher_internal:recovery, in one
 // buffer.

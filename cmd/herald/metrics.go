@@ -34,6 +34,9 @@ func (m nodeMetrics) AppCounters() []metrics.AppCounters {
 			CacheBytes:          a.CacheBytes,
 			CacheEntries:        a.CacheEntries,
 			CacheEvictions:      a.CacheEvictions,
+			HistoryBytes:        a.HistoryBytes,
+			HistoryEntries:      a.HistoryEntries,
+			HistoryEvictions:    a.HistoryEvictions,
 		}
 	}
 	return out
@@ -47,7 +50,17 @@ func (m nodeMetrics) NodeStats() metrics.NodeStats {
 	for i, n := range refusals {
 		refused[i] = metrics.Refusal{Reason: session.Refusal(i).String(), Count: n}
 	}
+	rec := m.h.Recoveries()
+	outcomes := make([]metrics.Outcome, len(rec))
+	for i, n := range rec {
+		outcomes[i] = metrics.Outcome{Outcome: session.RecoveryReasons[i], Count: n}
+	}
+	repaired, lost, dups := m.h.HistoryStats()
 	return metrics.NodeStats{
+		Recoveries:     outcomes,
+		GapsRepaired:   repaired,
+		GapsLost:       lost,
+		Duplicates:     dups,
 		Connections:    st.Connections,
 		MaxConnections: st.MaxConnections,
 		Channels:       st.Channels,
