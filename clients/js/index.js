@@ -82,7 +82,8 @@ export function withRecovery(pusher) {
       case 'pusher_internal:recovery': {
         pending.delete(name);
         const data = event.data && typeof event.data === 'object' ? event.data : {};
-        const pos = readPosition(data);
+        // A channel without a history rule (the rule was removed since) has no position.
+        const pos = data.reason === 'no_history' ? null : readPosition(data);
         if (pos) positions.set(name, pos);
         else positions.delete(name);
         if ('recovered' in data) {
@@ -126,10 +127,13 @@ export function positionOf(pusher, channel) {
   return pos ? { epoch: pos.epoch, offset: pos.offset } : undefined;
 }
 
+// readPosition returns the position {epoch, offset} in data, or null when it holds none. The
+// empty epoch with offset 0 is a position: a cluster's channel that has had no event yet.
 function readPosition(data) {
   if (!data || typeof data !== 'object') return null;
   const { epoch, offset } = data;
-  if (typeof epoch !== 'string' || epoch === '') return null;
+  if (typeof epoch !== 'string') return null;
   if (!Number.isInteger(offset) || offset < 0 || offset > MAX_OFFSET) return null;
+  if (epoch === '' && offset !== 0) return null;
   return { epoch, offset };
 }

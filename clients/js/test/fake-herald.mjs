@@ -20,8 +20,10 @@ export async function eventually(fn, what, ms = WAIT_MS) {
 }
 
 export class FakeHerald {
-  constructor({ epoch = 'e1', history = (name) => name.startsWith('auction-'), keep = 1000 } = {}) {
+  constructor({ epoch = 'e1', history = (name) => name.startsWith('auction-'), keep = 1000, cluster = false } = {}) {
     this.epoch = epoch;
+    // As a cluster's store: a channel that has had no event has no epoch yet ('').
+    this.cluster = cluster;
     this.history = history; // channel name -> whether it keeps history
     this.keep = keep; // events kept per channel
     this.channels = new Map(); // name -> {latest, entries: [{offset, frame}]}
@@ -88,14 +90,17 @@ export class FakeHerald {
       return;
     }
     const c = this.chan(name);
-    const pos = { epoch: this.epoch, offset: c.latest };
+    const pos = { epoch: this.cluster && c.latest === 0 ? '' : this.epoch, offset: c.latest };
     const rec = data.recover;
-    if (rec === undefined) {
+    if (rec === undefined || rec === null) {
       this.send(conn, 'pusher_internal:recovery', name, pos);
       return;
     }
     let reason = null;
-    if (rec.epoch !== this.epoch) reason = 'epoch_changed';
+    if (rec.epoch === '' && rec.offset === 0) {
+      // From before the channel's first event: everything, if nothing was dropped.
+      if (c.entries.length > 0 && c.entries[0].offset > 1) reason = 'too_old';
+    } else if (rec.epoch !== this.epoch) reason = 'epoch_changed';
     else if (rec.offset > c.latest) reason = 'ahead';
     else if (rec.offset < c.latest && (c.entries.length === 0 || c.entries[0].offset > rec.offset + 1)) reason = 'too_old';
     if (reason) {

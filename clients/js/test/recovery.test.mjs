@@ -209,6 +209,21 @@ for (const mod of VERSIONS) {
       assert.deepEqual(got, [1, 6]);
     });
 
+    test("a cluster's channel without events yet: the empty epoch is a position, and recovering from it replays the first events", async () => {
+      await start({ cluster: true });
+      const p = withRecovery(client());
+      const ch = await follow(p, 'auction-12');
+      assert.deepEqual(positionOf(p, 'auction-12'), { epoch: '', offset: 0 });
+      const got = bids(ch);
+      const recovered = once(ch, 'herald:recovered');
+      srv.closeAll(4200);
+      for (const n of upTo(1, 3)) srv.publish('auction-12', 'bid', { n });
+      assert.deepEqual(await recovered, { recovered: true });
+      assert.deepEqual((await srv.nthSubscribe('auction-12', 2)).recover, { epoch: '', offset: 0 });
+      assert.deepEqual(got, [1, 2, 3]);
+      assert.deepEqual(positionOf(p, 'auction-12'), { epoch: 'e1', offset: 3 });
+    });
+
     test('the first subscription gets no herald:recovered, only the position', async () => {
       await start();
       srv.publish('auction-6', 'bid', { n: 1 });
@@ -276,6 +291,7 @@ for (const mod of VERSIONS) {
       const bad = [
         { epoch: 5, offset: 1 },
         { epoch: '', offset: 1 },
+        { offset: 1 },
         { epoch: 'e1', offset: -1 },
         { epoch: 'e1', offset: 1.5 },
         { epoch: 'e1', offset: 2 ** 53 + 2 },

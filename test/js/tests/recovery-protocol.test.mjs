@@ -116,6 +116,36 @@ test('recover: the events after the position, each after its position, then reco
   ]);
 });
 
+test('recover from the empty epoch (a channel with no event yet): every event kept, or too_old once some are gone; null is no recovery', async () => {
+  const name = uniq('auction-');
+  await publish(name, 1, 3);
+  const epoch = await epochOf(name);
+  const raw = await RawClient.connect(server);
+  raw.subscribe(name, { recover: { epoch: '', offset: 0 } });
+  assert.deepEqual(await untilRecovery(raw, name), [
+    ['pusher_internal:subscription_succeeded', {}],
+    ['pusher_internal:position', { epoch, offset: 1 }],
+    ['bid', { n: 1 }],
+    ['pusher_internal:position', { epoch, offset: 2 }],
+    ['bid', { n: 2 }],
+    ['pusher_internal:position', { epoch, offset: 3 }],
+    ['bid', { n: 3 }],
+    ['pusher_internal:recovery', { epoch, offset: 3, recovered: true }],
+  ]);
+
+  const small = uniq('small-');
+  await publish(small, 1, 6); // size 5: event 1 is gone
+  raw.subscribe(small, { recover: { epoch: '', offset: 0 } });
+  const r = (await raw.waitFor('pusher_internal:recovery', { channel: small })).data;
+  assert.deepEqual(r, { epoch: await epochOf(small), offset: 6, recovered: false, reason: 'too_old' });
+
+  const plain = uniq('auction-');
+  raw.subscribe(plain, { recover: null });
+  const frames = await untilRecovery(raw, plain);
+  assert.equal(frames[0][0], 'pusher_internal:subscription_succeeded', JSON.stringify(frames));
+  assert.ok(!('recovered' in frames[1][1]), `recover: null asks nothing: ${JSON.stringify(frames)}`);
+});
+
 test('recover from a position past the rule size, from another epoch, or ahead of the channel: recovered:false with the reason, nothing replayed', async () => {
   const small = uniq('small-');
   await publish(small, 1, 8); // size 5: events 1 to 3 are gone
