@@ -18,6 +18,14 @@ func Subject(prefix, app, channel string) string {
 	return b.String()
 }
 
+// Token escapes name into one token of a subject, as Subject escapes app and channel.
+func Token(name string) string {
+	var b strings.Builder
+	b.Grow(len(name))
+	escape(&b, name)
+	return b.String()
+}
+
 const hexDigits = "0123456789ABCDEF"
 
 func escape(b *strings.Builder, s string) {

@@ -11,22 +11,45 @@ import (
 // not know (counted as dropped) rather than misreading them. Version 2 is version 1 with an
 // origin time after the kind; it is written only for a message with an Origin, so a message
 // without one is the same bytes as before version 2 existed, and every node decodes both.
+// Version 3 is a position (Epoch, Offset) put in front of a version 1 or 2 encoding; it is
+// written only for a message with an Offset, so messages without one keep their bytes.
 const (
-	wireVersion       = 1
-	wireVersionOrigin = 2
+	wireVersion         = 1
+	wireVersionOrigin   = 2
+	wireVersionPosition = 3
 )
 
 // MaxFieldBytes bounds each string field of an encoded message (app, channel, node, socket).
 const MaxFieldBytes = 4096
 
+// MaxEpochBytes bounds the Epoch of an encoded message (a position's epoch, as a client may
+// send it back: docs/protocol.md).
+const MaxEpochBytes = 64
+
 // ErrMalformed is returned by DecodeMessage for bytes that are not an encoded message.
 var ErrMalformed = errors.New("broker: malformed bus message")
 
-// AppendMessage appends m's encoding to dst: a version byte, the kind, (version 2 only: the
-// origin as 8 bytes, big-endian), then app, channel, node and excluded socket id, each as a
-// uvarint length and its bytes, then the payload to the end. Fields over MaxFieldBytes are
-// not checked here: DecodeMessage refuses them.
+// AppendMessage appends m's encoding to dst. With an Offset it is version 3: the version
+// byte, the epoch's length as one byte and its bytes, the offset as 8 bytes big-endian, then
+// the version 1 or 2 encoding of m (AppendPlain). Without one it is AppendPlain's alone.
+// Fields over MaxFieldBytes and an epoch over MaxEpochBytes are not checked here:
+// DecodeMessage refuses them.
+//
+// The position is a prefix so that a Redis script can put it in front of bytes a node
+// encoded before the offset was known (broker/redis); that script writes this layout too.
 func AppendMessage(dst []byte, m herald.BusMessage) []byte {
+	if m.Offset != 0 {
+		dst = append(dst, wireVersionPosition, byte(len(m.Epoch)))
+		dst = append(dst, m.Epoch...)
+		dst = binary.BigEndian.AppendUint64(dst, m.Offset)
+	}
+	return AppendPlain(dst, m)
+}
+
+// AppendPlain appends m's encoding without its position: a version byte, the kind,
+// (version 2 only: the origin as 8 bytes, big-endian), then app, channel, node and excluded
+// socket id, each as a uvarint length and its bytes, then the payload to the end.
+func AppendPlain(dst []byte, m herald.BusMessage) []byte {
 	if m.Origin != 0 {
 		dst = append(dst, wireVersionOrigin, byte(m.Kind))
 		dst = binary.BigEndian.AppendUint64(dst, uint64(m.Origin))
@@ -43,6 +66,9 @@ func AppendMessage(dst []byte, m herald.BusMessage) []byte {
 // EncodedSize is the length AppendMessage adds for m.
 func EncodedSize(m herald.BusMessage) int {
 	n := 2 + len(m.Payload)
+	if m.Offset != 0 {
+		n += 2 + len(m.Epoch) + 8
+	}
 	if m.Origin != 0 {
 		n += 8
 	}
@@ -61,10 +87,33 @@ func uvarintLen(v uint64) int {
 	return n
 }
 
-// DecodeMessage decodes bytes written by AppendMessage, of either version. The returned
+// DecodeMessage decodes bytes written by AppendMessage, of any version. The returned
 // Payload aliases b; the strings are copies. Any other input, however it was made (a version
-// 2 message with a zero origin included), returns ErrMalformed.
+// 2 message with a zero origin, a version 3 one with a zero offset, an epoch over
+// MaxEpochBytes, a position in front of a position), returns ErrMalformed.
 func DecodeMessage(b []byte) (herald.BusMessage, error) {
+	if len(b) < 2 || b[0] != wireVersionPosition {
+		return decodePlain(b)
+	}
+	n := int(b[1])
+	if n > MaxEpochBytes || len(b) < 2+n+8 {
+		return herald.BusMessage{}, ErrMalformed
+	}
+	epoch := string(b[2 : 2+n])
+	offset := binary.BigEndian.Uint64(b[2+n:])
+	if offset == 0 {
+		return herald.BusMessage{}, ErrMalformed
+	}
+	m, err := decodePlain(b[2+n+8:])
+	m.Epoch, m.Offset = epoch, offset
+	if err != nil {
+		return herald.BusMessage{}, err
+	}
+	return m, nil
+}
+
+// decodePlain decodes a version 1 or 2 encoding (AppendPlain).
+func decodePlain(b []byte) (herald.BusMessage, error) {
 	var m herald.BusMessage
 	if len(b) < 2 || (b[0] != wireVersion && b[0] != wireVersionOrigin) {
 		return m, ErrMalformed

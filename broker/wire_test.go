@@ -17,6 +17,9 @@ func TestMessageRoundTrip(t *testing.T) {
 		{Kind: herald.BusEvent, App: "1", Channel: "BTC.trade", Node: "n2", Origin: 1_764_000_000_123_456_789, Payload: []byte("\x81\x01x")},
 		{Kind: herald.BusCache, Channel: "cache", Origin: -1},
 		{Kind: herald.BusEvent, Origin: 1},
+		{Kind: herald.BusEvent, App: "1", Channel: "auction-1", Node: "n1", Epoch: "3f9c1a0e", Offset: 41, Payload: []byte("\x81\x01x")},
+		{Kind: herald.BusEvent, App: "1", Channel: "a", Origin: 7, Epoch: strings.Repeat("e", MaxEpochBytes), Offset: 1<<64 - 1},
+		{Kind: herald.BusEvent, Offset: 1},
 	}
 	for _, m := range cases {
 		b := AppendMessage([]byte("junk"), m)[4:]
@@ -28,7 +31,8 @@ func TestMessageRoundTrip(t *testing.T) {
 			t.Fatalf("decode %+v: %v", m, err)
 		}
 		if got.Kind != m.Kind || got.App != m.App || got.Channel != m.Channel || got.Node != m.Node ||
-			got.ExcludeSocket != m.ExcludeSocket || got.Origin != m.Origin || !bytes.Equal(got.Payload, m.Payload) {
+			got.ExcludeSocket != m.ExcludeSocket || got.Origin != m.Origin || got.Epoch != m.Epoch || got.Offset != m.Offset ||
+			!bytes.Equal(got.Payload, m.Payload) {
 			t.Errorf("round trip of %+v gave %+v", m, got)
 		}
 	}
@@ -56,14 +60,43 @@ func TestWireVersions(t *testing.T) {
 	}
 }
 
+// TestWirePosition: a position is version 3, a prefix in front of the bytes the message has
+// without it (what broker/redis's script relies on), and an Epoch is carried only with an
+// Offset.
+func TestWirePosition(t *testing.T) {
+	m := herald.BusMessage{Kind: herald.BusEvent, App: "1", Channel: "chat", Node: "n1", Payload: []byte("frame")}
+	plain := AppendMessage(nil, m)
+	m.Epoch, m.Offset = "ep", 0x0102030405060708
+	want := append([]byte("\x03\x02ep\x01\x02\x03\x04\x05\x06\x07\x08"), plain...)
+	if got := AppendMessage(nil, m); !bytes.Equal(got, want) {
+		t.Errorf("with a position: %q, want %q", got, want)
+	}
+	if got, err := DecodeMessage(want); err != nil || got.Epoch != "ep" || got.Offset != m.Offset || got.Channel != "chat" || string(got.Payload) != "frame" {
+		t.Errorf("decode version 3: %+v, %v", got, err)
+	}
+	m.Offset = 0 // an epoch without an offset is no position: not sent
+	if got := AppendMessage(nil, m); !bytes.Equal(got, plain) {
+		t.Errorf("epoch without offset: %q, want the plain bytes %q", got, plain)
+	}
+}
+
 func TestDecodeRefuses(t *testing.T) {
 	good := AppendMessage(nil, herald.BusMessage{Kind: herald.BusEvent, App: "a", Channel: "c", Node: "n"})
+	pos := []byte{wireVersionPosition, 0, 0, 0, 0, 0, 0, 0, 0, 1} // an empty epoch, offset 1
+	long := make([]byte, MaxEpochBytes+1+8)                       // an epoch over the bound and an offset
+	long[len(long)-1] = 1
 	bad := [][]byte{nil, {wireVersion}, {2, 1, 0, 0, 0, 0}, good[:len(good)-1],
 		append([]byte{wireVersion, 1}, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01),
 		append([]byte{wireVersion, 1, 0x81, 0x40}, make([]byte, 8300)...), // field over MaxFieldBytes
 		{wireVersionOrigin, 1, 0, 0, 0, 0, 0, 0, 0},                       // origin cut short
 		{wireVersionOrigin, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},        // version 2 with no origin
-		{3, 1, 0, 0, 0, 0}}
+		{4, 1, 0, 0, 0, 0},
+		append([]byte{wireVersionPosition, 0, 0, 0, 0, 0, 0, 0, 0, 0}, good...),          // offset 0
+		{wireVersionPosition, 1, 'e', 0, 0, 0, 0, 0, 0, 0},                               // offset cut short
+		append([]byte{wireVersionPosition, MaxEpochBytes + 1}, append(long, good...)...), // epoch too long
+		pos,                                  // no message after the position
+		append(append(pos, pos...), good...), // two positions
+		append(pos, good[:len(good)-1]...)}
 	for _, b := range bad {
 		if _, err := DecodeMessage(b); err != ErrMalformed {
 			t.Errorf("DecodeMessage(%q) err = %v, want ErrMalformed", b, err)
@@ -74,6 +107,7 @@ func TestDecodeRefuses(t *testing.T) {
 func FuzzDecodeMessage(f *testing.F) {
 	f.Add(AppendMessage(nil, herald.BusMessage{Kind: herald.BusEvent, App: "a", Channel: "c", Node: "n", ExcludeSocket: "1.2", Payload: []byte("p")}))
 	f.Add(AppendMessage(nil, herald.BusMessage{Kind: herald.BusCache, Channel: "cache", Origin: 42, Payload: []byte("p")}))
+	f.Add(AppendMessage(nil, herald.BusMessage{Kind: herald.BusEvent, App: "a", Channel: "c", Origin: 42, Epoch: "ep", Offset: 9, Payload: []byte("p")}))
 	f.Add([]byte{wireVersion, 1, 0x80})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -107,6 +141,9 @@ func TestSubject(t *testing.T) {
 		if got := Subject("herald", in[0], in[1]); got != want {
 			t.Errorf("Subject(%q, %q) = %q, want %q", in[0], in[1], got, want)
 		}
+	}
+	if got := "p." + Token("a.b") + "." + Token(""); got != Subject("p", "a.b", "") {
+		t.Errorf("Token: %q, want Subject's tokens %q", got, Subject("p", "a.b", ""))
 	}
 	if Subject("p", "a.b", "c") == Subject("p", "a", "b.c") {
 		t.Error("two (app, channel) pairs share a subject")

@@ -49,9 +49,11 @@ type chanHist struct {
 	used  int64 // engine clock, ms, of the last write (a single node forgets idle histories)
 	dead  bool  // forgotten: whoever holds it looks it up again
 
-	// In a cluster only: events held back while the missing ones are read (see sequence).
-	busy bool
-	held []heldEvent
+	// In a cluster only: events held back while the missing ones are read (see sequence),
+	// and whether the bus's store could not be read when the copy was to be loaded.
+	busy        bool
+	held        []heldEvent
+	unavailable bool
 }
 
 // first is the offset of the oldest event kept (last+1 when none is).
@@ -139,6 +141,8 @@ func (h *chanHist) recoverLocked(since *herald.Position, now int64) Recovery {
 	}
 	r.Asked = true
 	switch {
+	case h.unavailable:
+		r.Reason = ReasonUnavailable
 	case since.Epoch != h.epoch && since.Epoch != "":
 		r.Reason = ReasonEpochChanged
 	case since.Epoch == "" && since.Offset != 0:

@@ -54,7 +54,9 @@ func (r *Replicated) receiveHistory(a *App, msg herald.BusMessage) {
 		return
 	}
 	var victims []*histEntry
-	if h.busy {
+	if h.unavailable {
+		victims = r.passLocked(a, ch, msg)
+	} else if h.busy {
 		if len(h.held) < maxHeld {
 			h.held = append(h.held, heldEvent{msg: msg})
 		}
@@ -98,19 +100,39 @@ func (r *Replicated) keepCopyLocked(a *App, ch *Channel, off uint64, at int64, f
 	return victims
 }
 
-// load reads ch's history into its copy, once the node's interest in it is on the bus, and
-// then delivers what arrived meanwhile. It retries while the store is unreachable, until the
-// channel is released or the node stops; it reports whether the copy is loaded.
-func (r *Replicated) load(ctx context.Context, a *App, ch *Channel) bool {
+// load reads ch's history into its copy, once the node's interest in it is on the bus, then
+// delivers what arrived meanwhile and calls open (the channel's gate). While the store cannot
+// be read, it retries until the channel is released or the node stops; after the first
+// failure it calls open all the same, with the copy unavailable: subscriptions are not held
+// back, recoveries answer unavailable, and events are delivered as they come, unsequenced,
+// until a read succeeds.
+func (r *Replicated) load(ctx context.Context, a *App, ch *Channel, open func()) {
 	h := ch.hist
+	opened := false
 	for n := 0; ; n++ {
 		page, err := r.hist.Read(ctx, h.rule, a.id, h.name, 0, h.rule.Size)
 		h.mu.Lock()
 		if h.dead {
 			h.mu.Unlock()
-			return false
+			return
 		}
-		if err == nil {
+		if err != nil && !opened {
+			h.unavailable = true
+			var victims []*histEntry
+			for _, ev := range h.held {
+				if !ev.probe {
+					victims = append(victims, r.passLocked(a, ch, ev.msg)...)
+				}
+			}
+			h.held, h.busy = nil, false
+			h.mu.Unlock()
+			a.hist.drop(victims)
+			r.log.Warn("cluster: a history channel's history cannot be read: serving its subscribers without recovery until it can",
+				"app_id", a.id, "channel", h.name, "err", err)
+			open()
+			opened = true
+		} else if err == nil {
+			h.unavailable = false
 			h.clearLocked()
 			h.epoch, h.last = page.Latest.Epoch, 0
 			var victims []*histEntry
@@ -124,16 +146,29 @@ func (r *Replicated) load(ctx context.Context, a *App, ch *Channel) bool {
 			victims = append(victims, r.releaseHeldLocked(a, ch)...)
 			h.mu.Unlock()
 			a.hist.drop(victims)
-			return true
+			if !opened {
+				open()
+			}
+			return
+		} else {
+			h.mu.Unlock()
 		}
-		h.mu.Unlock()
-		r.log.Debug("cluster: reading a channel's history", "app_id", a.id, "channel", h.name, "err", err)
 		select {
 		case <-time.After(retry.Wait(n)):
 		case <-ctx.Done():
-			return false
+			return
 		}
 	}
+}
+
+// passLocked delivers an event of an unavailable copy as it comes, and keeps it.
+func (r *Replicated) passLocked(a *App, ch *Channel, msg herald.BusMessage) []*histEntry {
+	h := ch.hist
+	if msg.Epoch != h.epoch || msg.Offset != h.last+1 {
+		h.clearLocked()
+		h.epoch, h.last = msg.Epoch, msg.Offset-1
+	}
+	return r.keepCopyLocked(a, ch, msg.Offset, r.eng.Now(), msg.Payload, r.eng.Local(msg.ExcludeSocket), msg.Origin)
 }
 
 // fillLocked keeps a stored event in a copy without delivering it (nobody is subscribed

@@ -187,7 +187,11 @@ func (r *Replicated) takeInterest(a *App, ch *Channel) {
 			_ = r.bus.Unsubscribe(ctx, app, name)
 			return
 		}
-		if err == nil && (ch.hist == nil || r.load(ctx, a, ch)) {
+		switch {
+		case err != nil:
+		case ch.hist != nil:
+			r.load(ctx, a, ch, g.open)
+		default:
 			g.open()
 		}
 	})

@@ -134,7 +134,7 @@ func startNodeTap(t *testing.T, bus *memory.Bus, id string, cfg session.Config, 
 	}
 	nd.b = b
 	nd.h, nd.addr = serveNode(t, cfg, func(eng *fanout.Engine) cluster.State {
-		return cluster.NewReplicated(sc, eng, b, nil, mux.Handle, nil)
+		return cluster.NewReplicated(sc, eng, b, memory.NewHistory(mb), mux.Handle, nil)
 	}, apps...)
 	return nd
 }

@@ -13,12 +13,13 @@ var _ herald.Broker = (*Broker)(nil)
 
 // Bus connects the Brokers attached to it. The zero value is not usable; call NewBus.
 type Bus struct {
-	mu   sync.RWMutex
-	subs map[broker.Key][]*Broker // copied on write: Publish reads it under the read lock only
+	mu      sync.RWMutex
+	subs    map[broker.Key][]*Broker // copied on write: Publish reads it under the read lock only
+	history *store                   // the channel histories of every node's History (NewHistory)
 }
 
 // NewBus returns an empty bus.
-func NewBus() *Bus { return &Bus{subs: map[broker.Key][]*Broker{}} }
+func NewBus() *Bus { return &Bus{subs: map[broker.Key][]*Broker{}, history: newStore()} }
 
 // Config configures one node's Broker. Zero values mean the defaults noted.
 type Config struct {

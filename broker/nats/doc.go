@@ -10,5 +10,9 @@
 // those taken while it was down - so interests are restored without the broker's help
 // (brokertest's outage case checks it).
 //
+// Beside a Broker, a History (NewHistory) keeps the history channels' events in JetStream
+// streams on the same connection (the server must run JetStream: nats-server -js), and
+// publishes them with their positions through the Broker: see History.
+//
 // A Broker is safe for concurrent use.
 package nats

@@ -20,6 +20,10 @@ var _ herald.Broker = (*Broker)(nil)
 type Config struct {
 	URL string // nats://host:port (comma-separated for several servers); required
 	broker.Common
+
+	// HistoryReplicas is the replicas of the JetStream streams a History creates (at most
+	// the servers of the JetStream cluster); default 1.
+	HistoryReplicas int
 }
 
 // Broker is one node's connection to a NATS bus.

@@ -18,5 +18,8 @@
 // client-output-buffer-limit for pubsub (then the supervisor reconnects as after any loss).
 // One Redis server (or a replica set's primary) is expected, not Redis Cluster.
 //
+// Beside a Broker, a History (NewHistory) keeps the history channels' events on the same
+// server, and publishes them with their positions from a script: see History.
+//
 // A Broker is safe for concurrent use.
 package redis

@@ -62,7 +62,7 @@ func (b *clusterBus) newState() session.NewState {
 	if b.c == nil {
 		return cluster.LocalState(b.state)
 	}
-	return cluster.ReplicatedState(b.state, b.c.Broker, nil, b.c.mux.Handle, b.log)
+	return cluster.ReplicatedState(b.state, b.c.Broker, b.history(), b.c.mux.Handle, b.log)
 }
 
 // route registers, for a kind of message the bus brings, who receives it: nil when off.
@@ -87,6 +87,15 @@ func (b *clusterBus) broker() herald.Broker {
 		return nil
 	}
 	return b.c.Broker
+}
+
+// history is where the history channels' events are kept and given their positions, on the
+// bus's server (herald.History): nil when off, where the node keeps its own.
+func (b *clusterBus) history() herald.History {
+	if b.c == nil {
+		return nil
+	}
+	return b.c.history
 }
 
 // health is the bus's part of /health: nil when off.

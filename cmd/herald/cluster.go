@@ -141,10 +141,12 @@ const nodeIDChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456
 // maxNodeID is the longest node id: it travels in every bus message.
 const maxNodeID = 64
 
-// busLink is a node's connection to its cluster bus.
+// busLink is a node's connection to its cluster bus, and the history of its history channels
+// kept on the same server.
 type busLink struct {
 	herald.Broker
-	mux            *broker.Mux // routes what the bus brings by kind; the console adds its own
+	history        herald.History // on the Broker's connection: redis.History, nats.History
+	mux            *broker.Mux    // routes what the bus brings by kind; the console adds its own
 	engine, nodeID string
 	url            busURL
 }
@@ -162,18 +164,27 @@ func startCluster(c ClusterConfig, reg *metrics.Registry, metricPrefix string, l
 	mux := new(broker.Mux)
 	common := broker.Common{NodeID: c.NodeID, Prefix: c.Prefix, RoundTrip: reg.BusRoundTrip(metricPrefix),
 		Logger: redactLogger(log, u.secrets)}
-	var b herald.Broker
+	link := &busLink{mux: mux, engine: u.engine, nodeID: c.NodeID, url: u}
 	switch u.engine {
 	case "nats":
-		b, err = nats.New(nats.Config{URL: c.URL, Common: common}, mux.Receive)
+		var b *nats.Broker
+		if b, err = nats.New(nats.Config{URL: c.URL, Common: common}, mux.Receive); err == nil {
+			link.Broker = b
+			if link.history, err = nats.NewHistory(b); err != nil {
+				_ = b.Close(context.Background())
+			}
+		}
 	case "redis":
-		b, err = redis.New(redis.Config{URL: c.URL, Common: common}, mux.Receive)
+		var b *redis.Broker
+		if b, err = redis.New(redis.Config{URL: c.URL, Common: common}, mux.Receive); err == nil {
+			link.Broker, link.history = b, redis.NewHistory(b)
+		}
 	}
 	if err != nil {
 		return nil, errors.New(redact(err.Error(), u.secrets))
 	}
-	reg.AttachBus(metricPrefix, b)
-	return &busLink{Broker: b, mux: mux, engine: u.engine, nodeID: c.NodeID, url: u}, nil
+	reg.AttachBus(metricPrefix, link.Broker)
+	return link, nil
 }
 
 // health is the bus's part of /health.

@@ -159,9 +159,25 @@ func (s *Server) URL() string {
 // NATS starts a nats-server on a free loopback port.
 func NATS(t testing.TB) *Server {
 	t.Helper()
+	return natsServer(t, false)
+}
+
+// NATSJetStream starts a nats-server with JetStream on a free loopback port, its store in the
+// test's temporary directory: a restart (Stop, Start) keeps the streams.
+func NATSJetStream(t testing.TB) *Server {
+	t.Helper()
+	return natsServer(t, true)
+}
+
+func natsServer(t testing.TB, js bool) *Server {
+	t.Helper()
 	return start(t, &Server{Name: "nats-server",
-		args: func(port int, _ string) []string {
-			return []string{"-a", "127.0.0.1", "-p", strconv.Itoa(port)}
+		args: func(port int, dir string) []string {
+			args := []string{"-a", "127.0.0.1", "-p", strconv.Itoa(port)}
+			if js {
+				args = append(args, "-js", "-sd", filepath.Join(dir, "jetstream"))
+			}
+			return args
 		},
 		ready: func(c net.Conn) error {
 			line, err := bufio.NewReader(c).ReadBytes('\n')

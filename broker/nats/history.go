@@ -1,0 +1,254 @@
+package nats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/broker"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+var _ herald.History = (*History)(nil)
+
+// History is one node's herald.History on NATS JetStream, beside its Broker and on its
+// connection (NewHistory). The events of an app's channels under one rule are one stream
+// (streamName: the prefix, app and rule's glob hashed), created or updated on this History's
+// first publish under the rule: a subject per channel, MaxMsgsPerSubject the rule's Size,
+// MaxAge its TTL, file storage, Replicas from the broker's Config.
+//
+// JetStream numbers a stream's messages, not a channel's, so Publish gives the offset
+// itself, with optimistic concurrency: it stores the event with headers Herald-Offset (the
+// channel's last offset plus one) and Herald-Epoch, on the condition that the channel's last
+// message is still the one it knows (Nats-Expected-Last-Subject-Sequence); when another
+// node got there first it reads the channel's last message again and retries. This node's
+// publishes of one channel wait for one another; publishes of different channels do not.
+// Offsets are so given once per channel, without gaps, whichever node publishes. A
+// channel's epoch is carried by each of its messages: made (at random) by the publish that
+// finds no message of the channel left, and read from the last message by every later one.
+// (It is the channel's, not the stream's: an epoch of the stream, such as one derived from
+// its creation time, would stay the same when a channel's events have all expired and its
+// offsets start again at 1.)
+// A stream deleted or recreated, or a channel whose every event expired, so starts a new
+// epoch, and Read finds no history (the zero Latest) until then and creates none. (A node
+// reads the channel's last message again after its connection came back, in case the server
+// lost the stream; a stream deleted and recreated by another node meanwhile is noticed by
+// the first publish whose expected sequence it refuses, which is every one unless the new
+// stream has reached that same sequence for the channel.)
+//
+// Once JetStream has acknowledged the event, Publish publishes the bus message with its
+// position through the Broker (core NATS). Each node's own publishes of a channel reach
+// every receiver in offset order; two nodes' publishes of one channel may reach a receiver
+// out of offset order (or one may be lost: core NATS is at most once), which receivers
+// repair from Read. An error after the acknowledgement comes with the position given: the
+// event is kept but was not published.
+//
+// What is lost when: an event past Size at once, one older than TTL when JetStream expires
+// it (Read never returns it after TTL, by the node's clock against JetStream's timestamps),
+// all of a channel's with its stream.
+//
+// A History is safe for concurrent use.
+type History struct {
+	b  *Broker
+	js jetstream.JetStream
+
+	mu      sync.Mutex
+	streams map[streamKey]jetstream.Stream // the streams this History found or made
+	chans   map[broker.Key]*chanState
+}
+
+// The headers of a stored event.
+const (
+	epochHeader  = "Herald-Epoch"
+	offsetHeader = "Herald-Offset"
+)
+
+// maxChanStates bounds the channels whose last message a History remembers while no publish
+// uses them; a channel forgotten costs its next publish one more round trip.
+const maxChanStates = 10_000
+
+// maxAttempts bounds the tries of one publish that other nodes' publishes keep beating.
+const maxAttempts = 64
+
+// chanState is what a History knows of one channel's last message.
+type chanState struct {
+	mu    sync.Mutex // held by this node's one publish of the channel at a time
+	refs  int        // publishes holding or waiting for mu; guarded by History.mu
+	known bool       // seq and pos are the channel's last message, as far as this node knows
+	conn  uint64     // the broker's reconnections when known was set (a restarted server may lose streams)
+	seq   uint64     // its stream sequence (0: the channel has none)
+	pos   herald.Position
+}
+
+// NewHistory returns the History beside b, on b's connection and prefix.
+func NewHistory(b *Broker) (*History, error) {
+	js, err := jetstream.New(b.nc, jetstream.WithDefaultTimeout(b.cfg.Timeout))
+	if err != nil {
+		return nil, fmt.Errorf("nats history: %w", err)
+	}
+	return &History{b: b, js: js, streams: map[streamKey]jetstream.Stream{}, chans: map[broker.Key]*chanState{}}, nil
+}
+
+// Publish implements herald.History. With the bus down it fails at once, having given no
+// offset.
+func (h *History) Publish(ctx context.Context, rule herald.HistoryRule, msg herald.BusMessage) (herald.Position, error) {
+	const what = "nats history publish"
+	if err := broker.CheckRule(rule); err != nil {
+		return herald.Position{}, err
+	}
+	if h.b.closed.Load() || !h.b.nc.IsConnected() {
+		h.b.count.PublishErrors.Add(1)
+		return herald.Position{}, broker.Unavailable(what, nil)
+	}
+	ctx, cancel := h.deadline(ctx)
+	defer cancel()
+	k := broker.Key{App: msg.App, Channel: msg.Channel}
+	cs := h.acquire(k)
+	defer h.release(k, cs)
+	pos, err := h.store(ctx, rule, msg, cs)
+	if err != nil {
+		h.b.count.PublishErrors.Add(1)
+		return herald.Position{}, fmt.Errorf("%s: %w", what, err)
+	}
+	msg.Epoch, msg.Offset = pos.Epoch, pos.Offset
+	return pos, h.b.Publish(ctx, msg) // holding cs.mu: this node's publishes leave in offset order
+}
+
+// store keeps msg's payload as the channel's next event and returns its position. The caller
+// holds cs.mu.
+func (h *History) store(ctx context.Context, rule herald.HistoryRule, msg herald.BusMessage, cs *chanState) (herald.Position, error) {
+	sk := streamKey{app: msg.App, rule: rule}
+	subject := h.subject(sk, msg.Channel)
+	var last error // why the previous attempt failed
+	for attempt := 1; ; attempt++ {
+		if attempt > maxAttempts {
+			return herald.Position{}, herald.Errorf(herald.CodeBusy, "channel %q: %d attempts in a row beaten by other nodes' publishes (last: %v)", msg.Channel, maxAttempts, last)
+		}
+		s, err := h.stream(ctx, sk, true)
+		if err != nil {
+			return herald.Position{}, err
+		}
+		if conn := h.b.count.Reconnects.Load(); !cs.known || cs.conn != conn {
+			cs.conn = conn
+			if cs.seq, cs.pos, err = lastOf(ctx, s, subject); err != nil {
+				if missing(err) {
+					h.forget(sk, s)
+					last = err
+					continue
+				}
+				return herald.Position{}, unavailable(err)
+			}
+			if cs.seq == 0 {
+				cs.pos = herald.Position{Epoch: broker.NewEpoch()}
+			}
+			cs.known = true
+		}
+		next := herald.Position{Epoch: cs.pos.Epoch, Offset: cs.pos.Offset + 1}
+		m := &nats.Msg{Subject: subject, Data: msg.Payload, Header: nats.Header{}}
+		m.Header.Set(epochHeader, next.Epoch)
+		m.Header.Set(offsetHeader, strconv.FormatUint(next.Offset, 10))
+		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(cs.seq, 10))
+		ack, err := h.js.PublishMsg(ctx, m, jetstream.WithRetryAttempts(0))
+		if err == nil {
+			cs.seq, cs.pos = ack.Sequence, next
+			return next, nil
+		}
+		cs.known, last = false, err
+		switch {
+		case wrongLast(err):
+		case missing(err):
+			h.forget(sk, s)
+		case errors.Is(err, nats.ErrMaxPayload):
+			return herald.Position{}, fmt.Errorf("%w: %w", herald.Errorf(herald.CodeTooLarge, "message too large for the history stream"), err)
+		default:
+			return herald.Position{}, unavailable(err)
+		}
+	}
+}
+
+// lastOf returns the stream sequence and position of subject's last message in s, or 0 and
+// the zero position when it has none.
+func lastOf(ctx context.Context, s jetstream.Stream, subject string) (uint64, herald.Position, error) {
+	m, err := s.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, herald.Position{}, nil
+	}
+	if err != nil {
+		return 0, herald.Position{}, err
+	}
+	p, err := positionOf(m.Header)
+	if err != nil {
+		return 0, herald.Position{}, fmt.Errorf("message %d of %s: %w", m.Sequence, subject, err)
+	}
+	return m.Sequence, p, nil
+}
+
+// positionOf reads a stored event's position from its headers.
+func positionOf(hdr nats.Header) (herald.Position, error) {
+	o, err := strconv.ParseUint(hdr.Get(offsetHeader), 10, 64)
+	e := hdr.Get(epochHeader)
+	if err != nil || o == 0 || e == "" || len(e) > broker.MaxEpochBytes {
+		return herald.Position{}, herald.Errorf(herald.CodeInternal, "no position in its headers: not an event herald stored")
+	}
+	return herald.Position{Epoch: e, Offset: o}, nil
+}
+
+// acquire returns k's state with its lock held, made when missing.
+func (h *History) acquire(k broker.Key) *chanState {
+	h.mu.Lock()
+	cs := h.chans[k]
+	if cs == nil {
+		cs = &chanState{}
+		h.chans[k] = cs
+	}
+	cs.refs++
+	h.mu.Unlock()
+	cs.mu.Lock()
+	return cs
+}
+
+// release unlocks cs, and forgets it when nobody else uses it and too many channels are known.
+func (h *History) release(k broker.Key, cs *chanState) {
+	cs.mu.Unlock()
+	h.mu.Lock()
+	if cs.refs--; cs.refs == 0 && len(h.chans) > maxChanStates {
+		delete(h.chans, k)
+	}
+	h.mu.Unlock()
+}
+
+// wrongLast reports whether err is JetStream's refusal of a publish whose expected last
+// sequence of its subject is not the last one.
+func wrongLast(err error) bool {
+	var e *jetstream.APIError
+	return errors.As(err, &e) && (e.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		e.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// missing reports whether err says that the stream is gone: nobody answers for its subjects.
+func missing(err error) bool {
+	return errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrStreamNotFound)
+}
+
+// unavailable wraps a failure to reach JetStream or to be served by it in CodeUnavailable;
+// herald's own errors pass as they are.
+func unavailable(err error) error {
+	var e *herald.Error
+	if errors.As(err, &e) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", herald.Errorf(herald.CodeUnavailable, "cluster bus unavailable"), err)
+}
+
+// deadline returns ctx bounded by the broker's Timeout when it has no deadline.
+func (h *History) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, h.b.cfg.Timeout)
+}

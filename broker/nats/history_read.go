@@ -1,0 +1,100 @@
+package nats
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/broker"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Read implements herald.History. It reads the channel's last message (Latest) and, when
+// events after `after` are asked for, the channel's retained messages from its first,
+// through an ephemeral consumer filtered on its subject: a few round trips, and a transfer
+// that grows with the rule's Size. A channel with no message (or no stream) has the zero
+// Latest; Read creates nothing.
+func (h *History) Read(ctx context.Context, rule herald.HistoryRule, app, channel string, after uint64, limit int) (herald.HistoryPage, error) {
+	const what = "nats history read"
+	if err := broker.CheckRule(rule); err != nil {
+		return herald.HistoryPage{}, err
+	}
+	if h.b.closed.Load() || !h.b.nc.IsConnected() {
+		return herald.HistoryPage{}, broker.Unavailable(what, nil)
+	}
+	ctx, cancel := h.deadline(ctx)
+	defer cancel()
+	k := streamKey{app: app, rule: rule}
+	for attempt := 0; ; attempt++ {
+		s, err := h.stream(ctx, k, false)
+		if err != nil || s == nil {
+			if err != nil {
+				err = fmt.Errorf("%s: %w", what, err)
+			}
+			return herald.HistoryPage{}, err
+		}
+		page, err := h.read(ctx, s, rule, h.subject(k, channel), after, limit)
+		if missing(err) && attempt == 0 { // the stream is gone: look for it again
+			h.forget(k, s)
+			continue
+		}
+		if err != nil {
+			return herald.HistoryPage{}, fmt.Errorf("%s: %w", what, unavailable(err))
+		}
+		return page, nil
+	}
+}
+
+func (h *History) read(ctx context.Context, s jetstream.Stream, rule herald.HistoryRule, subject string, after uint64, limit int) (herald.HistoryPage, error) {
+	var page herald.HistoryPage
+	last, latest, err := lastOf(ctx, s, subject)
+	if err != nil || last == 0 {
+		return page, err
+	}
+	page.Latest = latest
+	if limit <= 0 || after >= latest.Offset {
+		return page, nil
+	}
+	c, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{FilterSubject: subject, DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy: jetstream.AckNonePolicy, MemoryStorage: true, Replicas: 1, InactiveThreshold: time.Minute})
+	if err != nil {
+		return page, err
+	}
+	defer func() { _ = s.DeleteConsumer(context.WithoutCancel(ctx), c.CachedInfo().Name) }()
+	oldest := time.Now().Add(-rule.TTL)
+	for pending := c.CachedInfo().NumPending; pending > 0 && len(page.Entries) < limit; {
+		batch, err := c.FetchNoWait(int(min(pending, 256)))
+		if err != nil {
+			return page, err
+		}
+		n := 0
+		for m := range batch.Messages() {
+			n++
+			md, err := m.Metadata()
+			if err != nil {
+				return page, err
+			}
+			pending = md.NumPending
+			p, err := positionOf(m.Headers())
+			if err != nil {
+				return page, fmt.Errorf("message %d of %s: %w", md.Sequence.Stream, subject, err)
+			}
+			// Entries before the offset, past the TTL (the oldest: a prefix) or of another
+			// epoch than Latest's (a channel that restarted since) are not returned, nor are
+			// those stored after the last message read above.
+			if p.Epoch != latest.Epoch || p.Offset <= after || p.Offset > latest.Offset || len(page.Entries) == limit ||
+				len(page.Entries) == 0 && !md.Timestamp.After(oldest) {
+				continue
+			}
+			page.Entries = append(page.Entries, herald.HistoryEntry{Offset: p.Offset, At: md.Timestamp.UnixMilli(), Frame: m.Data()})
+		}
+		if err := batch.Error(); err != nil {
+			return page, err
+		}
+		if n == 0 {
+			break
+		}
+	}
+	return page, nil
+}

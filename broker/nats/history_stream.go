@@ -1,0 +1,98 @@
+package nats
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/broker"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// streamKey names the stream of an app's channels under one rule.
+type streamKey struct {
+	app  string
+	rule herald.HistoryRule
+}
+
+// streamID is the token that names k's stream and its subjects: a hash of the broker's prefix,
+// the app and the rule's glob (not its Size or TTL, which an update of the stream changes).
+func (h *History) streamID(k streamKey) string {
+	sum := sha256.Sum256([]byte(h.b.cfg.Prefix + "\x00" + k.app + "\x00" + k.rule.Channels))
+	return hex.EncodeToString(sum[:12])
+}
+
+// streamName is k's stream: HERALD_HISTORY_ and streamID. Its subjects are
+// "<prefix>.history.<streamID>.<channel>", the channel escaped into one token as in
+// broker.Subject: one token more than the bus's own subjects, so the stream never captures
+// those.
+func (h *History) streamName(k streamKey) string { return "HERALD_HISTORY_" + h.streamID(k) }
+
+func (h *History) subject(k streamKey, channel string) string {
+	return h.subjects(k) + "." + broker.Token(channel)
+}
+
+// subjects is the start of the subjects of k's stream.
+func (h *History) subjects(k streamKey) string { return h.b.cfg.Prefix + ".history." + h.streamID(k) }
+
+// stream returns k's stream, from this History's cache or else from JetStream; with create it
+// creates the stream, or updates it to the rule, first. Without create a missing stream is
+// nil and no error.
+func (h *History) stream(ctx context.Context, k streamKey, create bool) (jetstream.Stream, error) {
+	h.mu.Lock()
+	s := h.streams[k]
+	h.mu.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	var err error
+	if create {
+		s, err = h.createStream(ctx, k)
+	} else if s, err = h.js.Stream(ctx, h.streamName(k)); errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil
+	}
+	if errors.Is(err, nats.ErrNoResponders) {
+		return nil, herald.Errorf(herald.CodeUnavailable, "stream %s: the NATS server does not run JetStream (nats-server -js)", h.streamName(k))
+	}
+	if err != nil {
+		return nil, unavailable(fmt.Errorf("stream %s: %w", h.streamName(k), err))
+	}
+	h.mu.Lock()
+	h.streams[k] = s
+	h.mu.Unlock()
+	return s, nil
+}
+
+func (h *History) createStream(ctx context.Context, k streamKey) (jetstream.Stream, error) {
+	cfg := jetstream.StreamConfig{
+		Name:              h.streamName(k),
+		Description:       fmt.Sprintf("herald history: app %q, channels %q", k.app, k.rule.Channels),
+		Subjects:          []string{h.subjects(k) + ".*"},
+		Storage:           jetstream.FileStorage,
+		Replicas:          max(h.b.cfg.HistoryReplicas, 1),
+		MaxMsgsPerSubject: int64(k.rule.Size),
+		MaxAge:            k.rule.TTL,
+		Discard:           jetstream.DiscardOld,
+		// Not AllowDirect: a direct get from a stream that was deleted goes unanswered
+		// until its timeout (nats-server 2.9), where a get through the API says at once
+		// that the stream is gone.
+	}
+	s, err := h.js.CreateOrUpdateStream(ctx, cfg)
+	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) { // another node created it meanwhile
+		s, err = h.js.UpdateStream(ctx, cfg)
+	}
+	return s, err
+}
+
+// forget drops s, k's stream, from the cache: it is gone, and the next use looks again.
+func (h *History) forget(k streamKey, s jetstream.Stream) {
+	h.mu.Lock()
+	if h.streams[k] == s {
+		delete(h.streams, k)
+	}
+	h.mu.Unlock()
+}

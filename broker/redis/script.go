@@ -1,0 +1,133 @@
+package redis
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/herald-rt/herald"
+	"github.com/redis/rueidis"
+)
+
+// publishScript: KEYS stream, meta; ARGV size, ttl (ms), meta ttl (ms), the epoch of a new
+// history, the pub/sub channel, the message's plain encoding without its payload, the
+// payload. The message it publishes is broker.AppendMessage's version 3: 3, the epoch's
+// length and bytes, the offset as 8 bytes big-endian, then the plain encoding.
+var publishScript = rueidis.NewLuaScript(`
+local e = redis.call('HGET', KEYS[2], 'e')
+if not e then
+  e = ARGV[4]
+  redis.call('DEL', KEYS[1])
+  redis.call('HSET', KEYS[2], 'e', e)
+end
+local o = redis.call('HINCRBY', KEYS[2], 'o', 1)
+local t = redis.call('TIME')
+local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('XADD', KEYS[1], 'MAXLEN', ARGV[1], string.format('%d-0', o), 't', string.format('%d', ms), 'f', ARGV[7])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+local b, n = {}, o
+for i = 8, 1, -1 do
+  b[i] = n % 256
+  n = math.floor(n / 256)
+end
+redis.call('PUBLISH', ARGV[5], '\3' .. string.char(#e) .. e .. string.char(unpack(b)) .. ARGV[6] .. ARGV[7])
+return {e, string.format('%d', o)}
+`)
+
+// readScript: KEYS stream, meta; ARGV the first stream id to return, limit, ttl (ms). It
+// returns the epoch (” without a meta hash), the last offset, and the entries (id, time,
+// frame) from that id on, at most limit, skipping those kept ttl or longer ago (a prefix of
+// the stream, so those returned have consecutive offsets).
+var readScript = rueidis.NewLuaScript(`
+local e = redis.call('HGET', KEYS[2], 'e')
+if not e then
+  return {'', '0', {}}
+end
+local o = redis.call('HGET', KEYS[2], 'o') or '0'
+local limit = tonumber(ARGV[2])
+local out = {}
+if limit > 0 then
+  local t = redis.call('TIME')
+  local oldest = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - tonumber(ARGV[3])
+  local start = ARGV[1]
+  while #out < limit do
+    local want = limit - #out
+    local rows = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', want)
+    for _, r in ipairs(rows) do
+      if #out > 0 or tonumber(r[2][2]) > oldest then
+        out[#out + 1] = {r[1], r[2][2], r[2][4]}
+      end
+    end
+    if #rows < want then
+      break
+    end
+    start = string.match(rows[#rows][1], '^%d+') .. '-1'
+  end
+end
+return {e, o, out}
+`)
+
+// position reads the publish script's answer.
+func position(res []rueidis.RedisMessage) (herald.Position, error) {
+	if len(res) != 2 {
+		return herald.Position{}, errors.New("unexpected answer")
+	}
+	epoch, err := res[0].ToString()
+	if err != nil {
+		return herald.Position{}, err
+	}
+	s, err := res[1].ToString()
+	if err != nil {
+		return herald.Position{}, err
+	}
+	o, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || epoch == "" || o == 0 {
+		return herald.Position{}, errors.New("unexpected answer")
+	}
+	return herald.Position{Epoch: epoch, Offset: o}, nil
+}
+
+// readPage reads the read script's answer.
+func readPage(res []rueidis.RedisMessage) (herald.HistoryPage, error) {
+	var page herald.HistoryPage
+	if len(res) != 3 {
+		return page, errors.New("unexpected answer")
+	}
+	epoch, err := res[0].ToString()
+	if err != nil {
+		return page, err
+	}
+	if epoch == "" {
+		return page, nil
+	}
+	s, _ := res[1].ToString()
+	if page.Latest.Offset, err = strconv.ParseUint(s, 10, 64); err != nil {
+		return page, err
+	}
+	page.Latest.Epoch = epoch
+	rows, err := res[2].ToArray()
+	if err != nil {
+		return page, err
+	}
+	page.Entries = make([]herald.HistoryEntry, 0, len(rows))
+	for _, r := range rows {
+		f, err := r.ToArray()
+		if err != nil || len(f) != 3 {
+			return page, errors.New("unexpected entry")
+		}
+		id, _ := f[0].ToString()
+		at, _ := f[1].ToString()
+		frame, _ := f[2].ToString()
+		id, ok := strings.CutSuffix(id, "-0")
+		e := herald.HistoryEntry{Frame: []byte(frame)}
+		var err1, err2 error
+		e.Offset, err1 = strconv.ParseUint(id, 10, 64)
+		e.At, err2 = strconv.ParseInt(at, 10, 64)
+		if !ok || err1 != nil || err2 != nil {
+			return page, errors.New("unexpected entry")
+		}
+		page.Entries = append(page.Entries, e)
+	}
+	return page, nil
+}
