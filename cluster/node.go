@@ -145,7 +145,7 @@ func (n *node) SignedIn(a *App, user string, in bool) { n.others.markUser(a.id, 
 // when not 0, is the event's origin in Unix nanoseconds.
 func (n *node) deliver(a *App, name string, cache bool, frame []byte, excl uint64, s *fanout.Slots, origin int64) {
 	m := a.group.Measure(origin)
-	if rule, ok := a.hist.rule(name, herald.ChannelInfo{Cache: cache}); ok && !n.copies {
+	if rule, ok := a.hist.rule(name); ok && !n.copies {
 		n.keep(a, name, rule, frame, excl, s, m)
 		return
 	}

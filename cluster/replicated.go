@@ -231,7 +231,7 @@ func (r *Replicated) PublishBatch(a *App, evs []herald.Event, frames [][]byte) e
 		}
 		msg := busEvent(a.id, ev.Channel, cache, ev.SocketID, frames[i], ev.OriginNanos())
 		var err error
-		if rule, ok := a.hist.rule(ev.Channel, herald.ChannelInfo{Cache: cache}); ok && r.hist != nil {
+		if rule, ok := a.hist.rule(ev.Channel); ok && r.hist != nil {
 			_, err = r.hist.Publish(ctx, rule, msg)
 		} else {
 			err = r.bus.Publish(ctx, msg)
@@ -323,7 +323,7 @@ func ReplicatedState(cfg Config, bus herald.Broker, hist herald.History, handle 
 
 // History implements State: the bus's store has the channel's events.
 func (r *Replicated) History(ctx context.Context, a *App, channel string, after uint64, limit int) (herald.HistoryPage, error) {
-	rule, ok := a.hist.rule(channel, herald.Classify(channel))
+	rule, ok := a.hist.rule(channel)
 	if !ok || r.hist == nil {
 		return herald.HistoryPage{}, herald.Errorf(herald.CodeNotFound, "channel %s keeps no history", channel)
 	}

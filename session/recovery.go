@@ -74,7 +74,7 @@ func (s *Server) noHistory(name string, since *herald.Position) []byte {
 		return nil
 	}
 	s.recoveries.count(false, cluster.ReasonNoHistory)
-	return ws.TextFrame(pusher.AppendRecovery(nil, name, "", 0, true, false, cluster.ReasonNoHistory))
+	return ws.TextFrame(pusher.AppendNoHistory(nil, name))
 }
 
 // History reads the events a history channel keeps after offset `after`, at most limit of
