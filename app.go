@@ -1,11 +1,16 @@
 package herald
 
 // App is one tenant: the credentials its clients and servers sign with, its switches and its
-// limits. Apps are built once from configuration and never mutated afterwards.
+// limits. An App is never mutated once an AppStore hands it out: a store whose apps change
+// hands out a new App for each change.
 type App struct {
 	ID     string
 	Key    string
 	Secret string
+
+	// Disabled switches the app off: its connections are refused and closed with 4003 and its
+	// REST calls answered 403. The zero value is an enabled app.
+	Disabled bool
 
 	// EnableClientMessages allows client-* events on private and presence channels.
 	EnableClientMessages bool
@@ -97,6 +102,20 @@ type AppStore interface {
 	AppByKey(key string) (*App, bool)
 	// Apps lists every app, in no particular order.
 	Apps() []*App
+}
+
+// AppChange is one app added, changed or removed in an AppStore whose apps change while herald
+// runs (package appstore): Old is nil for an app added, New is nil for an app removed.
+type AppChange struct {
+	Old, New *App
+}
+
+// AppStoreStale is an optional ability of an AppStore that mirrors a service (a database):
+// Stale reports whether the store has lost touch with it. While it has, an id or key the
+// store does not know may belong to an app added meanwhile, so herald refuses it as
+// unavailable (4100, HTTP 503) rather than as unknown (4001, HTTP 404).
+type AppStoreStale interface {
+	Stale() bool
 }
 
 // StaticApps is an AppStore over a fixed list, built once from configuration.

@@ -48,7 +48,8 @@ type cacheNode struct {
 	all   cacheEntry // sentinel of the node's list
 	bytes int64      // held by all apps
 
-	caches []*cache // every app's, for the periodic compaction; set up by AddApp
+	cachesMu sync.Mutex // guards caches: AddApp may run while compact walks them
+	caches   []*cache   // every app's, for the periodic compaction; set up by AddApp
 }
 
 func newCacheNode(cfg Config) *cacheNode {
@@ -83,7 +84,9 @@ func newCache(n *cacheNode) *cache {
 		c.shards[i].m = map[string]*cacheEntry{}
 	}
 	c.own.link[byApp].prev, c.own.link[byApp].next = &c.own, &c.own
+	n.cachesMu.Lock()
 	n.caches = append(n.caches, c)
+	n.cachesMu.Unlock()
 	return c
 }
 
@@ -232,7 +235,10 @@ func (n *cacheNode) expire(now int64) {
 // keeps the room of its largest size, which a burst of small events would otherwise leave
 // held after eviction or expiry.
 func (n *cacheNode) compact() {
-	for _, c := range n.caches {
+	n.cachesMu.Lock()
+	caches := n.caches
+	n.cachesMu.Unlock()
+	for _, c := range caches {
 		for i := range c.shards {
 			s := &c.shards[i]
 			s.mu.Lock()

@@ -33,7 +33,7 @@ func TestCacheConcurrentWritesKeepTheBounds(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 3000; i++ {
-				a := h.apps[ids[rand.IntN(2)]]
+				a := h.app(ids[rand.IntN(2)])
 				ch := "cache-" + strconv.Itoa(rand.IntN(300))
 				ev := herald.Event{Name: "e", Channel: ch}
 				if err := h.Publish(a, ev, []byte(strings.Repeat("x", rand.IntN(6000)))); err != nil {
@@ -71,7 +71,7 @@ func TestCacheConcurrentWritesKeepTheBounds(t *testing.T) {
 	for e := n.all.link[byNode].next; e != &n.all; e = e.link[byNode].next {
 		walked++
 	}
-	for _, a := range h.apps {
+	for _, a := range h.appList() {
 		c := a.cache
 		var bytes, entries int64
 		for i := range c.shards {
@@ -102,7 +102,7 @@ func TestCacheConcurrentWritesKeepTheBounds(t *testing.T) {
 		}
 		total += bytes
 	}
-	if total != n.bytes || total > node || int64(walked) != h.apps["app-id"].cache.entries.Load()+h.apps["b"].cache.entries.Load() {
+	if total != n.bytes || total > node || int64(walked) != h.app("app-id").cache.entries.Load()+h.app("b").cache.entries.Load() {
 		t.Errorf("the node counts %d bytes (bound %d) and lists %d entries; the maps hold %d bytes", n.bytes, node, walked, total)
 	}
 }

@@ -194,9 +194,13 @@ func newHistStore(rules []herald.HistoryRule, max int64, epoch string, gen *atom
 	return s
 }
 
-// rule returns the history rule of channel name, if it has one: cache channels have none.
-func (s *histStore) rule(name string, info herald.ChannelInfo) (herald.HistoryRule, bool) {
-	if len(s.rules) == 0 || info.Cache {
+// rule returns the history rule of channel name, if it has one: cache channels and
+// end-to-end encrypted channels have none.
+func (s *histStore) rule(name string) (herald.HistoryRule, bool) {
+	if len(s.rules) == 0 {
+		return herald.HistoryRule{}, false
+	}
+	if info := herald.Classify(name); info.Cache || info.Kind == herald.PrivateEncrypted {
 		return herald.HistoryRule{}, false
 	}
 	for _, r := range s.rules {

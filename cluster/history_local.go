@@ -45,7 +45,7 @@ func (a *App) Recover(ch *Channel, since *herald.Position, f func(Recovery)) boo
 
 // HasHistory reports whether channel name keeps a history.
 func (a *App) HasHistory(name string) bool {
-	_, ok := a.hist.rule(name, herald.Classify(name))
+	_, ok := a.hist.rule(name)
 	return ok
 }
 

@@ -294,10 +294,13 @@ func (r *Replicated) lostLocked(a *App, ch *Channel) {
 // for events missing at the end of each history copy: a lost last event leaves no gap for a
 // later one to reveal. A copy the store has more events for is repaired.
 func (r *Replicated) check(ctx context.Context) {
-	for _, a := range r.apps {
-		if len(a.hist.rules) == 0 {
-			continue
+	var apps []*App
+	r.eachApp(func(_ string, a *App) {
+		if len(a.hist.rules) > 0 {
+			apps = append(apps, a)
 		}
+	})
+	for _, a := range apps {
 		var chans []*Channel
 		a.table.each(func(ch *Channel) {
 			if ch.hist != nil {

@@ -17,8 +17,8 @@ import (
 type node struct {
 	cfg       Config
 	eng       *fanout.Engine
-	apps      map[string]*App // by id; written only before Start
-	channels  atomic.Int64    // node-wide count of channels with local subscribers
+	apps      sync.Map     // app id -> *App; AddApp may add one at any time (an app created while the node runs)
+	channels  atomic.Int64 // node-wide count of channels with local subscribers
 	cache     *cacheNode
 	hepoch    string        // a single node's epoch: its histories' epochs add a generation
 	hgen      atomic.Uint64 // the last generation given
@@ -48,7 +48,7 @@ type others interface {
 
 func newNode(cfg Config, eng *fanout.Engine) node {
 	cfg = cfg.withDefaults()
-	return node{cfg: cfg, eng: eng, apps: map[string]*App{}, cache: newCacheNode(cfg), hepoch: newEpoch(), stop: make(chan struct{})}
+	return node{cfg: cfg, eng: eng, cache: newCacheNode(cfg), hepoch: newEpoch(), stop: make(chan struct{})}
 }
 
 // newEpoch returns a random epoch: 8 bytes, in hex.
@@ -62,8 +62,21 @@ func newEpoch() string {
 func (n *node) AddApp(id string, g *fanout.Group, rules []herald.HistoryRule) *App {
 	hs := newHistStore(rules, int64(n.cfg.HistoryMaxBytesPerApp), n.hepoch, &n.hgen)
 	a := &App{id: id, group: g, table: newTable(n.eng, &n.channels, hs, n.copies), hist: hs, cache: newCache(n.cache), eng: n.eng, others: n.others}
-	n.apps[id] = a
+	n.apps.Store(id, a)
 	return a
+}
+
+// app returns the app with id, nil if it was never added.
+func (n *node) app(id string) *App {
+	if a, ok := n.apps.Load(id); ok {
+		return a.(*App)
+	}
+	return nil
+}
+
+// eachApp calls f with every app added.
+func (n *node) eachApp(f func(id string, a *App)) {
+	n.apps.Range(func(k, v any) bool { f(k.(string), v.(*App)); return true })
 }
 
 // start starts the cache's expiry.
@@ -92,9 +105,7 @@ func (n *node) expire() {
 			n.cache.expire(now)
 			if i%60 == 0 {
 				n.cache.compact()
-				for _, a := range n.apps {
-					a.hist.forgetIdle(now)
-				}
+				n.eachApp(func(_ string, a *App) { a.hist.forgetIdle(now) })
 			}
 		case <-n.stop:
 			return
@@ -134,7 +145,7 @@ func (n *node) SignedIn(a *App, user string, in bool) { n.others.markUser(a.id, 
 // when not 0, is the event's origin in Unix nanoseconds.
 func (n *node) deliver(a *App, name string, cache bool, frame []byte, excl uint64, s *fanout.Slots, origin int64) {
 	m := a.group.Measure(origin)
-	if rule, ok := a.hist.rule(name, herald.ChannelInfo{Cache: cache}); ok && !n.copies {
+	if rule, ok := a.hist.rule(name); ok && !n.copies {
 		n.keep(a, name, rule, frame, excl, s, m)
 		return
 	}

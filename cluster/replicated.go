@@ -90,7 +90,7 @@ func (r *Replicated) Stop(context.Context) {
 // Messages of unknown apps, and for channels nobody here subscribes to any more, are
 // ignored. Cache channels' events come as BusCache.
 func (r *Replicated) receiveEvent(msg herald.BusMessage) {
-	if a := r.apps[msg.App]; a != nil && msg.Offset != 0 {
+	if a := r.app(msg.App); a != nil && msg.Offset != 0 {
 		r.receiveHistory(a, msg)
 	} else if a != nil {
 		r.deliver(a, msg.Channel, false, msg.Payload, r.eng.Local(msg.ExcludeSocket), nil, msg.Origin)
@@ -101,7 +101,7 @@ func (r *Replicated) receiveEvent(msg herald.BusMessage) {
 func (r *Replicated) receiveCache(msg herald.BusMessage) {
 	rd := stateReader{b: msg.Payload}
 	app, channel := rd.string(), rd.string()
-	if a := r.apps[app]; a != nil && rd.err == nil && herald.Classify(channel).Cache {
+	if a := r.app(app); a != nil && rd.err == nil && herald.Classify(channel).Cache {
 		r.deliver(a, channel, true, rd.b, r.eng.Local(msg.ExcludeSocket), nil, msg.Origin)
 		r.echo.arrived(app, channel, rd.b)
 	}
@@ -114,7 +114,7 @@ func (r *Replicated) receiveState(msg herald.BusMessage) { r.stream.receive(msg.
 func (r *Replicated) receiveTerminate(msg herald.BusMessage) {
 	rd := stateReader{b: msg.Payload}
 	app, user := rd.string(), rd.string()
-	if rd.err == nil && r.apps[app] != nil {
+	if rd.err == nil && r.app(app) != nil {
 		r.l.Terminate(app, user)
 	}
 }
@@ -231,7 +231,7 @@ func (r *Replicated) PublishBatch(a *App, evs []herald.Event, frames [][]byte) e
 		}
 		msg := busEvent(a.id, ev.Channel, cache, ev.SocketID, frames[i], ev.OriginNanos())
 		var err error
-		if rule, ok := a.hist.rule(ev.Channel, herald.ChannelInfo{Cache: cache}); ok && r.hist != nil {
+		if rule, ok := a.hist.rule(ev.Channel); ok && r.hist != nil {
 			_, err = r.hist.Publish(ctx, rule, msg)
 		} else {
 			err = r.bus.Publish(ctx, msg)
@@ -323,7 +323,7 @@ func ReplicatedState(cfg Config, bus herald.Broker, hist herald.History, handle 
 
 // History implements State: the bus's store has the channel's events.
 func (r *Replicated) History(ctx context.Context, a *App, channel string, after uint64, limit int) (herald.HistoryPage, error) {
-	rule, ok := a.hist.rule(channel, herald.Classify(channel))
+	rule, ok := a.hist.rule(channel)
 	if !ok || r.hist == nil {
 		return herald.HistoryPage{}, herald.Errorf(herald.CodeNotFound, "channel %s keeps no history", channel)
 	}

@@ -21,7 +21,8 @@ import (
 type State interface {
 	// AddApp registers an app whose connections are the engine group g and whose history
 	// channels are those of rules, and returns its part of the state. Call it for every app
-	// before Start.
+	// known at start before Start, and for an app created later when the node learns of it;
+	// at most once per app id.
 	AddApp(id string, g *fanout.Group, rules []herald.HistoryRule) *App
 	// Start begins serving: from then on l is told of what the other nodes change.
 	Start(l Listener)

@@ -363,14 +363,14 @@ func (s *stream) dirtyRecords() []stateRecord {
 	d := s.takeDirty()
 	recs := make([]stateRecord, 0, len(d.subs)+len(d.members))
 	for k := range d.subs {
-		a := s.r.apps[k.app]
+		a := s.r.app(k.app)
 		if a == nil {
 			continue
 		}
 		recs = append(recs, stateRecord{op: recSubs, app: k.app, channel: k.channel, subs: a.table.localSubs(k.channel), fired: d.firedSubs[k]})
 	}
 	for k := range d.members {
-		a := s.r.apps[k.app]
+		a := s.r.app(k.app)
 		if a == nil {
 			continue
 		}
@@ -393,11 +393,11 @@ func (s *stream) dirtyRecords() []stateRecord {
 func (s *stream) cacheRecords(target string) []stateRecord {
 	var recs []stateRecord
 	now := s.r.eng.Now()
-	for id, a := range s.r.apps {
+	s.r.eachApp(func(id string, a *App) {
 		a.cache.each(now, func(name string, frame []byte, at int64) {
 			recs = append(recs, stateRecord{op: recCache, app: id, channel: name, target: target, age: now - at, info: frame})
 		})
-	}
+	})
 	return recs
 }
 
@@ -407,7 +407,7 @@ func (s *stream) cacheRecords(target string) []stateRecord {
 func (s *stream) snapshotRecords(d dirty) []stateRecord {
 	var recs []stateRecord
 	flag := func(f bool, ok bool) bool { return f || !ok }
-	for id, a := range s.r.apps {
+	s.r.eachApp(func(id string, a *App) {
 		a.table.eachLocal(func(name string, subs int) {
 			f, ok := d.firedSubs[chanKey{id, name}]
 			recs = append(recs, stateRecord{op: recSubs, app: id, channel: name, subs: subs, fired: flag(f, ok)})
@@ -421,17 +421,17 @@ func (s *stream) snapshotRecords(d dirty) []stateRecord {
 			p.mu.Unlock()
 		})
 		recs = s.appendUserRecords(id, recs)
-	}
+	})
 	// The keys that changed since the last batch and are no longer in the share: their
 	// records carry whether this node fired them.
 	for k := range d.subs {
-		if a := s.r.apps[k.app]; a != nil && a.table.localSubs(k.channel) == 0 {
+		if a := s.r.app(k.app); a != nil && a.table.localSubs(k.channel) == 0 {
 			f, ok := d.firedSubs[k]
 			recs = append(recs, stateRecord{op: recSubs, app: k.app, channel: k.channel, fired: flag(f, ok)})
 		}
 	}
 	for k := range d.members {
-		a := s.r.apps[k.app]
+		a := s.r.app(k.app)
 		if a == nil {
 			continue
 		}
@@ -504,7 +504,7 @@ func (s *stream) receive(node string, payload []byte) {
 		if !ok {
 			break
 		}
-		a := s.r.apps[rec.app]
+		a := s.r.app(rec.app)
 		if a == nil {
 			continue
 		}
@@ -601,7 +601,7 @@ func (s *stream) apply(sh *share, rec stateRecord) {
 		}
 		fire := !rec.fired && (before > 0) != (after > 0) && s.lowestLocked()
 		s.mu.Unlock()
-		if a := s.r.apps[rec.app]; fire && a.table.localSubs(rec.channel) == 0 {
+		if a := s.r.app(rec.app); fire && (a == nil || a.table.localSubs(rec.channel) == 0) {
 			kind := herald.ChannelOccupied
 			if after == 0 {
 				kind = herald.ChannelVacated
@@ -623,7 +623,11 @@ func (s *stream) apply(sh *share, rec stateRecord) {
 			s.r.l.RemoteUser(rec.app, rec.user, rec.present)
 			return
 		}
-		s.remoteMember(s.r.apps[rec.app], rec.channel, rec.user, rec.info, rec.present, rec.fired)
+		// An app this node has not added yet (created while the nodes run, not yet known
+		// here) has no presence table to keep the member in.
+		if a := s.r.app(rec.app); a != nil {
+			s.remoteMember(a, rec.channel, rec.user, rec.info, rec.present, rec.fired)
+		}
 	}
 }
 

@@ -87,7 +87,7 @@ func (t *table) acquire(name string, info herald.ChannelInfo, open bool) (ch *Ch
 		if info.Kind == herald.Presence {
 			ch.presence = t.pres.hold(name)
 		}
-		if ch.rule, ch.hasHist = t.hist.rule(name, info); ch.hasHist && t.copies {
+		if ch.rule, ch.hasHist = t.hist.rule(name); ch.hasHist && t.copies {
 			ch.hist = t.hist.newHist(name, ch.rule)
 			ch.hist.busy = true // until loaded
 			open = false

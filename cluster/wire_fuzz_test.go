@@ -100,7 +100,7 @@ func checkBooks(t *testing.T, r *Replicated) {
 		}
 	}
 	s.mu.Unlock()
-	for _, a := range r.apps {
+	for _, a := range r.appList() {
 		a.table.pres.each("", func(name string, p *presence) {
 			p.mu.Lock()
 			defer p.mu.Unlock()

@@ -27,6 +27,17 @@ type Config struct {
 	EventsPerSecond int
 	// Apps are the app ids, in the order the page lists them.
 	Apps []string
+	// AppList, when set, lists the app ids instead of Apps, at each overview: an app
+	// store's, which change while the node runs. The page gets at most maxListed of them.
+	AppList func() []string
+	// HasApp and Observe, when set, let a page watch an app not in Apps (an app store's): the
+	// console attaches its observer with Observe the first time a page watches the app, if
+	// HasApp says it exists.
+	HasApp  func(id string) bool
+	Observe func(appID string, o herald.ActivityObserver) (detach func(), err error)
+	// Admin, when set, serves the apps API under /console/api/apps; nil: it lists nothing
+	// and refuses writes (405).
+	Admin AppAdmin
 	// Source reads the node's figures.
 	Source Source
 	// Publish answers an event creator's request for app: it must do what POST
@@ -86,7 +97,8 @@ type ChannelCount struct {
 type Console struct {
 	cfg     Config
 	auth    auth
-	watches map[string]*watch
+	wmu     sync.Mutex
+	watches map[string]*watch // under wmu
 	mux     *http.ServeMux
 	log     *slog.Logger
 
@@ -95,6 +107,7 @@ type Console struct {
 
 	mu    sync.Mutex
 	nodes map[string]*remote // other nodes' figures, by node id
+	hist  map[string]*ring   // every node's charts (history.go), by node id, this one's too
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -118,13 +131,20 @@ func New(cfg Config, log *slog.Logger) *Console {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Console{cfg: cfg, auth: newAuth(cfg.Token), watches: map[string]*watch{}, mux: http.NewServeMux(),
-		log: log, nodes: map[string]*remote{}, done: make(chan struct{})}
+		log: log, nodes: map[string]*remote{}, hist: map[string]*ring{}, done: make(chan struct{})}
 	for _, id := range cfg.Apps {
 		c.watches[id] = newWatch(id, cfg.EventsPerSecond)
 	}
 	c.mux.HandleFunc("GET /console", c.page)
 	c.mux.HandleFunc("GET /console/stream", c.allowed(c.stream))
 	c.mux.HandleFunc("POST /console/apps/{id}/events", c.allowed(c.publish))
+	c.mux.HandleFunc("GET /console/api/apps", c.allowed(c.listApps))
+	c.mux.HandleFunc("POST /console/api/apps", c.allowed(c.createApp))
+	c.mux.HandleFunc("GET /console/api/apps/{id}", c.allowed(c.getApp))
+	c.mux.HandleFunc("PATCH /console/api/apps/{id}", c.allowed(c.updateApp))
+	c.mux.HandleFunc("POST /console/api/apps/{id}/disable", c.allowed(c.setEnabled(false)))
+	c.mux.HandleFunc("POST /console/api/apps/{id}/enable", c.allowed(c.setEnabled(true)))
+	c.mux.HandleFunc("POST /console/api/apps/{id}/rotate-secret", c.allowed(c.rotateSecret))
 	c.mux.HandleFunc("/console/", c.allowed(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]any{"error": "no route for " + r.Method + " " + r.URL.Path, "code": http.StatusNotFound})
 	}))
@@ -134,12 +154,48 @@ func New(cfg Config, log *slog.Logger) *Console {
 	return c
 }
 
-// Observer returns the app's activity observer, for the server; nil for an unknown app.
+// Observer returns the app's activity observer, for the server; nil for an app not in
+// Config.Apps.
 func (c *Console) Observer(appID string) herald.ActivityObserver {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
 	if w := c.watches[appID]; w != nil {
 		return w
 	}
 	return nil
+}
+
+// watchOf returns the app's watch: one of Config.Apps', or one made now for an app that
+// Config.HasApp knows (attached with Config.Observe); nil for an unknown app.
+func (c *Console) watchOf(appID string) *watch {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if w := c.watches[appID]; w != nil {
+		return w
+	}
+	if appID == "" || c.cfg.HasApp == nil || c.cfg.Observe == nil || !c.cfg.HasApp(appID) {
+		return nil
+	}
+	w := newWatch(appID, c.cfg.EventsPerSecond)
+	if _, err := c.cfg.Observe(appID, w); err != nil {
+		c.log.Warn("console: observe", "app_id", appID, "err", err)
+		return nil
+	}
+	c.watches[appID] = w
+	return w
+}
+
+// maxListed bounds the app ids an overview carries: a node of an app store may have many
+// thousands; the page opens any other by its id.
+const maxListed = 500
+
+// appIDs lists the apps for the page.
+func (c *Console) appIDs() []string {
+	if c.cfg.AppList == nil {
+		return c.cfg.Apps
+	}
+	ids := c.cfg.AppList()
+	return ids[:min(len(ids), maxListed)]
 }
 
 // ServeHTTP serves /console and everything under it.

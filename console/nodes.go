@@ -115,6 +115,11 @@ func (c *Console) sample(prev *prevSample) *prevSample {
 			OutPerSec: rate(a.MessagesOut, b.MessagesOut), SlowConsumers: a.SlowConsumers}
 	}
 	c.latest.Store(st)
+	if prev != nil { // the first sample has no rates
+		c.mu.Lock()
+		c.recordLocked(st.Node, st)
+		c.mu.Unlock()
+	}
 	return &prevSample{at: now, s: s}
 }
 
@@ -145,6 +150,7 @@ func (c *Console) receive(msg herald.BusMessage) {
 	st.Node = msg.Node // who sent it, whatever the payload says
 	c.mu.Lock()
 	c.nodes[msg.Node] = &remote{stats: st, seen: time.Now()}
+	c.recordLocked(msg.Node, &st)
 	c.mu.Unlock()
 }
 
@@ -156,6 +162,7 @@ func (c *Console) expire(now time.Time) {
 	for id, r := range c.nodes {
 		if now.Sub(r.seen) > 5*c.cfg.Interval {
 			delete(c.nodes, id)
+			delete(c.hist, id)
 		}
 	}
 }

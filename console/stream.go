@@ -16,6 +16,8 @@ type overview struct {
 	App      string         `json:"app,omitempty"`
 	Channels int            `json:"channels"` // the app's occupied channels, cluster-wide
 	Top      []ChannelCount `json:"top"`
+	// Points are every node's latest point of the charts (see history.go).
+	Points map[string]point `json:"points"`
 	// The debug log's losses: entries the rate sampled out since the app's log began, and
 	// entries this page missed by falling behind the ring.
 	Sampled uint64 `json:"sampled_out"`
@@ -40,7 +42,7 @@ func (c *Console) stream(w http.ResponseWriter, r *http.Request) {
 	}
 	defer c.streams.Add(-1)
 	appID := r.URL.Query().Get("app")
-	watch := c.watches[appID]
+	watch := c.watchOf(appID)
 	if appID != "" && watch == nil {
 		writeJSON(w, http.StatusNotFound, map[string]any{"error": fmt.Sprintf("app %q does not exist", appID), "code": http.StatusNotFound})
 		return
@@ -76,7 +78,7 @@ func (c *Console) stream(w http.ResponseWriter, r *http.Request) {
 	var lost uint64
 	var buf []entry
 	sendOverview := func() bool {
-		ov := overview{Node: c.cfg.Node, Apps: c.cfg.Apps, Nodes: c.allNodes(), App: appID, Lost: lost}
+		ov := overview{Node: c.cfg.Node, Apps: c.appIDs(), Nodes: c.allNodes(), App: appID, Lost: lost, Points: c.lastPoints()}
 		if watch != nil {
 			ov.Top, ov.Channels = c.cfg.Source.TopChannels(appID, topChannels)
 			watch.mu.Lock()
@@ -85,7 +87,8 @@ func (c *Console) stream(w http.ResponseWriter, r *http.Request) {
 		}
 		return send("overview", ov)
 	}
-	if !sendOverview() {
+	// The charts' last 15 minutes first, then each overview's latest points.
+	if !send("history", c.history()) || !sendOverview() {
 		return
 	}
 	tick := time.NewTicker(logTick)

@@ -127,8 +127,11 @@ func (e *Engine) NewGroup(id string, lat Latencies) *Group {
 	e.groupsMu.Lock()
 	var list []*Group
 	if old := e.groups.Load(); old != nil {
-		list = append(list, *old...)
+		list = *old
 	}
+	// Appended in place while there is room: a reader's slice ends before the element
+	// written, and elements are never overwritten, so readers need no copy; copying the list
+	// for each group made adding 10,000 apps quadratic (0.7 s).
 	list = append(list, g)
 	e.groups.Store(&list)
 	e.groupsMu.Unlock()

@@ -104,3 +104,13 @@ func (s *syncTransport) Close() error { return nil }
 // Local returns the number of this node's connection whose socket id is sid, or 0 when sid
 // is not one of this node's.
 func (e *Engine) Local(sid string) uint64 { return parseSocketID(e.prefix, sid) }
+
+// CloseGroup closes every connection of group g that a worker holds now with frame (an
+// error and a close frame with code): the connections of an app disabled or deleted. A
+// connection attached after its worker handled this is not closed: the layer above checks
+// again after Attach.
+func (e *Engine) CloseGroup(g *Group, code int, frame []byte) {
+	for _, w := range e.workers {
+		w.inbox <- cmd{op: opCloseGroup, g: g, frame: frame, excl: uint64(code)}
+	}
+}

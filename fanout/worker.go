@@ -5,16 +5,17 @@ import "time"
 type op uint8
 
 const (
-	opAttach    op = iota // start owning c
-	opSend                // queue frame for c
-	opSub                 // add c to ch's subscribers here, then queue frame and extra
-	opUnsub               // remove c from ch's subscribers here
-	opPublish             // queue frame for every subscriber of ch here but the excluded one
-	opClose               // queue frame (error + close) for c and shut it down once it is out
-	opCloseAll            // close every connection with the engine's drain frame
-	opCloseSubs           // close every subscriber of ch here with frame (extra: the code)
-	opWritable            // c's socket drained: flush
-	opHangup              // c is gone: forget it and release its socket
+	opAttach     op = iota // start owning c
+	opSend                 // queue frame for c
+	opSub                  // add c to ch's subscribers here, then queue frame and extra
+	opUnsub                // remove c from ch's subscribers here
+	opPublish              // queue frame for every subscriber of ch here but the excluded one
+	opClose                // queue frame (error + close) for c and shut it down once it is out
+	opCloseAll             // close every connection with the engine's drain frame
+	opCloseGroup           // close every connection of group g with frame, its code in excl
+	opCloseSubs            // close every subscriber of ch here with frame, its code in excl
+	opWritable             // c's socket drained: flush
+	opHangup               // c is gone: forget it and release its socket
 )
 
 // cmd is one instruction to a worker. Frames are shared and never modified.
@@ -27,6 +28,7 @@ type cmd struct {
 	extra []byte
 	excl  uint64    // opPublish: Conn.num not to deliver to
 	track *pubTrack // opPublish: measures publish → last frame queued; may be nil
+	g     *Group    // opCloseGroup
 }
 
 // worker owns a fixed share of the connections: their outbound queues, their writes and
@@ -134,6 +136,13 @@ func (w *worker) handle(m cmd) {
 		for _, c := range w.subs[m.ch] {
 			c.ClosedWith(int(m.excl))
 			w.close(c, m.frame)
+		}
+	case opCloseGroup:
+		for _, c := range w.conns {
+			if c.m.g == m.g {
+				c.ClosedWith(int(m.excl))
+				w.close(c, m.frame)
+			}
 		}
 	case opWritable:
 		m.c.blocked = false

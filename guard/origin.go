@@ -79,3 +79,7 @@ func (o Origins) Allowed(origin string) bool {
 
 // Restricted reports whether the list allows only some origins.
 func (o Origins) Restricted() bool { return !o.any && len(o.patterns) > 0 }
+
+// NoOrigins allows no browser origin (a request without an Origin header still passes, as
+// with every list): what an app whose list cannot be read gets.
+func NoOrigins() Origins { return Origins{patterns: []originPattern{{host: "\x00"}}} }

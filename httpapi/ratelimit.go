@@ -10,6 +10,7 @@ import (
 
 // rateLimiter is one app's REST request rate on this node. Its mutex is the app's alone.
 type rateLimiter struct {
+	app  *herald.App // the app it was made for: a changed app is a new one, with a new rate
 	rate guard.Rate
 	mu   sync.Mutex
 	b    guard.Bucket
@@ -17,12 +18,15 @@ type rateLimiter struct {
 
 // limiter returns app's rate limiter, creating it on first use.
 func (s *Server) limiter(app *herald.App) *rateLimiter {
-	if l, ok := s.limiters.Load(app.ID); ok {
+	if l, ok := s.limiters.Load(app.ID); ok && l.(*rateLimiter).app == app {
 		return l.(*rateLimiter)
 	}
+	// New, or its app changed (an app store hands out a new App for each change): a new
+	// rate, from a full bucket.
 	n := float64(app.Limits.MaxAPIRequestsPerSecond)
-	l, _ := s.limiters.LoadOrStore(app.ID, &rateLimiter{rate: guard.Rate{PerSecond: n, Burst: n}})
-	return l.(*rateLimiter)
+	l := &rateLimiter{app: app, rate: guard.Rate{PerSecond: n, Burst: n}}
+	s.limiters.Store(app.ID, l)
+	return l
 }
 
 // take spends one request; when none is left it returns how long until one is.

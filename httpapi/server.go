@@ -49,6 +49,19 @@ type HealthReport struct {
 	// Ingest lists the node's Kafka and Redis sources; a source that is down does not change
 	// Status (the node serves its clients regardless).
 	Ingest []IngestHealth `json:"ingest,omitempty"`
+	// AppStore is the database that keeps the apps; nil without one. Its being down does not
+	// change Status: the node serves the apps it knows.
+	AppStore *AppStoreHealth `json:"app_store,omitempty"`
+}
+
+// AppStoreHealth is the state of the app store's database.
+type AppStoreHealth struct {
+	Kind      string    `json:"kind"`      // "postgres" or "mysql"
+	Up        bool      `json:"up"`        // the last read of the table succeeded
+	Listening bool      `json:"listening"` // PostgreSQL: change notifications are on
+	Apps      int       `json:"apps"`
+	LastSync  time.Time `json:"last_sync"`
+	LastError string    `json:"last_error,omitempty"`
 }
 
 // IngestHealth is the state of one ingest source.
@@ -142,6 +155,22 @@ func New(cfg Config, apps herald.AppStore, hub Hub, health Health, meter Meter, 
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
+// lookup finds the app of a REST call: unknown (404), unknown while the store has lost its
+// database (503: it may be an app created meanwhile) or disabled (403) are errors.
+func (s *Server) lookup(id string) (*herald.App, error) {
+	app, ok := s.apps.AppByID(id)
+	switch {
+	case !ok:
+		if st, can := s.apps.(herald.AppStoreStale); can && st.Stale() {
+			return nil, herald.Errorf(herald.CodeUnavailable, "app %q is not known here and the app store is unreachable, retry later", id)
+		}
+		return nil, herald.Errorf(herald.CodeAppNotFound, "app %q does not exist", id)
+	case app.Disabled:
+		return nil, herald.Errorf(herald.CodeAppDisabled, "app %q is disabled", id)
+	}
+	return app, nil
+}
+
 // request is a verified REST call.
 type request struct {
 	app  *herald.App
@@ -157,9 +186,9 @@ type request struct {
 // or not, and its refusals are logged (refusalLog).
 func (s *Server) signed(next func(w http.ResponseWriter, q *request)) http.HandlerFunc {
 	return func(rw http.ResponseWriter, r *http.Request) {
-		app, ok := s.apps.AppByID(r.PathValue("id"))
-		if !ok {
-			refuseEarly(rw, r, herald.Errorf(herald.CodeAppNotFound, "app %q does not exist", r.PathValue("id")))
+		app, err := s.lookup(r.PathValue("id"))
+		if err != nil {
+			refuseEarly(rw, r, err)
 			return
 		}
 		cw := &countingWriter{ResponseWriter: rw}

@@ -2,17 +2,15 @@ package httpapi
 
 import (
 	"net/http"
-
-	"github.com/herald-rt/herald"
 )
 
 // TrustedEvents answers an event for the app appID as POST /apps/{id}/events does once its
 // signature is checked: the same body, validation, errors, rate and answer. It is for a
 // caller that authenticated the request itself (the console's event creator).
 func (s *Server) TrustedEvents(rw http.ResponseWriter, r *http.Request, appID string) {
-	app, ok := s.apps.AppByID(appID)
-	if !ok {
-		writeError(rw, herald.Errorf(herald.CodeAppNotFound, "app %q does not exist", appID))
+	app, err := s.lookup(appID)
+	if err != nil {
+		writeError(rw, err)
 		return
 	}
 	cw := &countingWriter{ResponseWriter: rw}

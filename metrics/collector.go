@@ -108,7 +108,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.histEntries, float64(m.HistoryEntries), m.AppID)
 		counter(c.histEvictions, m.HistoryEvictions, m.AppID)
 		if c.http != nil {
-			if h := c.http.apps[m.AppID]; h != nil {
+			if h := c.http.counters(m.AppID); h != nil {
 				counter(c.httpCalls, h.calls.Load(), m.AppID)
 				counter(c.httpReceived, h.received.Load(), m.AppID)
 				counter(c.httpTransmitted, h.transmitted.Load(), m.AppID)

@@ -252,3 +252,11 @@ func AppendRecovery(dst []byte, channel, epoch string, offset uint64, asked, rec
 	}
 	return append(dst, `"}`...)
 }
+
+// AppendNoHistory appends pusher_internal:recovery for a channel without history whose
+// subscription asked to recover: {"recovered":false,"reason":"no_history"}, no position.
+func AppendNoHistory(dst []byte, channel string) []byte {
+	dst = append(dst, `{"event":"pusher_internal:recovery","channel":`...)
+	dst = AppendString(dst, channel)
+	return append(dst, `,"data":"{\"recovered\":false,\"reason\":\"no_history\"}"}`...)
+}

@@ -271,6 +271,7 @@ func TestAppendPositionAndRecovery(t *testing.T) {
 		{AppendPosition(nil, "auction-1", `e"1`, 42), `{"event":"pusher_internal:position","channel":"auction-1","data":"{\"epoch\":\"e\\\"1\",\"offset\":42}"}`},
 		{AppendRecovery(nil, "a", "e", 7, false, false, ""), `{"event":"pusher_internal:recovery","channel":"a","data":"{\"epoch\":\"e\",\"offset\":7}"}`},
 		{AppendRecovery(nil, "a", "e", 7, true, true, ""), `{"event":"pusher_internal:recovery","channel":"a","data":"{\"epoch\":\"e\",\"offset\":7,\"recovered\":true}"}`},
+		{AppendNoHistory(nil, "a"), `{"event":"pusher_internal:recovery","channel":"a","data":"{\"recovered\":false,\"reason\":\"no_history\"}"}`},
 		{AppendRecovery(nil, "a", "", 0, true, false, "too_old"), `{"event":"pusher_internal:recovery","channel":"a","data":"{\"epoch\":\"\",\"offset\":0,\"recovered\":false,\"reason\":\"too_old\"}"}`},
 	} {
 		if string(tc.got) != tc.want {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh clone: installs what it needs, then runs formatting,
-# vet, the linter, the Go tests under the race detector, the churn test at full rate, and the
-# real-client suite (pusher-js and the pusher server SDK from npm against a herald it builds
+# vet, the linter, the Go tests under the race detector, the churn test at full rate, the
+# JavaScript recovery helper's own tests (clients/js), and the real-client suite (pusher-js and the pusher server SDK from npm against a herald it builds
 # and starts).
 #
 # The first step that fails stops the script with its exit status (set -e). Whether it passes
@@ -69,6 +69,13 @@ tools() {
   if [ "$missing" -eq 1 ]; then
     apt-get update -qq && apt-get install -y -qq redis-server nats-server
   fi
+  # The app store tests (appstore/postgres, appstore/mysql) start their own PostgreSQL and
+  # MariaDB on free loopback ports (internal/servicetest); Debian does not put PostgreSQL's
+  # programs on the PATH, so look in its versioned directory.
+  if ! command -v initdb >/dev/null && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    apt-get update -qq && apt-get install -y -qq postgresql
+  fi
+  command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ] || { apt-get update -qq && apt-get install -y -qq mariadb-server; }
   # The console's browser test (test/js/tests/console.test.mjs) drives Debian's chromium.
   command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
   # The ingest tests run a real Kafka broker from its jars (internal/servicetest/kafka.go):
@@ -101,12 +108,12 @@ cross_build() {
   done
 }
 
-# npm ci, tried three times: the registry is on the network, and a shared machine's network
-# (or npm's cache, used by concurrent runs) fails now and then.
+# npm_ci DIR: npm ci in DIR, tried three times: the registry is on the network, and a shared
+# machine's network (or npm's cache, used by concurrent runs) fails now and then.
 npm_ci() {
   local attempt
   for attempt in 1 2 3; do
-    if (cd test/js && npm ci --no-audit --no-fund --loglevel=error); then
+    if (cd "$1" && npm ci --no-audit --no-fund --loglevel=error); then
       return 0
     fi
     echo "npm ci failed (attempt $attempt of 3)"
@@ -126,5 +133,7 @@ run "go test -race" go test -race -count=1 -timeout 15m ./...
 # which it reaches only about 480 cycles/s here).
 run "churn: 1,000 connect/subscribe/disconnect cycles/s for 30s (session TestChurn)" \
   go test -count=1 -timeout 5m -run '^TestChurn$' -v ./session -args -churn.full
-run "npm ci (test/js)" npm_ci
+run "npm ci (clients/js)" npm_ci clients/js
+run "clients/js: the recovery helper against every pusher-js 8.x minor" bash -c 'cd clients/js && npm test'
+run "npm ci (test/js)" npm_ci test/js
 run "real clients (pusher-js, pusher SDK)" bash -c 'cd test/js && npm test'

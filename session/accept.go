@@ -25,15 +25,26 @@ func (s *Server) ServeWS(w http.ResponseWriter, r *http.Request, key string) {
 		http.Error(w, "expected a WebSocket handshake", http.StatusBadRequest)
 		return
 	}
-	a := s.byKey[key]
+	app, found := s.store.AppByKey(key)
 	switch {
-	case a == nil:
+	case !found && s.stale != nil && s.stale.Stale():
+		// The store has lost its database: the key may be an app created meanwhile.
+		s.refuse(w, accept, RefusedAppStoreDown, herald.CodeUnavailable, "app key "+strconv.Quote(key)+" is not known here and the app store is unreachable, retry later")
+		return
+	case !found:
 		s.refuse(w, accept, RefusedAppNotFound, herald.CodeAppNotFound, "App key "+strconv.Quote(key)+" does not exist")
 		return
+	case app.Disabled:
+		s.refuse(w, accept, RefusedAppDisabled, herald.CodeAppDisabled, "app is disabled")
+		return
+	}
+	a := s.ensure(app)
+	cfg := a.cur()
+	switch {
 	case s.eng.Draining():
 		s.refuse(w, accept, RefusedDraining, herald.CodeReconnect, "server shutting down, reconnect")
 		return
-	case !a.origins.Allowed(r.Header.Get("Origin")):
+	case !cfg.origins.Allowed(r.Header.Get("Origin")):
 		s.refuse(w, accept, RefusedOrigin, herald.CodeForbidden, "origin "+strconv.Quote(r.Header.Get("Origin"))+" is not allowed for this app")
 		return
 	case s.cfg.IPRate != nil && !s.cfg.IPRate.Allow(remoteIP(r), fanout.Mono()):
@@ -48,7 +59,7 @@ func (s *Server) ServeWS(w http.ResponseWriter, r *http.Request, key string) {
 		s.refuse(w, accept, RefusedNodeFull, herald.CodeOverCapacity, "node over capacity")
 		return
 	}
-	if n := a.g.Claim(); a.app.Limits.MaxConnections > 0 && n > int64(a.app.Limits.MaxConnections) {
+	if n := a.g.Claim(); cfg.Limits.MaxConnections > 0 && n > int64(cfg.Limits.MaxConnections) {
 		s.eng.Unclaim(a.g)
 		s.refuse(w, accept, RefusedAppFull, herald.CodeAppOverQuota, "app over its connection quota")
 		return
@@ -91,6 +102,17 @@ func (s *Server) ServeWS(w http.ResponseWriter, r *http.Request, key string) {
 		m.Disconnects.Add(1)
 		s.log.Warn("attach connection", "err", err)
 		s.neverAttached(a, c, opened)
+		return
+	}
+	// Checked again once attached: the app may have been disabled or deleted meanwhile, and
+	// AppsChanged's close may have passed the connection's worker before the attach.
+	if now, ok := s.store.AppByID(a.id); !ok || now.Disabled {
+		code, msg := herald.CodeAppNotFound, "app deleted"
+		if ok {
+			code, msg = herald.CodeAppDisabled, "app disabled"
+		}
+		c.ClosedWith(code.PusherCode())
+		s.eng.Close(&c.Conn, closeFrames(code.PusherCode(), msg))
 	}
 }
 

@@ -45,7 +45,7 @@ type observerOf struct {
 // may watch one app. Wants is read now and at each RefreshObservers; detach stops reporting
 // to o (when detach returns, o is called no more, except by reports already under way).
 func (s *Server) Observe(appID string, o herald.ActivityObserver) (detach func(), err error) {
-	a := s.apps[appID]
+	a := s.app(appID)
 	if a == nil {
 		return nil, fmt.Errorf("session: observe: app %q does not exist", appID)
 	}
@@ -63,7 +63,7 @@ func (s *Server) Observe(appID string, o herald.ActivityObserver) (detach func()
 // RefreshObservers reads again what app appID's observers want, for an observer whose Wants
 // changed (a console page opened or closed).
 func (s *Server) RefreshObservers(appID string) {
-	if a := s.apps[appID]; a != nil {
+	if a := s.state(appID); a != nil {
 		a.obs.update(func(l []observerOf) []observerOf { return l })
 	}
 }
@@ -97,7 +97,7 @@ func (a *appState) emit(act *herald.Activity) {
 	if p == nil {
 		return
 	}
-	act.App = a.app.ID
+	act.App = a.id
 	act.Time = time.Now()
 	for _, x := range *p {
 		if x.wants.Has(act.Kind) {
@@ -149,7 +149,7 @@ func (s *Server) apiEvents(a *appState, evs []herald.Event) {
 // Report hands an activity that happened outside the server (a webhook sent) to app appID's
 // observers that want its kind, as if the server had seen it.
 func (s *Server) Report(appID string, act *herald.Activity) {
-	if a := s.apps[appID]; a != nil && a.wants(act.Kind) {
+	if a := s.state(appID); a != nil && a.wants(act.Kind) {
 		a.emit(act)
 	}
 }

@@ -82,7 +82,7 @@ func newTestServer(tb testing.TB, cfg Config, ccfg cluster.Config, as ...*herald
 
 // attachFake registers a connection with a fake transport, as ServeWS does for a socket.
 func (s *Server) attachFake(t fanout.Transport) *conn {
-	a := s.apps["app-id"]
+	a := s.state("app-id")
 	s.eng.Claim()
 	a.g.Claim()
 	c := &conn{app: a}
@@ -94,7 +94,7 @@ func (s *Server) attachFake(t fanout.Transport) *conn {
 // attachFakeOn is attachFake on worker idx: the connections numbered for the other workers
 // meanwhile are never attached.
 func (s *Server) attachFakeOn(idx int, t fanout.Transport) *conn {
-	a := s.apps["app-id"]
+	a := s.state("app-id")
 	c := &conn{app: a}
 	for s.eng.Init(&c.Conn, a.g); c.Worker() != idx; s.eng.Init(&c.Conn, a.g) {
 	}

@@ -152,7 +152,7 @@ const (
 
 // signedJoins returns the messages with which c joins the channels of mode as user.
 func signedJoins(c *conn, mode int, user string) [][]byte {
-	a := c.app.app
+	a := c.app.cur()
 	sign := func(s string) string { return a.Key + ":" + pusher.Sign(a.Secret, s) }
 	sub := func(d map[string]string) []byte {
 		b, _ := json.Marshal(map[string]any{"event": "pusher:subscribe", "data": d})
@@ -332,7 +332,7 @@ func (fh *fuzzHub) run(t *testing.T, mode int, msgs [][]byte) {
 	if u := h.Users("app-id", fuzzPresence); !slices.Equal(u, []string{"bystander"}) {
 		t.Fatalf("after the hang-up %s has users %q", fuzzPresence, u)
 	}
-	a := h.apps["app-id"]
+	a := h.state("app-id")
 	a.usersMu.Lock()
 	users := len(a.users)
 	a.usersMu.Unlock()

@@ -14,17 +14,17 @@ type listener struct{ s *Server }
 var _ cluster.Listener = listener{}
 
 func (l listener) Wants(app string, k herald.ActivityKind) bool {
-	a := l.s.apps[app]
+	a := l.s.state(app)
 	return a != nil && a.wants(k)
 }
 
 func (l listener) Emit(app string, act *herald.Activity) {
-	if a := l.s.apps[app]; a != nil {
+	if a := l.s.state(app); a != nil {
 		a.emit(act)
 	}
 }
 
-func (l listener) CountChanged(app, channel string) { l.s.countChanged(l.s.apps[app], channel) }
+func (l listener) CountChanged(app, channel string) { l.s.countChanged(l.s.state(app), channel) }
 
 func (l listener) MemberAdded(_ string, ch *cluster.Channel, m herald.Member) {
 	l.s.eng.Dispatch(&ch.Channel, ws.TextFrame(pusher.AppendMemberAdded(nil, ch.Name(), m)), 0, nil, noMeasure)
@@ -35,7 +35,7 @@ func (l listener) MemberRemoved(_ string, ch *cluster.Channel, user string) {
 }
 
 func (l listener) RemoteUser(app, user string, present bool) {
-	if a := l.s.apps[app]; a != nil {
+	if a := l.s.state(app); a != nil {
 		l.s.remoteUser(a, user, present)
 	}
 }

@@ -25,11 +25,12 @@ type AppMetrics struct {
 
 // AppMetrics returns every app's counters, summed over workers.
 func (s *Server) AppMetrics() []AppMetrics {
-	out := make([]AppMetrics, 0, len(s.apps))
-	for _, a := range s.apps {
+	var out []AppMetrics
+	s.apps.Range(func(_, v any) bool {
+		a := v.(*appState)
 		f := a.st.Figures()
 		m := AppMetrics{
-			AppID:         a.app.ID,
+			AppID:         a.id,
 			Connections:   a.g.Conns(),
 			Channels:      f.Channels,
 			Subscriptions: f.Subscriptions,
@@ -55,7 +56,8 @@ func (s *Server) AppMetrics() []AppMetrics {
 			m.ClientEventsLimited += c.EventsLimited.Load()
 		}
 		out = append(out, m)
-	}
+		return true
+	})
 	return out
 }
 
@@ -71,10 +73,13 @@ const (
 	RefusedMemory
 	RefusedNodeFull
 	RefusedAppFull
+	RefusedAppDisabled  // the app is disabled (4003)
+	RefusedAppStoreDown // an unknown key while the app store is unreachable (4100)
 	refusalCount
 )
 
-var refusalNames = [refusalCount]string{"app_not_found", "draining", "origin", "ip_rate", "memory", "node_full", "app_full"}
+var refusalNames = [refusalCount]string{"app_not_found", "draining", "origin", "ip_rate", "memory", "node_full", "app_full",
+	"app_disabled", "app_store_down"}
 
 // String is the reason's metric label.
 func (r Refusal) String() string { return refusalNames[r] }

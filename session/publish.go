@@ -21,7 +21,7 @@ var noMeasure fanout.Measure
 // answers 503 and the publisher retries without duplicating a thing. In a cluster it fails
 // with CodeUnavailable while the bus is down (see cluster.State.Publish).
 func (s *Server) Publish(appID string, evs ...herald.Event) error {
-	a := s.apps[appID]
+	a := s.app(appID)
 	if a == nil {
 		return herald.Errorf(herald.CodeAppNotFound, "app %q does not exist", appID)
 	}
@@ -57,8 +57,9 @@ func eventFrame(ev herald.Event) []byte {
 // channel the sender has joined.
 func (s *Server) clientEvent(c *conn, m pusher.Message) {
 	a := c.app
-	lim := a.app.Limits
-	if !a.app.EnableClientMessages {
+	cfg := a.cur()
+	lim := cfg.Limits
+	if !cfg.EnableClientMessages {
 		s.sendError(c, herald.CodeClientEventDenied, "client events are not enabled for this app")
 		return
 	}
@@ -85,7 +86,7 @@ func (s *Server) clientEvent(c *conn, m pusher.Message) {
 		s.sendError(c, herald.CodeTooLarge, "client event data is too large")
 		return
 	}
-	if ok, _ := c.events.Take(a.events, s.now()*1e6); !ok {
+	if ok, _ := c.events.Take(cfg.events, s.now()*1e6); !ok {
 		c.Counters().EventsLimited.Add(1)
 		s.sendError(c, herald.CodeRateLimited, "client event rejected: over the rate limit of "+
 			strconv.Itoa(lim.MaxClientEventsPerSecond)+" events per second")

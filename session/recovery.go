@@ -74,14 +74,14 @@ func (s *Server) noHistory(name string, since *herald.Position) []byte {
 		return nil
 	}
 	s.recoveries.count(false, cluster.ReasonNoHistory)
-	return ws.TextFrame(pusher.AppendRecovery(nil, name, "", 0, true, false, cluster.ReasonNoHistory))
+	return ws.TextFrame(pusher.AppendNoHistory(nil, name))
 }
 
 // History reads the events a history channel keeps after offset `after`, at most limit of
 // them, with its latest position: from this node on its own, from the bus's store in a
 // cluster. An unknown app's or a channel without history's error has code CodeNotFound.
 func (s *Server) History(ctx context.Context, appID, channel string, after uint64, limit int) (herald.HistoryPage, error) {
-	a := s.apps[appID]
+	a := s.app(appID)
 	if a == nil {
 		return herald.HistoryPage{}, herald.Errorf(herald.CodeAppNotFound, "unknown app %s", appID)
 	}

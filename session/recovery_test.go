@@ -10,6 +10,7 @@ import (
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/internal/wstest"
+	"github.com/herald-rt/herald/pusher"
 	"github.com/herald-rt/herald/session"
 )
 
@@ -179,4 +180,43 @@ func dialApp(t *testing.T, addr string) *wstest.Client {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestRecoverEncryptedChannel: an end-to-end encrypted channel keeps no history even under a
+// rule that names it: no position on its events, and a recovery answers no_history.
+func TestRecoverEncryptedChannel(t *testing.T) {
+	all := *historyApp
+	all.History = []herald.HistoryRule{{Channels: "*", Size: 5, TTL: time.Minute}}
+	h, addr := startServerApps(t, session.Config{}, &all)
+	c, err := wstest.Dial(addr, "/app/app-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sid, err := c.SocketID(patience)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "private-encrypted-x"
+	auth := all.Key + ":" + pusher.Sign(all.Secret, sid+":"+name)
+	if err := c.WriteJSON(map[string]any{"event": "pusher:subscribe", "data": map[string]any{"channel": name, "auth": auth,
+		"recover": map[string]any{"epoch": "e", "offset": 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Expect("pusher_internal:subscription_succeeded", patience); err != nil {
+		t.Fatal(err)
+	}
+	m, err := c.Read(patience)
+	if err != nil || m.Event != "pusher_internal:recovery" || !strings.Contains(m.DataString(), "no_history") {
+		t.Fatalf("after the subscription: %+v, %v; want recovery no_history", m, err)
+	}
+	if err := h.Publish("app-id", herald.Event{Name: "e", Channel: name, Data: "cipher"}); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := c.Read(patience); err != nil || m.Event != "e" {
+		t.Fatalf("event: %+v, %v; want it without a position before it", m, err)
+	}
+	if _, err := h.History(context.Background(), "app-id", name, 0, 10); herald.CodeOf(err) != herald.CodeNotFound {
+		t.Fatalf("History of an encrypted channel: %v, want not found", err)
+	}
 }

@@ -98,13 +98,20 @@ type NewState func(eng *fanout.Engine) cluster.State
 type Server struct {
 	cfg   Config
 	log   *slog.Logger
-	apps  map[string]*appState // by id
-	byKey map[string]*appState
-	eng   *fanout.Engine
-	st    cluster.State
-	ws    *ws.Engine
+	store herald.AppStore
+	stale herald.AppStoreStale // the store's, when it can lose its source; else nil
+	// apps holds each app's state by id (*appState): one for every app of the store at New,
+	// and one more for each app the store adds (AppsChanged, or the first connection or
+	// call that finds the app in the store first). A state outlives its app's deletion (its
+	// connections closed), and serves it again if the app comes back.
+	apps   sync.Map
+	appsMu sync.Mutex // serialises the creation of states
+	eng    *fanout.Engine
+	st     cluster.State
+	ws     *ws.Engine
 
-	subCounts *subCounts // channels due a subscription count event; nil unless an app sends them
+	subCounts *subCounts // channels due a subscription count event
+	subOnce   sync.Once  // starts the rounds once an app sends them
 
 	refusals    [refusalCount]atomic.Int64
 	refusalWarn [refusalCount]lograte.Limit // refusal warnings, by reason
@@ -122,11 +129,10 @@ type Server struct {
 
 // appState is the server's live state of one app.
 type appState struct {
-	app     *herald.App
-	st      *cluster.App  // its channels, presence and cache
-	g       *fanout.Group // its connections
-	origins guard.Origins
-	events  guard.Rate // each connection's client-event rate
+	id      string
+	cfg     atomic.Pointer[appConfig] // replaced whole when the app changes (AppsChanged)
+	st      *cluster.App              // its channels, presence and cache
+	g       *fanout.Group             // its connections
 	usersMu sync.Mutex
 	users   map[string][]*conn // signed-in user id -> connections
 	obs     observers          // activity observers (activity.go)
@@ -136,49 +142,53 @@ type appState struct {
 	remoteUsers map[string]int     // user id -> the other nodes where it is signed in
 }
 
+// appConfig is one app's settings as the server applies them: the app (its zero limits
+// filled with their defaults) and what the server derives from it once.
+type appConfig struct {
+	*herald.App
+	origins guard.Origins
+	events  guard.Rate // each connection's client-event rate
+}
+
+// cur is the app's settings now: every operation reads them once, so a change applies to
+// the operations that start after it.
+func (a *appState) cur() *appConfig { return a.cfg.Load() }
+
+// configOf derives an app's settings; an app's origins are checked by whoever built it
+// (the configuration, the app store), so an error here is one they let through.
+func configOf(a *herald.App) (*appConfig, error) {
+	// A zero limit means its default (herald.Limits): the server reads limits from its own
+	// copy, so an app built without them (or from a store that left them raw) works.
+	a = withDefaultLimits(a)
+	origins, err := guard.ParseOrigins(a.AllowedOrigins)
+	n := float64(a.Limits.MaxClientEventsPerSecond)
+	return &appConfig{App: a, origins: origins, events: guard.Rate{PerSecond: n, Burst: n}}, err
+}
+
 // New builds a server for the apps of store, on a fan-out engine of its own and the state
 // newState builds on it, and starts them. A zero field of an app's Limits means its default
-// (herald.DefaultLimits). Shutdown stops everything New started.
+// (herald.DefaultLimits). When the store's apps change, tell the server (AppsChanged); an
+// app it finds in the store first serves all the same. Shutdown stops everything New started.
 func New(cfg Config, store herald.AppStore, newState NewState, log *slog.Logger) (*Server, error) {
 	cfg = cfg.withDefaults()
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, log: log, apps: map[string]*appState{}, byKey: map[string]*appState{},
-		pongFrame: ws.TextFrame(pusher.PongPayload), stop: make(chan struct{}),
-		shutdown: closing(herald.CodeReconnect, "server shutting down, reconnect"),
-		lost:     closing(herald.CodeReconnect, "events of a subscribed channel were lost on this node, reconnect to recover them")}
-	type appOrigins struct {
-		a       *herald.App
-		origins guard.Origins
-	}
-	var apps []appOrigins
-	for _, a := range store.Apps() {
-		origins, err := guard.ParseOrigins(a.AllowedOrigins)
-		if err != nil {
+	s := &Server{cfg: cfg, log: log, store: store, pongFrame: ws.TextFrame(pusher.PongPayload), stop: make(chan struct{}),
+		shutdown:  closing(herald.CodeReconnect, "server shutting down, reconnect"),
+		lost:      closing(herald.CodeReconnect, "events of a subscribed channel were lost on this node, reconnect to recover them"),
+		subCounts: &subCounts{dirty: map[chanKey]struct{}{}}}
+	s.stale, _ = store.(herald.AppStoreStale)
+	apps := store.Apps()
+	for _, a := range apps {
+		if _, err := configOf(a); err != nil {
 			return nil, fmt.Errorf("app %s: allowed origins: %w", a.ID, err)
 		}
-		apps = append(apps, appOrigins{a, origins})
 	}
 	s.eng = fanout.New(cfg.engineConfig(), log)
 	s.st = newState(s.eng)
-	for _, x := range apps {
-		// A zero limit means its default (herald.Limits): the server reads limits from its
-		// own copy, so an app built without them (or from a store that left them raw) works.
-		a := withDefaultLimits(x.a)
-		lim := a.Limits
-		var lat fanout.Latencies
-		if cfg.PublishLatency != nil {
-			lat.Publish = cfg.PublishLatency(a.ID)
-		}
-		if cfg.OriginLatency != nil {
-			lat.Origin = cfg.OriginLatency(a.ID)
-		}
-		g := s.eng.NewGroup(a.ID, lat)
-		st := &appState{app: a, g: g, st: s.st.AddApp(a.ID, g, a.History), users: map[string][]*conn{}, origins: x.origins,
-			events: guard.Rate{PerSecond: float64(lim.MaxClientEventsPerSecond), Burst: float64(lim.MaxClientEventsPerSecond)}}
-		s.apps[a.ID] = st
-		s.byKey[a.Key] = st
+	for _, a := range apps {
+		s.ensure(a)
 	}
 	wse, err := ws.NewEngine(ws.Config{Pollers: s.eng.Workers(), MaxMessageBytes: cfg.MaxMessageBytes,
 		SendBufferBytes: max(cfg.SendBufferBytes, 0), FrameTimeout: cfg.FrameTimeout}, reader{s})
@@ -188,8 +198,84 @@ func New(cfg Config, store herald.AppStore, newState NewState, log *slog.Logger)
 	}
 	s.ws = wse
 	s.st.Start(listener{s})
-	s.startSubCounts()
 	return s, nil
+}
+
+// state returns app id's state, nil if the server has none.
+func (s *Server) state(id string) *appState {
+	if v, ok := s.apps.Load(id); ok {
+		return v.(*appState)
+	}
+	return nil
+}
+
+// app returns app id's state, making it when the store has the app and the server has no
+// state yet; nil for an app the store does not have.
+func (s *Server) app(id string) *appState {
+	if a := s.state(id); a != nil {
+		return a
+	}
+	if app, ok := s.store.AppByID(id); ok {
+		return s.ensure(app)
+	}
+	return nil
+}
+
+// ensure returns app's state, making it (with app's settings) when there is none.
+func (s *Server) ensure(app *herald.App) *appState {
+	if a := s.state(app.ID); a != nil {
+		return a
+	}
+	s.appsMu.Lock()
+	defer s.appsMu.Unlock()
+	if a := s.state(app.ID); a != nil {
+		return a
+	}
+	var lat fanout.Latencies
+	if s.cfg.PublishLatency != nil {
+		lat.Publish = s.cfg.PublishLatency(app.ID)
+	}
+	if s.cfg.OriginLatency != nil {
+		lat.Origin = s.cfg.OriginLatency(app.ID)
+	}
+	g := s.eng.NewGroup(app.ID, lat)
+	a := &appState{id: app.ID, g: g, st: s.st.AddApp(app.ID, g, app.History), users: map[string][]*conn{}}
+	s.configure(a, app)
+	s.apps.Store(app.ID, a)
+	return a
+}
+
+// configure gives a the settings of app.
+func (s *Server) configure(a *appState, app *herald.App) {
+	c, err := configOf(app)
+	if err != nil {
+		s.log.Warn("app's allowed origins are invalid: every origin is refused", "app_id", app.ID, "err", err)
+		c.origins = guard.NoOrigins()
+	}
+	a.cfg.Store(c)
+	if app.EnableSubscriptionCountEvent {
+		s.subOnce.Do(s.startSubCounts)
+	}
+}
+
+// AppsChanged applies changes of the store's apps (see herald.AppChange), in order: an app
+// added gets its state at once; an app changed has its new settings (credentials, switches,
+// limits, origins) for every operation that starts from now on; the connections of an app
+// disabled are closed with 4003, and those of an app deleted with 4001.
+func (s *Server) AppsChanged(changes []herald.AppChange) {
+	for _, c := range changes {
+		if c.New == nil {
+			if a := s.state(c.Old.ID); a != nil {
+				s.eng.CloseGroup(a.g, herald.CodeAppNotFound.PusherCode(), closeFrames(herald.CodeAppNotFound.PusherCode(), "app deleted"))
+			}
+			continue
+		}
+		a := s.ensure(c.New)
+		s.configure(a, c.New)
+		if c.New.Disabled {
+			s.eng.CloseGroup(a.g, herald.CodeAppDisabled.PusherCode(), closeFrames(herald.CodeAppDisabled.PusherCode(), "app disabled"))
+		}
+	}
 }
 
 // withDefaultLimits returns a with every zero limit replaced by its default: a itself when
@@ -233,9 +319,10 @@ func (s *Server) Stats() Stats {
 	for i := range s.refusals {
 		refused += s.refusals[i].Load()
 	}
-	for _, a := range s.apps {
-		channels += a.st.Figures().Channels
-	}
+	s.apps.Range(func(_, v any) bool {
+		channels += v.(*appState).st.Figures().Channels
+		return true
+	})
 	return Stats{
 		Connections:    s.eng.Conns(),
 		MaxConnections: s.cfg.MaxConnections,

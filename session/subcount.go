@@ -36,16 +36,11 @@ type subCounts struct {
 
 type chanKey struct{ app, channel string }
 
-// startSubCounts starts the rounds if an app sends subscription counts. Called by New.
+// startSubCounts starts the rounds, once the first app that sends subscription counts is
+// configured (Server.subOnce).
 func (s *Server) startSubCounts() {
-	for _, a := range s.apps {
-		if a.app.EnableSubscriptionCountEvent {
-			s.subCounts = &subCounts{dirty: map[chanKey]struct{}{}}
-			s.wg.Add(1)
-			go s.runSubCounts()
-			return
-		}
-	}
+	s.wg.Add(1)
+	go s.runSubCounts()
 }
 
 func (s *Server) runSubCounts() {
@@ -65,12 +60,12 @@ func (s *Server) runSubCounts() {
 // countChanged marks channel name of a, whose subscription count may have changed, if a
 // sends subscription counts (a may be nil: nothing to do).
 func (s *Server) countChanged(a *appState, name string) {
-	if a == nil || !a.app.EnableSubscriptionCountEvent {
+	if a == nil || !a.cur().EnableSubscriptionCountEvent {
 		return
 	}
 	sc := s.subCounts
 	sc.mu.Lock()
-	sc.dirty[chanKey{a.app.ID, name}] = struct{}{}
+	sc.dirty[chanKey{a.id, name}] = struct{}{}
 	sc.mu.Unlock()
 }
 
@@ -87,7 +82,7 @@ func (s *Server) sendSubCounts() {
 	sc.dirty = map[chanKey]struct{}{}
 	sc.mu.Unlock()
 	for k := range dirty {
-		a := s.apps[k.app]
+		a := s.state(k.app)
 		ch := a.st.Lookup(k.channel)
 		if ch == nil || ch.Info().Kind == herald.Presence || ch.Info().Kind == herald.User {
 			continue // nobody here to tell, a presence channel, or a user's own channel

@@ -15,7 +15,8 @@ func (s *Server) subscribe(c *conn, m pusher.Message) {
 		s.sendError(c, herald.CodeInvalid, herald.MessageOf(err))
 		return
 	}
-	a, lim, name := c.app, c.app.app.Limits, sm.Channel
+	a, cfg, name := c.app, c.app.cur(), sm.Channel
+	lim := cfg.Limits
 	if err := pusher.ValidateChannelName(name, lim.MaxChannelNameLength); err != nil {
 		s.subError(c, name, "InvalidChannel", herald.MessageOf(err), 4009)
 		return
@@ -36,12 +37,12 @@ func (s *Server) subscribe(c *conn, m pusher.Message) {
 	var member herald.Member
 	switch info.Kind {
 	case herald.Private, herald.PrivateEncrypted:
-		if !pusher.CheckChannelAuth(a.app, c.ID(), name, "", sm.Auth) {
+		if !pusher.CheckChannelAuth(cfg.App, c.ID(), name, "", sm.Auth) {
 			s.subError(c, name, "AuthError", "invalid signature for "+name, 401)
 			return
 		}
 	case herald.Presence:
-		if !pusher.CheckChannelAuth(a.app, c.ID(), name, sm.ChannelData, sm.Auth) {
+		if !pusher.CheckChannelAuth(cfg.App, c.ID(), name, sm.ChannelData, sm.Auth) {
 			s.subError(c, name, "AuthError", "invalid signature for "+name, 401)
 			return
 		}
@@ -54,7 +55,7 @@ func (s *Server) subscribe(c *conn, m pusher.Message) {
 			return
 		}
 	case herald.User:
-		if !a.app.EnableUserAuthentication || c.user == "" || name[len(herald.UserChannelPrefix):] != c.user {
+		if !cfg.EnableUserAuthentication || c.user == "" || name[len(herald.UserChannelPrefix):] != c.user {
 			s.subError(c, name, "AuthError", "sign in as this user before subscribing to "+name, 401)
 			return
 		}
@@ -149,7 +150,7 @@ func (s *Server) subError(c *conn, channel, typ, msg string, status int) {
 // member learns of every other exactly once: from its snapshot or from member_added.
 func (s *Server) join(c *conn, ch *cluster.Channel, mb herald.Member, extra []byte) bool {
 	a := c.app
-	return a.st.Join(ch, mb, a.app.Limits.MaxPresenceMembers, func(added bool, members []herald.Member) bool {
+	return a.st.Join(ch, mb, a.cur().Limits.MaxPresenceMembers, func(added bool, members []herald.Member) bool {
 		reported := false
 		if added {
 			if a.wants(herald.MemberAdded) {

@@ -10,7 +10,7 @@ import (
 // does; sign-in on an app without user authentication is refused with a 4009 error.
 func (s *Server) signin(c *conn, m pusher.Message) {
 	a := c.app
-	if !a.app.EnableUserAuthentication {
+	if !a.cur().EnableUserAuthentication {
 		s.sendError(c, herald.CodeForbidden, "user authentication is not enabled for this app")
 		return
 	}
@@ -19,7 +19,7 @@ func (s *Server) signin(c *conn, m pusher.Message) {
 		s.closeWith(c, herald.CodeUnauthorized, herald.MessageOf(err))
 		return
 	}
-	if !pusher.CheckUserAuth(a.app, c.ID(), sm.UserData, sm.Auth) {
+	if !pusher.CheckUserAuth(a.cur().App, c.ID(), sm.UserData, sm.Auth) {
 		s.closeWith(c, herald.CodeUnauthorized, "invalid signin signature")
 		return
 	}
@@ -62,7 +62,7 @@ func (s *Server) forgetUser(c *conn) {
 // TerminateUser closes every connection signed in as userID with 4009, on every node of a
 // cluster, and returns how many it closed on this one.
 func (s *Server) TerminateUser(appID, userID string) int {
-	if a := s.apps[appID]; a != nil {
+	if a := s.app(appID); a != nil {
 		s.st.Terminate(a.st, userID)
 	}
 	return s.closeUser(appID, userID)
@@ -70,7 +70,7 @@ func (s *Server) TerminateUser(appID, userID string) int {
 
 // closeUser closes the connections signed in as userID on this node.
 func (s *Server) closeUser(appID, userID string) int {
-	a := s.apps[appID]
+	a := s.app(appID)
 	if a == nil {
 		return 0
 	}
@@ -86,7 +86,7 @@ func (s *Server) closeUser(appID, userID string) int {
 // Channels lists the app's occupied channels whose names start with prefix: in a cluster,
 // those occupied on any node, with the cluster's counts.
 func (s *Server) Channels(appID, prefix string) []herald.ChannelStat {
-	a := s.apps[appID]
+	a := s.app(appID)
 	if a == nil {
 		return nil
 	}
@@ -95,7 +95,7 @@ func (s *Server) Channels(appID, prefix string) []herald.ChannelStat {
 
 // Channel reports one channel; occupied is false when nobody is subscribed (on any node).
 func (s *Server) Channel(appID, name string) (stat herald.ChannelStat, occupied bool) {
-	a := s.apps[appID]
+	a := s.app(appID)
 	if a == nil {
 		return herald.ChannelStat{Name: name}, false
 	}
@@ -104,7 +104,7 @@ func (s *Server) Channel(appID, name string) (stat herald.ChannelStat, occupied 
 
 // Cached reports whether a cache channel holds an event.
 func (s *Server) Cached(appID, name string) bool {
-	if a := s.apps[appID]; a != nil {
+	if a := s.app(appID); a != nil {
 		return a.st.Cached(name)
 	}
 	return false
@@ -112,7 +112,7 @@ func (s *Server) Cached(appID, name string) bool {
 
 // Users lists the user ids in a presence channel (on every node of a cluster).
 func (s *Server) Users(appID, name string) []string {
-	if a := s.apps[appID]; a != nil {
+	if a := s.app(appID); a != nil {
 		return a.st.Users(name)
 	}
 	return nil

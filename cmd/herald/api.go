@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/httpapi"
 	"github.com/herald-rt/herald/metrics"
 )
@@ -18,7 +17,7 @@ import (
 type apiPort struct {
 	cfg     Config
 	fd      fdShare
-	apps    *herald.StaticApps
+	apps    *appStore
 	node    *sessionServer
 	bus     *clusterBus
 	ingest  *ingestSources
@@ -32,7 +31,7 @@ type apiPort struct {
 	served chan error // Serve's return
 }
 
-func newAPIPort(cfg Config, fd fdShare, apps *herald.StaticApps, node *sessionServer, bus *clusterBus, ingest *ingestSources,
+func newAPIPort(cfg Config, fd fdShare, apps *appStore, node *sessionServer, bus *clusterBus, ingest *ingestSources,
 	leave *leaving, reg *metrics.Registry, version string, log *slog.Logger) *apiPort {
 	return &apiPort{cfg: cfg, fd: fd, apps: apps, node: node, bus: bus, ingest: ingest, leave: leave, reg: reg, version: version, log: log,
 		served: make(chan error, 1)}
@@ -45,7 +44,7 @@ func (p *apiPort) start() error {
 			"max_http_connections", p.fd.httpConns, "configured", p.cfg.MaxHTTPConnections, "open_file_limit", p.fd.limit)
 	}
 	p.api = httpapi.New(httpapi.Config{TimestampWindow: p.cfg.RESTTimestampWindow.Duration, ReplayProtection: p.cfg.RESTReplayProtection},
-		p.apps, p.node.h, p.health, p.reg.HTTP, p.log)
+		p.apps.apps(), p.node.h, p.health, p.reg.HTTP, p.log)
 	addr := net.JoinHostPort(p.cfg.Host, strconv.Itoa(p.cfg.Port))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -78,7 +77,7 @@ func (p *apiPort) stop(ctx context.Context) error { return p.srv.Shutdown(ctx) }
 func (p *apiPort) health() httpapi.HealthReport {
 	st := p.node.h.Stats()
 	r := httpapi.HealthReport{Status: "ok", Connections: httpapi.Capacity{Current: st.Connections, Max: st.MaxConnections},
-		Channels: st.Channels, Version: p.version, Cluster: p.bus.health(), Ingest: p.ingest.health()}
+		Channels: st.Channels, Version: p.version, Cluster: p.bus.health(), Ingest: p.ingest.health(), AppStore: p.apps.health()}
 	switch {
 	case st.Draining || p.leave.draining():
 		r.Status = "draining"
@@ -107,7 +106,12 @@ func (p *apiPort) warnDevCredentials() {
 func (p *apiPort) logStart(addr string) {
 	attrs := []any{"addr", addr, "websocket", "ws://" + addr + "/app/{key}",
 		"max_connections", p.fd.capacity, "max_http_connections", p.fd.httpConns, "open_file_limit", p.fd.limit,
-		"workers", p.node.h.Workers(), "version", p.version, "apps", refsOf(p.apps.Apps())}
+		"workers", p.node.h.Workers(), "version", p.version}
+	if apps := p.apps.apps().Apps(); len(apps) <= 20 {
+		attrs = append(attrs, "apps", refsOf(apps))
+	} else {
+		attrs = append(attrs, "apps", len(apps))
+	}
 	if p.bus.c != nil {
 		attrs = append(attrs, p.bus.c.logAttr())
 	}

@@ -77,8 +77,11 @@ type Config struct {
 	// Ingest are the Kafka and Redis sources the node consumes into channels (config_ingest.go).
 	Ingest []IngestConfig
 	// Apps are the tenants. Without any app in the file, environment or flags, Apps holds the
-	// built-in development app (see UsedDefaultApp).
+	// built-in development app (see UsedDefaultApp); with AppStore on, none: the
+	// database's apps are the tenants.
 	Apps []AppConfig
+	// AppStore keeps the apps in a database table instead (config_appstore.go).
+	AppStore AppStoreConfig
 }
 
 // MemoryConfig is the memory guard: above RefuseAbovePercent of LimitBytes the node refuses
@@ -190,6 +193,7 @@ func defaultConfig() Config {
 		Apps:                []AppConfig{devApp},
 		Shutdown:            defaultShutdown(),
 		Webhooks:            defaultWebhooks(),
+		AppStore:            defaultAppStore(),
 
 		SocketSendBufferBytes: 64 << 10,
 		FrameTimeout:          Duration{20 * time.Second},
@@ -281,7 +285,7 @@ var settings = slices.Concat([]setting{
 	{"cluster.prefix", "first part of every bus subject or Redis channel, so clusters can share a bus", func(c *Config) any { return &c.Cluster.Prefix }},
 	{"cluster.heartbeat", "how often the node announces its share of the cluster's state (members, subscriptions)", func(c *Config) any { return &c.Cluster.Heartbeat }},
 	{"cluster.node_timeout", "a node unheard this long is dead: its members and subscriptions leave the cluster's state", func(c *Config) any { return &c.Cluster.NodeTimeout }},
-}, webhookSettings)
+}, webhookSettings, appStoreSettings)
 
 // env is the setting's environment variable.
 func (s setting) env() string {

@@ -117,7 +117,7 @@ func (l *loader) ingest() {
 		default:
 			names[s.Name] = i
 		}
-		if !apps[s.App] {
+		if !apps[s.App] && !c.AppStore.on() { // a database's apps are checked at start
 			l.problem(at+".app", "%q is not the id of a configured app", s.App)
 		}
 		switch {

@@ -281,21 +281,25 @@ func (l *loader) loadFile(path, via string) {
 		return
 	}
 
+	// A key's parts are nested tables: "app_store.postgres.url" is url in the table postgres
+	// of the table app_store.
 	top := map[string]func(fileValue){}
-	nested := map[string]map[string]func(fileValue){}
+	tables := map[string]map[string]func(fileValue){"": top}
 	for _, s := range settings {
 		path, dst := s.key, s.ref(&l.cfg)
 		decode := func(v fileValue) { l.decode(v, path, src, dst) }
-		group, key, ok := strings.Cut(s.key, ".")
-		if !ok {
-			top[s.key] = decode
-			continue
+		parts := strings.Split(s.key, ".")
+		parent := ""
+		for i := range parts[:len(parts)-1] {
+			at := strings.Join(parts[:i+1], ".")
+			if tables[at] == nil {
+				fields := map[string]func(fileValue){}
+				tables[at] = fields
+				tables[parent][parts[i]] = func(v fileValue) { l.table(v, at, src, fields) }
+			}
+			parent = at
 		}
-		if nested[group] == nil {
-			nested[group] = map[string]func(fileValue){}
-			top[group] = func(v fileValue) { l.table(v, group, src, nested[group]) }
-		}
-		nested[group][key] = decode
+		tables[parent][parts[len(parts)-1]] = decode
 	}
 	top["apps"] = func(v fileValue) { l.decodeApps(v, src) }
 	top["ingest"] = func(v fileValue) { l.decodeIngest(v, src) }

@@ -59,6 +59,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		Cluster:             ClusterConfig{Prefix: "herald", Heartbeat: secs(2), NodeTimeout: secs(10)},
 		Shutdown:            ShutdownConfig{DrainDelay: secs(5)},
 		Webhooks:            defaultWebhooks(),
+		AppStore:            defaultAppStore(),
 		Apps: []AppConfig{{ID: "app-id", Key: "app-key", Secret: "app-secret",
 			EnableClientMessages: true, EnableUserAuthentication: true}},
 
@@ -216,6 +217,7 @@ var fullWant = Config{
 		Heartbeat: Duration{500 * time.Millisecond}, NodeTimeout: secs(4)},
 	Shutdown: ShutdownConfig{DrainDelay: Duration{2500 * time.Millisecond}},
 	Webhooks: defaultWebhooks(),
+	AppStore: defaultAppStore(),
 	Apps: []AppConfig{
 		{ID: "1001", Key: "key-one", Secret: "secret-one", EnableClientMessages: true,
 			AllowedOrigins: []string{"https://app.example.com", "*.example.org"},
@@ -307,7 +309,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 				History: HistoryConfig{MaxBytesPerApp: 700000},
 				Metrics: MetricsConfig{Enabled: false, Host: "m", Port: 15, Prefix: "p_"},
 				Pprof:   PprofConfig{Addr: "127.0.0.1:16", MutexFraction: 17, BlockRate: 18},
-				Log:     LogConfig{"warn", "json"}, Apps: c.Apps, Webhooks: c.Webhooks,
+				Log:     LogConfig{"warn", "json"}, Apps: c.Apps, Webhooks: c.Webhooks, AppStore: c.AppStore,
 				Cluster: ClusterConfig{URL: "redis://:pw@10.0.0.1:6379/2", NodeID: "n-2", Prefix: "p",
 					Heartbeat: secs(1), NodeTimeout: Duration{3500 * time.Millisecond}},
 				FrameTimeout: secs(22), Shutdown: ShutdownConfig{DrainDelay: secs(24)}}
@@ -335,7 +337,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 					History: HistoryConfig{MaxBytesPerApp: 700000},
 					Metrics: MetricsConfig{Enabled: false, Host: "m", Port: 15, Prefix: "p_"},
 					Pprof:   PprofConfig{Addr: "127.0.0.1:16", MutexFraction: 17, BlockRate: 18},
-					Log:     LogConfig{"warn", "json"}, Apps: c.Apps, Webhooks: c.Webhooks,
+					Log:     LogConfig{"warn", "json"}, Apps: c.Apps, Webhooks: c.Webhooks, AppStore: c.AppStore,
 					Cluster: ClusterConfig{URL: "rediss://u:pw@redis.example:6380", NodeID: "n.3", Prefix: "a.b",
 						Heartbeat: Duration{250 * time.Millisecond}, NodeTimeout: secs(1)},
 					SocketSendBufferBytes: 8192, FrameTimeout: secs(23), Shutdown: ShutdownConfig{DrainDelay: secs(25)}}
@@ -681,8 +683,12 @@ func TestSchemaCoversEveryField(t *testing.T) {
 	}
 	// Every Config field but the groups and the lists (Apps, Ingest) is one setting; each
 	// group's fields are.
-	groups := []any{c.Log, c.Memory, c.Cache, c.Metrics, c.Pprof, c.Cluster, c.Console, c.Shutdown, c.Webhooks}
-	want := reflect.TypeOf(c).NumField() - len(groups) - 2
+	groups := []any{c.Log, c.Memory, c.Cache, c.Metrics, c.Pprof, c.Cluster, c.Console, c.Shutdown, c.Webhooks, c.AppStore,
+		c.AppStore.Postgres, c.AppStore.MySQL}
+	// app_store's two database groups count as groups, but are fields of app_store (counted
+	// in its fields, not Config's): len(groups) takes them from Config's, their own fields
+	// are added, and they are taken from app_store's.
+	want := reflect.TypeOf(c).NumField() - len(groups) - 2 + 2 - 2
 	for _, g := range groups {
 		want += reflect.TypeOf(g).NumField()
 	}
@@ -694,8 +700,8 @@ func TestSchemaCoversEveryField(t *testing.T) {
 	for _, f := range appFields {
 		seen[f.ref(&a)] = true
 	}
-	if want := reflect.TypeOf(a).NumField() - 2; len(seen) != want {
-		t.Errorf("appFields set %d distinct fields, AppConfig has %d besides Limits and Webhooks", len(seen), want)
+	if want := reflect.TypeOf(a).NumField() - 3; len(seen) != want {
+		t.Errorf("appFields set %d distinct fields, AppConfig has %d besides Limits, Webhooks and History", len(seen), want)
 	}
 	clear(seen)
 	for _, f := range limitFields {

@@ -83,8 +83,9 @@ func (l *loader) validate() {
 	l.shutdown(&c.Shutdown)
 	l.webhooks(c)
 	l.history(c)
+	l.appStore(c)
 
-	if len(c.Apps) == 0 {
+	if len(c.Apps) == 0 && !c.AppStore.on() {
 		l.problem("apps", "at least one app is required")
 	}
 	ids, keys := map[string]int{}, map[string]int{}

@@ -23,17 +23,18 @@ type consolePages struct {
 	node *sessionServer
 	api  *apiPort
 	bus  *clusterBus
+	apps *appStore
 	log  *slog.Logger
 	live atomic.Pointer[console.Console] // set by start; the metrics listener reads it
 }
 
-func newConsolePages(cfg Config, h *sessionServer, api *apiPort, bus *clusterBus, log *slog.Logger) *consolePages {
+func newConsolePages(cfg Config, h *sessionServer, api *apiPort, bus *clusterBus, apps *appStore, log *slog.Logger) *consolePages {
 	var ids []string
 	for _, a := range cfg.Apps {
 		ids = append(ids, a.ID)
 	}
 	return &consolePages{cfg: console.Config{Token: cfg.Console.Token, Node: cfg.Cluster.NodeID, EventsPerSecond: cfg.Console.EventsPerSecond, Apps: ids},
-		node: h, api: api, bus: bus, log: log}
+		node: h, api: api, bus: bus, apps: apps, log: log}
 }
 
 // on reports whether the console is configured.
@@ -48,6 +49,22 @@ func (c *consolePages) start() error {
 	cc := c.cfg
 	cc.Source, cc.Publish, cc.Refresh = consoleSource{h}, c.api.api.TrustedEvents, h.RefreshObservers
 	cc.Bus, cc.Route = c.bus.broker(), c.bus.route()
+	cc.Admin = appAdmin{c.apps}
+	if s := c.apps.store; s != nil {
+		// An app store's apps change: the page lists them as they are, and an app's
+		// observer is attached when a page first watches it.
+		cc.Apps = nil
+		cc.AppList = func() []string {
+			apps := s.Apps()
+			ids := make([]string, len(apps))
+			for i, a := range apps {
+				ids[i] = a.ID
+			}
+			return ids
+		}
+		cc.HasApp = func(id string) bool { _, ok := s.AppByID(id); return ok }
+		cc.Observe = h.Observe
+	}
 	con := console.New(cc, c.log)
 	for _, id := range cc.Apps {
 		// Off (Wants 0) until a page watches the app: then one atomic load per report.

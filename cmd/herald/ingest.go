@@ -22,7 +22,7 @@ type ingestSources struct {
 	cfg    []IngestConfig
 	nodeID string // names this node to the brokers (Kafka client id, Redis consumer name)
 	node   *sessionServer
-	apps   *herald.StaticApps
+	apps   herald.AppStore
 	reg    *metrics.Registry
 	prefix string // of the metrics
 	log    *slog.Logger
@@ -30,7 +30,7 @@ type ingestSources struct {
 	list []ingest.Source // set by start
 }
 
-func newIngestSources(cfg Config, nodeID string, node *sessionServer, apps *herald.StaticApps, reg *metrics.Registry, log *slog.Logger) *ingestSources {
+func newIngestSources(cfg Config, nodeID string, node *sessionServer, apps herald.AppStore, reg *metrics.Registry, log *slog.Logger) *ingestSources {
 	return &ingestSources{cfg: cfg.Ingest, nodeID: nodeID, node: node, apps: apps, reg: reg, prefix: cfg.Metrics.Prefix, log: log}
 }
 
@@ -55,7 +55,10 @@ func (s *ingestSources) start() error {
 func (s *ingestSources) build(pub ingest.Publisher) error {
 	handoff := s.reg.IngestHandoff(s.prefix)
 	for _, c := range s.cfg {
-		app, _ := s.apps.AppByID(c.App)
+		app, ok := s.apps.AppByID(c.App)
+		if !ok { // an app store's apps are checked here, not with the configuration
+			return fmt.Errorf("ingest %s: app %q is not in the app store", c.Name, c.App)
+		}
 		t := c.templates()
 		pc := ingest.Config{Name: c.Name, App: app, Format: t.format, Channel: t.channel, Event: t.event, Data: t.data,
 			Handoff: handoff(c.Name), Logger: s.log}

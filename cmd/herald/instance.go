@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/metrics"
 )
 
@@ -24,18 +23,20 @@ func configure(cfg Config, leave *leaving, log *slog.Logger) *instance {
 	if cfg.Cluster.URL != "" && cfg.Cluster.NodeID == "" {
 		cfg.Cluster.NodeID = newNodeID()
 	}
-	apps := herald.NewStaticApps(cfg.HeraldApps())
+	store := newAppStore(cfg, log)
+	apps := store.apps()
 	version := buildVersion()
-	reg := newRegistry(cfg.Metrics.Prefix, apps, version)
+	reg := newRegistry(cfg.Metrics.Prefix, cfg, version)
+	store.export(reg, cfg.Metrics.Prefix)
 	fd := capacityOf(cfg.MaxConnections, cfg.MaxHTTPConnections, sideConns(cfg))
 
 	mem := newMemoryGuard(cfg.Memory, log)
 	bus := newClusterBus(cfg, reg, log)
 	hooks := newWebhookSender(cfg, reg, log)
-	srv := newSessionServer(cfg, fd.capacity, apps, mem, bus, hooks, reg, log)
+	srv := newSessionServer(cfg, fd.capacity, store, mem, bus, hooks, reg, log)
 	ingest := newIngestSources(cfg, cmp.Or(cfg.Cluster.NodeID, newNodeID()), srv, apps, reg, log)
-	api := newAPIPort(cfg, fd, apps, srv, bus, ingest, leave, reg, version, log)
-	con := newConsolePages(cfg, srv, api, bus, log)
+	api := newAPIPort(cfg, fd, store, srv, bus, ingest, leave, reg, version, log)
+	con := newConsolePages(cfg, srv, api, bus, store, log)
 	var pages http.Handler // the console's, on the metrics listener
 	if con.on() {
 		pages = con
@@ -44,6 +45,7 @@ func configure(cfg Config, leave *leaving, log *slog.Logger) *instance {
 	// In start order; they stop in reverse order.
 	return &instance{srv: srv, api: api, lifecycle: newLifecycle(cfg.ShutdownTimeout.Duration,
 		mem,
+		store,  // starts before all that look apps up
 		side,   // stops after the console, and last but one: a scrape watches the shutdown
 		bus,    // stops after the server: its last unsubscribes and goodbye go through the bus
 		hooks,  // stops after the server: it sends the webhooks of the server's last leaves
@@ -57,10 +59,11 @@ func configure(cfg Config, leave *leaving, log *slog.Logger) *instance {
 	)}
 }
 
-// newRegistry is the node's metrics registry, with the build's version.
-func newRegistry(prefix string, apps *herald.StaticApps, version string) *metrics.Registry {
+// newRegistry is the node's metrics registry, with the build's version. The apps of the
+// configuration are listed from the start; those of an app store from their first call.
+func newRegistry(prefix string, cfg Config, version string) *metrics.Registry {
 	var ids []string
-	for _, a := range apps.Apps() {
+	for _, a := range cfg.Apps {
 		ids = append(ids, a.ID)
 	}
 	reg := metrics.New(prefix, ids)

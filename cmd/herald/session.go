@@ -5,7 +5,6 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/guard"
 	"github.com/herald-rt/herald/metrics"
 	"github.com/herald-rt/herald/session"
@@ -17,7 +16,7 @@ import (
 // every connection with 4200.
 type sessionServer struct {
 	cfg      session.Config // but Memory, which the memory guard has once started
-	apps     herald.AppStore
+	apps     *appStore
 	mem      *memoryGuard
 	bus      *clusterBus
 	webhooks *webhookSender
@@ -29,7 +28,7 @@ type sessionServer struct {
 }
 
 // newSessionServer configures the server for at most capacity WebSocket connections.
-func newSessionServer(cfg Config, capacity int, apps herald.AppStore, mem *memoryGuard, bus *clusterBus, webhooks *webhookSender,
+func newSessionServer(cfg Config, capacity int, apps *appStore, mem *memoryGuard, bus *clusterBus, webhooks *webhookSender,
 	reg *metrics.Registry, log *slog.Logger) *sessionServer {
 	var ipRate *guard.IPRate
 	if cfg.ConnectionRatePerIP > 0 {
@@ -61,13 +60,14 @@ func newSessionServer(cfg Config, capacity int, apps herald.AppStore, mem *memor
 func (c *sessionServer) start() error {
 	cfg := c.cfg
 	cfg.Memory = c.mem.guard
-	h, err := session.New(cfg, c.apps, c.bus.newState(), c.log)
+	h, err := session.New(cfg, c.apps.apps(), c.bus.newState(), c.log)
 	if err != nil {
 		c.log.Error("start hub", "err", err)
 		return err
 	}
 	c.reg.Attach(c.prefix, nodeMetrics{h})
 	c.webhooks.watch(h)
+	c.apps.watch(h)
 	c.h = h
 	return nil
 }

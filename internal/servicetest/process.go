@@ -18,8 +18,13 @@ type process struct {
 	tail  int           // how many bytes of the log an error quotes
 	every time.Duration // the polling interval while the process starts
 	log   string
-	cmd   *exec.Cmd     // nil while stopped
-	done  chan struct{} // closed when cmd has exited
+	// prepare, when set, adjusts each command before it starts (the user it runs as).
+	prepare func(*exec.Cmd)
+	// quit, when set, is the signal kill sends first (postgres's immediate shutdown, which
+	// takes its backends with it); SIGKILL follows if the process has not exited in 10 s.
+	quit os.Signal
+	cmd  *exec.Cmd     // nil while stopped
+	done chan struct{} // closed when cmd has exited
 }
 
 // run starts argv and polls probe until it answers (nil); it fails when the process exits
@@ -35,6 +40,9 @@ func (p *process) run(port int, within time.Duration, probe func() error, argv .
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = out, out
 	orphanProof(cmd)
+	if p.prepare != nil {
+		p.prepare(cmd)
+	}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", argv[0], err)
 	}
@@ -68,10 +76,20 @@ func (p *process) logTail() string {
 	return strings.TrimSpace(string(b))
 }
 
-// kill stops the process with SIGKILL, as a crash would, and waits for it to exit.
+// kill stops the process with SIGKILL, as a crash would (or with quit first, when set), and
+// waits for it to exit.
 func (p *process) kill() {
 	if p.cmd == nil {
 		return
+	}
+	if p.quit != nil {
+		_ = p.cmd.Process.Signal(p.quit)
+		select {
+		case <-p.done:
+			p.cmd = nil
+			return
+		case <-time.After(10 * time.Second):
+		}
 	}
 	_ = p.cmd.Process.Kill()
 	<-p.done

@@ -56,7 +56,9 @@ for (const sig of ['SIGTERM', 'SIGINT']) {
 const ENGINES = {
   nats: {
     bin: 'nats-server',
-    args: (port) => ['-a', '127.0.0.1', '-p', String(port)],
+    // JetStream on (history channels keep their events in a stream), its store in the bus's
+    // temporary directory, which a restart of the bus keeps.
+    args: (port, dir) => ['-a', '127.0.0.1', '-p', String(port), '-js', '-sd', path.join(dir, 'jetstream')],
     url: (port) => `nats://127.0.0.1:${port}`,
     // nats-server greets every client with an INFO line.
     hello: null,

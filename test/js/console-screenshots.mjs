@@ -1,6 +1,7 @@
 // Takes the console screenshots of docs/operations.md: a two-node cluster (NATS) with pusher-js
 // clients on public, private and presence channels, a publisher and client events, photographed
-// by headless Chromium on node-0's console. Not a test: `node console-screenshots.mjs ../../docs`.
+// by headless Chromium on node-0's console; the overview after two minutes of changing traffic
+// (HERALD_CHART_SECONDS), for its charts. Not a test: `node console-screenshots.mjs ../../docs`.
 
 import path from 'node:path';
 
@@ -68,6 +69,31 @@ try {
   );
   await page.screenshot(path.join(out, 'console-debug.png'));
   await page.evaluate(`document.querySelector('nav button[data-tab=overview]').click()`);
+  // Two minutes of changing traffic for the charts: clients come and go on both nodes, the
+  // publish rate steps up and down, and now and then a burst of unknown keys is refused.
+  const extra = [];
+  const chartMs = Number(process.env.HERALD_CHART_SECONDS || 120) * 1000;
+  const until = Date.now() + chartMs;
+  for (let step = 0; Date.now() < until; step++) {
+    if (step % 6 < 3) {
+      for (let i = 0; i < 4; i++) {
+        const { client } = await cluster.connectBalanced();
+        await subscribe(client, 'prices');
+        extra.push(client);
+      }
+    } else {
+      for (let i = 0; i < 3 && extra.length; i++) extra.shift().disconnect();
+    }
+    if (step % 5 === 4) {
+      for (let i = 0; i < 5; i++) {
+        const ws = new WebSocket(`ws://127.0.0.1:${cluster.nodes[i % 2].port}/app/no-such-key?protocol=7`);
+        ws.on('error', () => {});
+      }
+    }
+    if (step % 4 === 0) for (let i = 0; i < 20; i++) sdk.trigger('chat-lobby', 'message', { from: 'burst', n: i }).catch(() => {});
+    await new Promise((r) => setTimeout(r, 5000)); // the pace of the traffic drawn, not a wait for a result
+  }
+  for (const c of extra) c.disconnect();
   // The clients' connections settled: no new ones in the last second.
   await page.waitFor(`document.querySelector('[data-stat=new_per_s]').textContent === '0'`, 'new connections/s back to 0');
   await page.screenshot(path.join(out, 'console-overview.png'));

@@ -263,7 +263,7 @@ export class HeraldServer {
   async start() {
     const bin = heraldBinary();
     const cfgPath = path.join(this.dir, `herald-${this.port}.yaml`);
-    const cfg = { host: '127.0.0.1', port: this.port, ...this.config, apps: this.apps };
+    const cfg = { host: '127.0.0.1', port: this.port, ...this.config, apps: this.apps ?? undefined };
     writeFileSync(cfgPath, toYaml(cfg));
     this.configText = toYaml(cfg);
     this.output = '';
@@ -388,7 +388,8 @@ export async function startServer(opts = {}) {
     dir = mkdtempSync(path.join(os.tmpdir(), 'herald-js-run-'));
     runDirs.add(dir);
   }
-  const apps = (opts.apps || [APP1, APP2]).map((a) => JSON.parse(JSON.stringify(a)));
+  // opts.apps === null: no apps in the file (an app store keeps them).
+  const apps = opts.apps === null ? undefined : (opts.apps || [APP1, APP2]).map((a) => JSON.parse(JSON.stringify(a)));
   for (let attempt = 1; ; attempt++) {
     const port = opts.port ?? (await freePort());
     const config = {
@@ -860,6 +861,136 @@ export function closeAllRaw() {
 export function cleanupAll() {
   disconnectAllClients();
   closeAllRaw();
+}
+
+// ---------------------------------------------------------------------------------------------
+// A TCP proxy that can fail
+
+const liveProxies = new Set();
+
+/**
+ * A TCP proxy on a free loopback port in front of target (anything with a .port: a
+ * HeraldServer, a LoadBalancer), for a client whose network fails: stall() stops forwarding in
+ * both directions while the connections stay open (what each side sent after it stays in the
+ * proxy), and outage(ms) then drops every connection and refuses new ones (the listener is
+ * closed) for ms before it listens again on the same port. log has one entry per accepted
+ * connection: {at, open, dropped}.
+ */
+export class TcpProxy {
+  constructor(target) {
+    this.target = target;
+    this.server = null;
+    this.port = null;
+    this.pairs = new Set();
+    this.stalled = false;
+    this.log = [];
+  }
+
+  async start() {
+    if (this.port === null) this.port = await freePort();
+    const end = Date.now() + WAIT_MS;
+    for (let attempt = 1; ; attempt++) {
+      const server = net.createServer((client) => this._accept(client));
+      try {
+        await new Promise((resolve, reject) => {
+          server.once('error', reject);
+          server.listen(this.port, '127.0.0.1', resolve);
+        });
+        this.server = server;
+        liveProxies.add(this);
+        return this;
+      } catch (e) {
+        // Listening again after an outage: the port was just released; poll until it binds.
+        if (e.code !== 'EADDRINUSE' || Date.now() > end) throw e;
+        await new Promise((r) => setTimeout(r, 20 * attempt)); // poll interval
+      }
+    }
+  }
+
+  _accept(client) {
+    const entry = { at: Date.now(), open: true, dropped: false };
+    this.log.push(entry);
+    client.pause();
+    client.on('error', () => {});
+    const upstream = net.connect({ host: '127.0.0.1', port: this.target.port });
+    upstream.pause();
+    upstream.on('error', () => {});
+    const pair = { client, upstream, entry, connected: false };
+    this.pairs.add(pair);
+    const end = () => {
+      entry.open = false;
+      this.pairs.delete(pair);
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('close', end);
+    upstream.on('close', end);
+    upstream.on('connect', () => {
+      pair.connected = true;
+      if (!this.stalled) this._forward(pair);
+    });
+  }
+
+  _forward({ client, upstream }) {
+    client.pipe(upstream);
+    upstream.pipe(client);
+    client.resume();
+    upstream.resume();
+  }
+
+  /** Stops forwarding: nothing more goes through in either direction until the connections drop. */
+  stall() {
+    this.stalled = true;
+    for (const { client, upstream } of this.pairs) {
+      client.unpipe(upstream);
+      upstream.unpipe(client);
+      client.pause();
+      upstream.pause();
+    }
+  }
+
+  /** Drops every connection (what the proxy held is lost) and closes the listener. */
+  async down() {
+    const server = this.server;
+    this.server = null;
+    // close() stops accepting at once and calls back when the last connection has ended.
+    const closed = server ? new Promise((resolve) => server.close(() => resolve())) : null;
+    this._dropAll();
+    this.stalled = false;
+    if (closed) await closed;
+  }
+
+  _dropAll() {
+    for (const pair of [...this.pairs]) {
+      pair.entry.dropped = true;
+      pair.client.destroy();
+      pair.upstream.destroy();
+    }
+  }
+
+  /**
+   * Drops every connection and refuses new ones for ms, then listens again on the same port.
+   * Resolves once it listens again, with {downAt, upAt} (Date.now()).
+   */
+  async outage(ms) {
+    const downAt = Date.now();
+    await this.down();
+    const wait = downAt + ms - Date.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait)); // the outage itself, not a wait for something
+    await this.start();
+    return { downAt, upAt: Date.now() };
+  }
+
+  /** Closes the listener and every connection. */
+  async stop() {
+    await this.down();
+    liveProxies.delete(this);
+  }
+}
+
+/** Stops every proxy started through the harness. */
+export async function stopAllProxies() {
+  for (const p of [...liveProxies]) await p.stop();
 }
 
 // ---------------------------------------------------------------------------------------------
