@@ -28,7 +28,27 @@ type App struct {
 	// HistoryRule); the first rule that matches a channel is its rule.
 	History []HistoryRule
 
+	// Webhooks lists the URLs the app's events are posted to (package webhook sends them);
+	// none: the app sends no webhooks.
+	Webhooks []Webhook
+
 	Limits Limits
+}
+
+// Webhook is one URL an app's events are posted to: the events named in EventTypes (empty:
+// every event) of the channels Filter keeps, each request with Headers added.
+type Webhook struct {
+	URL        string
+	EventTypes []string
+	Filter     WebhookFilter
+	Headers    map[string]string
+}
+
+// WebhookFilter keeps the events of the channels whose names start and end as given ("" =
+// any).
+type WebhookFilter struct {
+	ChannelNameStartsWith string
+	ChannelNameEndsWith   string
 }
 
 // Limits bound what one app may do. A zero field means "use the default" (see DefaultLimits).

@@ -9,22 +9,13 @@ import (
 	"github.com/herald-rt/herald"
 )
 
-// Webhook is one URL an app's events are posted to.
-type Webhook struct {
-	URL string
-	// EventTypes are the events sent there (EventTypes lists them); empty = all.
-	EventTypes []string
-	Filter     Filter
-	Headers    map[string]string // added to every request
-}
+// Webhook is one URL an app's events are posted to (herald.Webhook).
+type Webhook = herald.Webhook
 
 // Filter keeps the events of the channels whose names start and end as given ("" = any).
-type Filter struct {
-	ChannelNameStartsWith string
-	ChannelNameEndsWith   string
-}
+type Filter = herald.WebhookFilter
 
-func (f Filter) keeps(channel string) bool {
+func keeps(f Filter, channel string) bool {
 	return strings.HasPrefix(channel, f.ChannelNameStartsWith) && strings.HasSuffix(channel, f.ChannelNameEndsWith)
 }
 

@@ -21,11 +21,14 @@ type memberKey struct{ channel, user string }
 // offer queues ev (an event of the app happening now) unless the webhook does not want it or
 // it cancels a pending leave.
 func (t *target) offer(ev event, now time.Time) {
-	if !t.hook.Filter.keeps(ev.Channel) {
+	if !keeps(t.hook.Filter, ev.Channel) {
 		return
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.retired {
+		return // the webhook was removed or changed: its successor has the event
+	}
 	switch ev.Name {
 	case ChannelOccupied:
 		if d := t.vacating[ev.Channel]; d != nil {

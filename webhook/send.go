@@ -10,13 +10,15 @@ import (
 	"github.com/herald-rt/herald/internal/backoff"
 )
 
-// run sends the webhook's batches, one at a time, until the Sender stops and nothing is left.
+// run sends the webhook's batches, one at a time, until the Sender stops (or the webhook is
+// retired) and nothing is left.
 func (t *target) run() {
 	defer t.s.wg.Done()
+	defer t.s.finished(t)
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		stopping := t.s.stopping()
+		stopping := t.ending()
 		now := time.Now()
 		t.recheck(now, stopping)
 		t.mu.Lock()
@@ -36,6 +38,7 @@ func (t *target) run() {
 			case <-t.wake:
 			case <-timer.C:
 			case <-t.s.stop:
+			case <-t.retire:
 			}
 			timer.Stop()
 			continue
@@ -45,19 +48,34 @@ func (t *target) run() {
 			select {
 			case <-timer.C:
 			case <-t.s.stop:
+			case <-t.retire:
 			}
 			timer.Stop()
 		}
-		now, stopping = time.Now(), t.s.stopping()
+		now, stopping = time.Now(), t.ending()
 		t.recheck(now, stopping)
 		t.mu.Lock()
 		t.promote(now, stopping, true)
 		batch := t.take(t.opts.MaxBatch)
 		t.mu.Unlock()
 		if len(batch) > 0 {
+			t.after()
 			t.deliver(batch)
 		}
 	}
+}
+
+// after waits until the webhook this one replaced (same URL) has sent what it held, so that
+// the URL gets its events in order.
+func (t *target) after() {
+	if t.prev == nil {
+		return
+	}
+	select {
+	case <-t.prev:
+	case <-t.s.ctx.Done():
+	}
+	t.prev = nil
 }
 
 // deliver posts one batch until it is answered 2xx, refused for good (4xx), or its retry time
@@ -65,9 +83,10 @@ func (t *target) run() {
 func (t *target) deliver(evs []event) {
 	start := time.Now()
 	b := body(start, evs)
-	sig := Sign(t.app.app.Secret, b)
+	cred := t.app.cred.Load() // the key and secret now: a batch is signed as the app is when it is sent
+	sig := Sign(cred.Secret, b)
 	for attempt := 0; ; attempt++ {
-		code, err := t.post(b, sig)
+		code, err := t.post(b, cred.Key, sig)
 		if err == nil && code >= 200 && code < 300 {
 			t.sent.Add(uint64(len(evs)))
 			t.report(evs, code)
@@ -110,7 +129,7 @@ func (o Options) retry() backoff.Policy {
 }
 
 // post sends one request and returns the answer's status.
-func (t *target) post(body []byte, sig string) (int, error) {
+func (t *target) post(body []byte, key, sig string) (int, error) {
 	req, err := http.NewRequestWithContext(t.s.ctx, http.MethodPost, t.hook.URL, bytes.NewReader(body))
 	if err != nil {
 		return 0, err
@@ -119,7 +138,7 @@ func (t *target) post(body []byte, sig string) (int, error) {
 		req.Header.Set(k, v)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Pusher-Key", t.app.app.Key)
+	req.Header.Set("X-Pusher-Key", key)
 	req.Header.Set("X-Pusher-Signature", sig)
 	start := time.Now()
 	resp, err := t.s.client.Do(req)
