@@ -2,6 +2,7 @@ package appstore
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -130,6 +131,7 @@ var Fields = []Field{
 		set: limit(func(l *herald.Limits) *int { return &l.MaxBatchSize }, toInt)},
 	{Names: []string{"enable_user_authentication"}, Bool: true, get: func(a *herald.App) any { return a.EnableUserAuthentication },
 		set: flag(func(a *herald.App) *bool { return &a.EnableUserAuthentication })},
+	webhooksField, // webhooks.go
 	// herald's own, optional.
 	{Names: []string{"enable_subscription_count_event"}, Bool: true, get: func(a *herald.App) any { return a.EnableSubscriptionCountEvent },
 		set: flag(func(a *herald.App) *bool { return &a.EnableSubscriptionCountEvent })},
@@ -214,18 +216,29 @@ func Map(table string, cols []Column) (Mapping, error) {
 
 // App builds an app from one row: vals[i] is the value of m.Columns[i] (nil for NULL,
 // which means the default).
+//
+// A webhook herald cannot send is no reason to refuse the app: it is left out, and the app
+// comes with a *WebhookError saying what (see webhooks.go).
 func (m Mapping) App(vals []any) (herald.App, error) {
 	var a herald.App
+	var hooks *WebhookError
 	for i, f := range m.Fields {
 		if vals[i] == nil {
 			continue // NULL: the default (and enabled NULL: enabled, as in Soketi)
 		}
 		if err := f.set(&a, vals[i]); err != nil {
+			if errors.As(err, &hooks) {
+				continue
+			}
 			return a, fmt.Errorf("column %s: %w", m.Columns[i].Name, err)
 		}
 	}
 	if a.ID == "" {
 		return a, fmt.Errorf("column id is empty")
+	}
+	if hooks != nil {
+		hooks.App = a.ID
+		return a, hooks
 	}
 	return a, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -32,8 +33,10 @@ type Fingerprinter interface {
 	Fingerprint(ctx context.Context) (fp string, ok bool, err error)
 }
 
-// Getter is an optional ability of a Source: read one app (found false when it is gone).
-// A notification naming an app reloads only that app.
+// Getter is an optional ability of a Source: read one app (found false when it is gone, or
+// its row cannot be read: a BadRows error). A row whose webhooks herald cannot all send is
+// found, with a BadRows error holding its *WebhookError. A notification naming an app
+// reloads only that app.
 type Getter interface {
 	Get(ctx context.Context, id string) (a herald.App, found bool, err error)
 }
@@ -58,8 +61,17 @@ type Writer interface {
 
 // BadRows is the error of a Load (or a Get) that could not read some rows: a row whose id is
 // empty or whose column holds what its field cannot take. The apps returned are the other
-// rows'; the Store serves them and logs the bad ones, which are no app.
+// rows'; the Store serves them and logs the bad ones, which are no app. A row whose webhooks
+// herald cannot all send is an app all the same: it is returned (without them), and its
+// *WebhookError is among the BadRows (Usable).
 type BadRows []error
+
+// Usable reports whether a row whose Mapping.App returned err is an app all the same: err is
+// nil, or a *WebhookError.
+func Usable(err error) bool {
+	var w *WebhookError
+	return err == nil || errors.As(err, &w)
+}
 
 func (b BadRows) Error() string {
 	if len(b) == 1 {
@@ -100,6 +112,9 @@ type Status struct {
 	// Reloads counts full reads, Errors failed reads: both only grow.
 	Reloads uint64 `json:"reloads"`
 	Errors  uint64 `json:"errors"`
+	// BadWebhooks is how many apps are served without some of their webhooks (herald cannot
+	// send them: see the log).
+	BadWebhooks int `json:"bad_webhooks"`
 }
 
 // snapshot is the apps at one moment; never modified once stored.
@@ -132,10 +147,11 @@ type Store struct {
 	log  *slog.Logger
 	snap atomic.Pointer[snapshot]
 
-	mu      sync.Mutex // serialises reloads, so that changes are reported in order
-	smu     sync.Mutex
-	status  Status // under smu
-	lastBad string // the last bad rows logged, under smu
+	mu       sync.Mutex // serialises reloads, so that changes are reported in order
+	smu      sync.Mutex
+	status   Status            // under smu
+	lastBad  string            // the last bad rows logged, under smu
+	badHooks map[string]string // app id -> what was left out of its webhooks, under smu
 
 	stale   atomic.Bool
 	started atomic.Bool // the first read is done: from then on changes are reported
@@ -225,6 +241,7 @@ func (s *Store) Status() Status {
 	defer s.smu.Unlock()
 	st := s.status
 	st.Apps = len(s.snap.Load().list)
+	st.BadWebhooks = len(s.badHooks)
 	return st
 }
 
@@ -249,13 +266,13 @@ func (s *Store) ReloadApp(ctx context.Context, id string) error {
 	a, found, err := g.Get(ctx, id)
 	var bad BadRows
 	if errors.As(err, &bad) {
-		s.badRows(bad) // the row is no app any more
-		found, err = false, nil
+		err = nil // a bad row is not found: no app any more; one whose webhooks were left out is
 	}
 	if err != nil {
 		s.failed(err)
 		return err
 	}
+	s.rowProblems(bad, id)
 	old := s.snap.Load()
 	apps := make([]*herald.App, 0, len(old.list)+1)
 	for _, x := range old.list {
@@ -278,13 +295,13 @@ func (s *Store) reloadLocked(ctx context.Context, fp string) error {
 	list, err := s.src.Load(ctx)
 	var bad BadRows
 	if errors.As(err, &bad) {
-		s.badRows(bad)
 		err = nil
 	}
 	if err != nil {
 		s.failed(err)
 		return err
 	}
+	s.rowProblems(bad, "")
 	old := s.snap.Load()
 	apps := make([]*herald.App, len(list))
 	for i := range list {
@@ -321,6 +338,40 @@ func keep(old *snapshot, a herald.App) *herald.App {
 		return o
 	}
 	return &a
+}
+
+// rowProblems takes the problems of a read of every row (id "") or of row id: the rows
+// skipped are logged (badRows); the apps served without some of their webhooks are counted
+// (Status.BadWebhooks), and each logged when its problem is new.
+func (s *Store) rowProblems(bad BadRows, id string) {
+	var skipped BadRows
+	hooks := map[string]string{}
+	for _, e := range bad {
+		if w := (*WebhookError)(nil); errors.As(e, &w) {
+			hooks[w.App] = w.Error()
+		} else {
+			skipped = append(skipped, e)
+		}
+	}
+	if len(skipped) > 0 {
+		s.badRows(skipped)
+	}
+	s.smu.Lock()
+	old := s.badHooks
+	if id == "" {
+		s.badHooks = hooks
+	} else {
+		s.badHooks = maps.Clone(old)
+		delete(s.badHooks, id)
+		maps.Copy(s.badHooks, hooks)
+	}
+	s.smu.Unlock()
+	for _, app := range slices.Sorted(maps.Keys(hooks)) {
+		if old[app] != hooks[app] {
+			s.log.Warn("app store: webhooks left out: the app is served without them until fixed", "kind", s.cfg.Kind,
+				"app_id", app, "err", hooks[app])
+		}
+	}
 }
 
 // badRows logs rows that could not be read, once for each new set of them.

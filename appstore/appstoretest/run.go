@@ -118,6 +118,7 @@ func Run(t *testing.T, db DB) {
 	t.Run("ChangesWithUpdatedAt", func(t *testing.T) { changes(t, db, true) })
 	t.Run("Writer", func(t *testing.T) { writer(t, db) })
 	t.Run("BadRow", func(t *testing.T) { badRow(t, db) })
+	t.Run("Webhooks", func(t *testing.T) { webhooks(t, db) })
 	t.Run("Outage", func(t *testing.T) { outage(t, db) })
 }
 
@@ -293,4 +294,75 @@ func outage(t *testing.T, db DB) {
 	eventually(t, "the store up again", func() bool { return !s.Stale() && s.Status().Up })
 	db.soketiRow(t, table, "after", "after-key", 1, 10)
 	rec.waitFor(t, "an app added after the outage", func(c herald.AppChange) bool { return c.New != nil && c.New.ID == "after" })
+}
+
+// soketiHooks is a webhooks column as Soketi's docs write it: an HTTP webhook with headers and
+// a filter, a Lambda one (herald leaves it out), one with a URL that is no http URL (left
+// out), and one with an event type Soketi does not have beside one it has (the typo ignored).
+const soketiHooks = `[{"url": "https://hooks.example/a", "event_types": ["channel_occupied", "member_added"],
+  "headers": {"Authorization": "Bearer t0ken", "X-Count": 3},
+  "filter": {"channel_name_starts_with": "presence-", "channel_name_ends_with": "-vip"}},
+ {"lambda_function": "my-function", "region": "us-east-1", "event_types": ["channel_occupied"]},
+ {"url": "ftp://hooks.example/c", "event_types": ["channel_occupied"]},
+ {"url": "https://hooks.example/b", "event_types": ["channel_vacated", "channel_ocupied"]}]`
+
+// webhooks: the webhooks column of Soketi's table is read into the app's webhooks; what
+// herald cannot send is left out and counted, the app served all the same; a change of the
+// column is a change of the app; an insert writes the app's webhooks.
+func webhooks(t *testing.T, db DB) {
+	table := db.table(t, db.Soketi)
+	db.soketiRow(t, table, "hooked", "hooked-key", 1, 10)
+	db.soketiRow(t, table, "broken", "broken-key", 1, 10)
+	db.soketiRow(t, table, "none", "none-key", 1, 10)
+	db.Exec(t, fmt.Sprintf("UPDATE %s SET webhooks = '%s' WHERE id = 'hooked'", table, soketiHooks))
+	db.Exec(t, fmt.Sprintf(`UPDATE %s SET webhooks = '{"url": "https://hooks.example/x"}' WHERE id = 'broken'`, table))
+	db.Exec(t, fmt.Sprintf("UPDATE %s SET webhooks = NULL WHERE id = 'none'", table))
+	s, rec := db.store(t, table)
+	want := []herald.Webhook{
+		{URL: "https://hooks.example/a", EventTypes: []string{"channel_occupied", "member_added"},
+			Headers: map[string]string{"Authorization": "Bearer t0ken", "X-Count": "3"},
+			Filter:  herald.WebhookFilter{ChannelNameStartsWith: "presence-", ChannelNameEndsWith: "-vip"}},
+		{URL: "https://hooks.example/b", EventTypes: []string{"channel_vacated"}},
+	}
+	a, ok := s.AppByID("hooked")
+	if !ok || !reflect.DeepEqual(a.Webhooks, want) {
+		t.Fatalf("hooked: found %v, webhooks %+v; want %+v", ok, a, want)
+	}
+	for _, id := range []string{"broken", "none"} {
+		if a, ok := s.AppByID(id); !ok || a.Webhooks != nil {
+			t.Fatalf("%s: found %v, webhooks %+v; want the app, without webhooks", id, ok, a)
+		}
+	}
+	if st := s.Status(); st.BadWebhooks != 2 || !st.Up || len(s.Apps()) != 3 {
+		t.Fatalf("status %+v: want 3 apps up, 2 of them without some of their webhooks", st)
+	}
+
+	db.Exec(t, fmt.Sprintf(`UPDATE %s SET webhooks = '[{"url": "https://hooks.example/fixed", "event_types": ["member_removed"]}]' WHERE id = 'broken'`, table))
+	rec.waitFor(t, "the webhooks column changed", func(c herald.AppChange) bool {
+		return c.New != nil && c.New.ID == "broken" && len(c.New.Webhooks) == 1 && c.New.Webhooks[0].URL == "https://hooks.example/fixed"
+	})
+	eventually(t, "one app left with bad webhooks", func() bool { return s.Status().BadWebhooks == 1 })
+
+	w := s.Source().(appstore.Writer)
+	in := herald.App{ID: "inserted", Key: "inserted-key", Secret: "s", Webhooks: want}
+	if err := w.Insert(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ReloadApp(context.Background(), "inserted"); err != nil {
+		t.Fatal(err)
+	}
+	if a, ok := s.AppByID("inserted"); !ok || !reflect.DeepEqual(a.Webhooks, want) {
+		t.Fatalf("inserted: found %v, %+v; want its webhooks read back", ok, a)
+	}
+	// An update by the apps API leaves the column alone.
+	in.Webhooks, in.Secret = nil, "s2"
+	if err := w.Update(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ReloadApp(context.Background(), "inserted"); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := s.AppByID("inserted"); a.Secret != "s2" || !reflect.DeepEqual(a.Webhooks, want) {
+		t.Fatalf("after an update: %+v; want the new secret and the webhooks as they were", a)
+	}
 }

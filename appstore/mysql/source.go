@@ -145,10 +145,10 @@ func (s *Source) Get(ctx context.Context, id string) (herald.App, bool, error) {
 		return herald.App{}, false, err
 	}
 	apps, err := s.collect(rows)
-	if err != nil || len(apps) == 0 {
+	if len(apps) == 0 {
 		return herald.App{}, false, err
 	}
-	return apps[0], true, nil
+	return apps[0], true, err // err: the BadRows of webhooks left out, if any
 }
 
 func (s *Source) collect(rows *sql.Rows) ([]herald.App, error) {
@@ -171,7 +171,9 @@ func (s *Source) collect(rows *sql.Rows) ([]herald.App, error) {
 		a, err := s.m.App(vals)
 		if err != nil {
 			bad = append(bad, fmt.Errorf("app %q: %w", fmt.Sprint(vals[0]), err))
-			continue
+			if !appstore.Usable(err) {
+				continue
+			}
 		}
 		out = append(out, a)
 	}

@@ -168,10 +168,10 @@ func (s *Source) Get(ctx context.Context, id string) (herald.App, bool, error) {
 		return herald.App{}, false, err
 	}
 	apps, err := collect(rows, s.m)
-	if err != nil || len(apps) == 0 {
+	if len(apps) == 0 {
 		return herald.App{}, false, err
 	}
-	return apps[0], true, nil
+	return apps[0], true, err // err: the BadRows of webhooks left out, if any
 }
 
 func collect(rows pgx.Rows, m appstore.Mapping) ([]herald.App, error) {
@@ -196,7 +196,9 @@ func collect(rows pgx.Rows, m appstore.Mapping) ([]herald.App, error) {
 		a, err := m.App(vals)
 		if err != nil {
 			bad = append(bad, fmt.Errorf("app %q: %w", fmt.Sprint(vals[0]), err))
-			continue
+			if !appstore.Usable(err) {
+				continue
+			}
 		}
 		out = append(out, a)
 	}
