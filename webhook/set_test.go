@@ -73,7 +73,7 @@ func TestSetFollowsTheApp(t *testing.T) {
 		t.Fatal("an app left without webhooks is still there")
 	}
 	o.Observe(&herald.Activity{Kind: herald.MemberAdded, Channel: "presence-c", UserID: "v"}) // late: dropped
-	s.Remove("app-id")                                                                          // no-op
+	s.Remove("app-id")                                                                        // no-op
 	// A new app is followed too.
 	s.Set(App{ID: "new", Key: "nk", Secret: "ns", Webhooks: []Webhook{{URL: moved.srv.URL}}})
 	s.Observer("new").Observe(&herald.Activity{Kind: herald.ChannelOccupied, Channel: "n"})
