@@ -27,7 +27,8 @@ type appStore struct {
 	store  *appstore.Store    // with one
 	log    *slog.Logger
 
-	srv atomic.Pointer[session.Server] // told of every change, once watch attaches it
+	srv   atomic.Pointer[session.Server]           // told of every change, once watch attaches it
+	hooks atomic.Pointer[func([]herald.AppChange)] // told of every change (before srv), once follow sets it: the webhooks
 }
 
 func newAppStore(cfg Config, log *slog.Logger) *appStore {
@@ -96,6 +97,17 @@ func (a *appStore) watch(h *session.Server) {
 		all = append(all, herald.AppChange{New: app})
 	}
 	h.AppsChanged(all)
+	if f := a.hooks.Load(); f != nil {
+		(*f)(all)
+	}
+}
+
+// follow tells f of every change from now on, before the server (and of every app once more
+// at watch); without a database nothing changes.
+func (a *appStore) follow(f func([]herald.AppChange)) {
+	if a.store != nil {
+		a.hooks.Store(&f)
+	}
 }
 
 // changed is the store's OnChange: the server applies the changes (and closes the
@@ -112,6 +124,11 @@ func (a *appStore) changed(changes []herald.AppChange) {
 		default:
 			a.log.Info("app changed", "app_id", c.New.ID, "disabled", c.New.Disabled)
 		}
+	}
+	// The webhooks first: a deleted app's are detached before the server closes its
+	// connections, so that the leaves of the closing are not sent for an app that is gone.
+	if f := a.hooks.Load(); f != nil {
+		(*f)(changes)
 	}
 	if h := a.srv.Load(); h != nil {
 		h.AppsChanged(changes)
@@ -145,6 +162,8 @@ func (a *appStore) export(reg *metrics.Registry, prefix string) {
 	reg.CounterFunc(prefix+"app_store_reloads_total", "Full reads of the app store's table.", nil, func() float64 { return float64(s.Status().Reloads) })
 	reg.CounterFunc(prefix+"app_store_errors_total", "Failed reads of the app store's table (the database unreachable or refusing).", nil,
 		func() float64 { return float64(s.Status().Errors) })
+	reg.GaugeFunc(prefix+"app_store_bad_webhooks", "Apps of the app store's table served without some of their webhooks: herald cannot send them (the log says why).", nil,
+		func() float64 { return float64(s.Status().BadWebhooks) })
 	reg.GaugeFunc(prefix+"app_store_last_sync_timestamp_seconds", "When the app store's table was last read successfully (Unix seconds).", nil,
 		func() float64 { return float64(s.Status().LastSync.UnixMilli()) / 1000 })
 }

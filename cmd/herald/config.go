@@ -226,6 +226,7 @@ func (c Config) HeraldApps() []herald.App {
 			AllowedOrigins:           a.AllowedOrigins,
 			Limits:                   a.Limits,
 			History:                  a.historyRules(),
+			Webhooks:                 a.heraldWebhooks(),
 		}
 		out[i].EnableSubscriptionCountEvent = a.EnableSubscriptionCountEvent
 	}

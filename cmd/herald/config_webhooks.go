@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/webhook"
 )
 
@@ -109,16 +110,12 @@ func (l *loader) webhooks(c *Config) {
 	}
 }
 
-// webhookApps is every app with its webhooks, for webhook.New.
-func (c Config) webhookApps() []webhook.App {
-	var out []webhook.App
-	for _, a := range c.Apps {
-		wa := webhook.App{ID: a.ID, Key: a.Key, Secret: a.Secret}
-		for _, h := range a.Webhooks {
-			wa.Webhooks = append(wa.Webhooks, webhook.Webhook{URL: h.URL, EventTypes: h.EventTypes, Headers: h.Headers,
-				Filter: webhook.Filter{ChannelNameStartsWith: h.Filter.ChannelNameStartsWith, ChannelNameEndsWith: h.Filter.ChannelNameEndsWith}})
-		}
-		out = append(out, wa)
+// heraldWebhooks is an app's webhooks, for herald.App.
+func (a AppConfig) heraldWebhooks() []herald.Webhook {
+	var out []herald.Webhook
+	for _, h := range a.Webhooks {
+		out = append(out, herald.Webhook{URL: h.URL, EventTypes: h.EventTypes, Headers: h.Headers,
+			Filter: herald.WebhookFilter{ChannelNameStartsWith: h.Filter.ChannelNameStartsWith, ChannelNameEndsWith: h.Filter.ChannelNameEndsWith}})
 	}
 	return out
 }

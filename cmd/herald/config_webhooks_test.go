@@ -71,7 +71,7 @@ func TestLoadConfigWebhooks(t *testing.T) {
 		if o.LeaveDelay != 5*time.Second || o.RetryFor != 10*time.Minute || o.QueueSize != 50 {
 			t.Fatalf("options %+v", o)
 		}
-		apps := c.webhookApps()
+		apps := c.HeraldApps()
 		if len(apps) != 1 || apps[0].Secret != "app-secret" || len(apps[0].Webhooks) != 2 || apps[0].Webhooks[1].Filter.ChannelNameStartsWith != "presence-" {
 			t.Fatalf("webhook apps %+v", apps)
 		}

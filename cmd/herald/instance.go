@@ -32,7 +32,7 @@ func configure(cfg Config, leave *leaving, log *slog.Logger) *instance {
 
 	mem := newMemoryGuard(cfg.Memory, log)
 	bus := newClusterBus(cfg, reg, log)
-	hooks := newWebhookSender(cfg, reg, log)
+	hooks := newWebhookSender(cfg, store, reg, log)
 	srv := newSessionServer(cfg, fd.capacity, store, mem, bus, hooks, reg, log)
 	ingest := newIngestSources(cfg, cmp.Or(cfg.Cluster.NodeID, newNodeID()), srv, apps, reg, log)
 	api := newAPIPort(cfg, fd, store, srv, bus, ingest, leave, reg, version, log)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/herald-rt/herald"
@@ -12,12 +13,14 @@ import (
 	"github.com/herald-rt/herald/webhook"
 )
 
-// webhookSender sends the apps' webhooks (webhooks.* and each app's webhooks); off when no
-// app has any. It starts before the server and stops after it, so that it sends the webhooks
-// of the server's last leaves (member_removed, channel_vacated) too.
+// webhookSender sends the apps' webhooks (webhooks.*, and each app's webhooks: the file's, or
+// the app store's webhooks column); off when the apps come from the file and none has any. It
+// starts before the server and stops after it, so that it sends the webhooks of the server's
+// last leaves (member_removed, channel_vacated) too. With an app store it follows the apps
+// as they change: an app's observer is attached when it gets webhooks and detached when it
+// has none left or is deleted.
 type webhookSender struct {
-	apps   []webhook.App
-	urls   int
+	apps   *appStore
 	opts   webhook.Options
 	cfg    WebhooksConfig // for the log
 	reg    *metrics.Registry
@@ -26,21 +29,28 @@ type webhookSender struct {
 
 	srv atomic.Pointer[session.Server] // set by watch; the sender's goroutines read it
 	s   *webhook.Sender                // set by start; nil when off
+
+	mu       sync.Mutex        // serialises changes
+	detached map[string]func() // app id -> detach of its observer, attached to srv; under mu
 }
 
-func newWebhookSender(cfg Config, reg *metrics.Registry, log *slog.Logger) *webhookSender {
-	w := &webhookSender{apps: cfg.webhookApps(), opts: cfg.webhookOptions(), cfg: cfg.Webhooks, reg: reg, prefix: cfg.Metrics.Prefix, log: log}
-	for _, a := range w.apps {
-		w.urls += len(a.Webhooks)
-	}
-	return w
+func newWebhookSender(cfg Config, apps *appStore, reg *metrics.Registry, log *slog.Logger) *webhookSender {
+	return &webhookSender{apps: apps, opts: cfg.webhookOptions(), cfg: cfg.Webhooks, reg: reg, prefix: cfg.Metrics.Prefix, log: log,
+		detached: map[string]func(){}}
 }
 
 // start starts the sender, with its metrics. It sends nothing until watch attaches it to
 // the server.
 func (w *webhookSender) start() error {
-	if w.urls == 0 {
-		return nil
+	apps, urls := 0, 0
+	for _, a := range w.apps.apps().Apps() {
+		if len(a.Webhooks) > 0 {
+			apps++
+			urls += len(a.Webhooks)
+		}
+	}
+	if urls == 0 && w.apps.store == nil {
+		return nil // the file's apps have none, and never will
 	}
 	opts := w.opts
 	opts.Latency = w.reg.WebhookLatency(w.prefix)
@@ -53,24 +63,63 @@ func (w *webhookSender) start() error {
 		}
 		return slices.Contains(h.Users(app, channel), user)
 	}
-	w.s = webhook.New(w.apps, opts, w.log)
+	w.s = webhook.New(nil, opts, w.log)
 	w.reg.AttachWebhooks(w.prefix, w.s)
-	w.log.Info("webhooks on", "apps", w.s.Apps(), "urls", w.urls, "leave_delay", w.cfg.LeaveDelay.Duration,
-		"retry_for", w.cfg.RetryFor.Duration)
+	w.log.Info("webhooks on", "apps", apps, "urls", urls, "follows_app_store", w.apps.store != nil,
+		"leave_delay", w.cfg.LeaveDelay.Duration, "retry_for", w.cfg.RetryFor.Duration)
 	return nil
 }
 
-// watch attaches the sender to h as each of its apps' observer, once h is started and
-// before it serves: the sender asks h only about what h reported.
+// watch attaches the sender to h as the observer of each app with webhooks, once h is started
+// and before it serves (the sender asks h only about what h reported), then follows the app
+// store's changes.
 func (w *webhookSender) watch(h *session.Server) {
 	if w.s == nil {
 		return
 	}
 	w.srv.Store(h)
-	for _, id := range w.s.Apps() {
-		if _, err := h.Observe(id, w.s.Observer(id)); err != nil {
-			w.log.Error("webhooks", "app_id", id, "err", err) // cannot happen: the server has every configured app
+	var all []herald.AppChange
+	for _, a := range w.apps.apps().Apps() {
+		all = append(all, herald.AppChange{New: a})
+	}
+	w.changed(all)
+	w.apps.follow(w.changed)
+}
+
+// changed applies changes of the apps to the sender and to what it observes.
+func (w *webhookSender) changed(changes []herald.AppChange) {
+	h := w.srv.Load()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, c := range changes {
+		if c.New == nil {
+			w.detach(c.Old.ID)
+			w.s.Remove(c.Old.ID)
+			continue
 		}
+		id := c.New.ID
+		if !w.s.Set(webhook.App{ID: id, Key: c.New.Key, Secret: c.New.Secret, Webhooks: c.New.Webhooks}) {
+			w.detach(id) // none left
+			continue
+		}
+		if w.detached[id] != nil {
+			h.RefreshObservers(id) // what it wants may have changed
+			continue
+		}
+		detach, err := h.Observe(id, w.s.Observer(id))
+		if err != nil {
+			w.log.Error("webhooks", "app_id", id, "err", err) // cannot happen: the server has every app of the store
+			continue
+		}
+		w.detached[id] = detach
+	}
+}
+
+// detach detaches app id's observer, if attached; w.mu is held.
+func (w *webhookSender) detach(id string) {
+	if d := w.detached[id]; d != nil {
+		d()
+		delete(w.detached, id)
 	}
 }
 
