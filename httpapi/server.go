@@ -84,6 +84,9 @@ type Config struct {
 	// inside the timestamp window. Off, a captured request can be replayed within the
 	// window, as on Pusher.
 	ReplayProtection bool
+	// ReplayMaxPerApp bounds the signatures remembered per app (each app its own bound, so one
+	// app cannot fill it for the others); 0 means DefaultReplayMaxPerApp.
+	ReplayMaxPerApp int
 }
 
 // Meter counts an app's REST calls and their bytes; nil counts nothing.
@@ -101,8 +104,8 @@ type Server struct {
 	meter    Meter
 	mux      *http.ServeMux
 	now      func() time.Time
-	limiters sync.Map     // app id -> *rateLimiter
-	replays  *replayCache // nil unless Config.ReplayProtection
+	limiters sync.Map      // app id -> *rateLimiter
+	replays  *replayCaches // nil unless Config.ReplayProtection
 	refusals refusalLog
 }
 
@@ -119,7 +122,7 @@ func New(cfg Config, apps herald.AppStore, hub Hub, health Health, meter Meter, 
 	}
 	s := &Server{cfg: cfg, apps: apps, hub: hub, health: health, meter: meter, log: log, mux: http.NewServeMux(), now: time.Now}
 	if cfg.ReplayProtection {
-		s.replays = newReplayCache(cfg.TimestampWindow, maxReplayEntries)
+		s.replays = newReplayCaches(cfg.TimestampWindow, cfg.ReplayMaxPerApp)
 	}
 	s.mux.HandleFunc("GET /app/{key}", func(w http.ResponseWriter, r *http.Request) { hub.ServeWS(w, r, r.PathValue("key")) })
 	s.mux.HandleFunc("POST /apps/{id}/events", s.signed(s.events))
@@ -190,17 +193,18 @@ func (s *Server) signed(next func(w http.ResponseWriter, q *request)) http.Handl
 			return
 		}
 		var seen replayKey
+		var replays *replayCache
 		if s.replays != nil {
-			seen = keyOf(app.ID, query.Get("auth_signature"))
-			if err := s.replays.check(seen, s.now()); err != nil {
+			replays, seen = s.replays.of(app.ID), keyOf(app.ID, query.Get("auth_signature"))
+			if err := replays.check(seen, s.now()); err != nil {
 				writeError(w, err)
 				return
 			}
 		}
 		// After the signature: unsigned and replayed requests must not spend the app's rate.
 		if err := s.takeRate(w, app); err != nil {
-			if s.replays != nil {
-				s.replays.forget(seen)
+			if replays != nil {
+				replays.forget(seen)
 			}
 			writeError(w, err)
 			return

@@ -44,7 +44,8 @@ func (p *apiPort) start() error {
 		p.log.Warn("max_http_connections lowered to leave half the descriptors to WebSocket clients",
 			"max_http_connections", p.fd.httpConns, "configured", p.cfg.MaxHTTPConnections, "open_file_limit", p.fd.limit)
 	}
-	p.api = httpapi.New(httpapi.Config{TimestampWindow: p.cfg.RESTTimestampWindow.Duration, ReplayProtection: p.cfg.RESTReplayProtection},
+	p.api = httpapi.New(httpapi.Config{TimestampWindow: p.cfg.RESTTimestampWindow.Duration, ReplayProtection: p.cfg.RESTReplayProtection,
+		ReplayMaxPerApp: p.cfg.RESTReplayMaxPerApp},
 		p.apps, p.node.h, p.health, p.reg.HTTP, p.log)
 	addr := net.JoinHostPort(p.cfg.Host, strconv.Itoa(p.cfg.Port))
 	ln, err := net.Listen("tcp", addr)

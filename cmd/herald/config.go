@@ -59,6 +59,10 @@ type Config struct {
 	// RESTReplayProtection refuses a signed REST request whose signature was already used
 	// inside the timestamp window.
 	RESTReplayProtection bool
+	// RESTReplayMaxPerApp bounds the signatures replay protection remembers per app on this
+	// node (about 70 bytes each); past it the app's signed requests get 503, other apps'
+	// do not.
+	RESTReplayMaxPerApp int
 	// ConnectionRatePerIP is how many new connections per second one client address may
 	// open (a token bucket with ConnectionBurstPerIP); over it the handshake is refused with
 	// 4100. 0 = no limit.
@@ -180,6 +184,7 @@ func defaultConfig() Config {
 		RESTRequestTimeout:  Duration{10 * time.Second},
 		RESTIdleTimeout:     Duration{30 * time.Second},
 		MaxHTTPConnections:  256,
+		RESTReplayMaxPerApp: 1 << 20,
 		Memory:              MemoryConfig{RefuseAbovePercent: 90, AcceptBelowPercent: 80},
 		History:             HistoryConfig{MaxBytesPerApp: 64 << 20},
 		Cache:               CacheConfig{MaxBytes: 64 << 20, MaxBytesPerApp: 16 << 20, TTL: Duration{30 * time.Minute}},
@@ -256,6 +261,7 @@ var settings = slices.Concat([]setting{
 	{"rest_idle_timeout", "keep-alive HTTP connections idle this long are closed", func(c *Config) any { return &c.RESTIdleTimeout }},
 	{"max_http_connections", "most connections in their HTTP phase (REST, health, upgrades) at once", func(c *Config) any { return &c.MaxHTTPConnections }},
 	{"rest_replay_protection", "refuse a signed REST request whose signature was already used in the timestamp window", func(c *Config) any { return &c.RESTReplayProtection }},
+	{"rest_replay_max_per_app", "signatures replay protection remembers per app on this node; past it that app's signed requests get 503", func(c *Config) any { return &c.RESTReplayMaxPerApp }},
 	{"connection_rate_per_ip", "new connections per second one address may open (4100 over it); 0 = no limit", func(c *Config) any { return &c.ConnectionRatePerIP }},
 	{"connection_burst_per_ip", "burst of new connections one address may open at once; 0 = the rate", func(c *Config) any { return &c.ConnectionBurstPerIP }},
 	{"memory.limit_bytes", "memory the guard's percentages apply to; 0 = cgroup limit, else machine memory", func(c *Config) any { return &c.Memory.LimitBytes }},

@@ -50,6 +50,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		RESTRequestTimeout:  secs(10),
 		RESTIdleTimeout:     secs(30),
 		MaxHTTPConnections:  256,
+		RESTReplayMaxPerApp: 1 << 20,
 		Memory:              MemoryConfig{RefuseAbovePercent: 90, AcceptBelowPercent: 80},
 		Cache:               CacheConfig{MaxBytes: 67108864, MaxBytesPerApp: 16777216, TTL: secs(1800)},
 		History:             HistoryConfig{MaxBytesPerApp: 64 << 20},
@@ -90,6 +91,7 @@ rest_request_timeout: 4s
 rest_idle_timeout: 45s
 max_http_connections: 64
 rest_replay_protection: true
+rest_replay_max_per_app: 65536
 connection_rate_per_ip: 20
 connection_burst_per_ip: 40
 memory: { limit_bytes: 1000000000, refuse_above_percent: 85, accept_below_percent: 70 }
@@ -134,6 +136,7 @@ rest_request_timeout = "4s"
 rest_idle_timeout = 45
 max_http_connections = 64
 rest_replay_protection = true
+rest_replay_max_per_app = 65536
 connection_rate_per_ip = 20
 connection_burst_per_ip = 40
 
@@ -205,7 +208,7 @@ var fullWant = Config{
 	RESTTimestampWindow: secs(300),
 	HandshakeTimeout:    secs(3),
 	RESTRequestTimeout:  secs(4), RESTIdleTimeout: secs(45), MaxHTTPConnections: 64, RESTReplayProtection: true,
-	ConnectionRatePerIP: 20, ConnectionBurstPerIP: 40,
+	RESTReplayMaxPerApp: 65536, ConnectionRatePerIP: 20, ConnectionBurstPerIP: 40,
 	Memory:  MemoryConfig{LimitBytes: 1000000000, RefuseAbovePercent: 85, AcceptBelowPercent: 70},
 	Cache:   CacheConfig{MaxBytes: 33554432, MaxBytesPerApp: 8388608, TTL: secs(600)},
 	History: HistoryConfig{MaxBytesPerApp: 64 << 20},
@@ -294,7 +297,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 			"HERALD_PPROF_ADDR": "127.0.0.1:16", "HERALD_PPROF_MUTEX_FRACTION": "17", "HERALD_PPROF_BLOCK_RATE": "18",
 			"HERALD_LOG_LEVEL": "warn", "HERALD_LOG_FORMAT": "json",
 			"HERALD_REST_REQUEST_TIMEOUT": "19", "HERALD_REST_IDLE_TIMEOUT": "20", "HERALD_MAX_HTTP_CONNECTIONS": "21",
-			"HERALD_REST_REPLAY_PROTECTION": "true", "HERALD_SOCKET_SEND_BUFFER_BYTES": "0", "HERALD_FRAME_TIMEOUT": "22",
+			"HERALD_REST_REPLAY_PROTECTION": "true", "HERALD_REST_REPLAY_MAX_PER_APP": "4096", "HERALD_SOCKET_SEND_BUFFER_BYTES": "0", "HERALD_FRAME_TIMEOUT": "22",
 			"HERALD_CLUSTER_URL": "redis://:pw@10.0.0.1:6379/2", "HERALD_CLUSTER_NODE_ID": "n-2", "HERALD_CLUSTER_PREFIX": "p",
 			"HERALD_CLUSTER_HEARTBEAT": "1", "HERALD_CLUSTER_NODE_TIMEOUT": "3500ms", "HERALD_SHUTDOWN_DRAIN_DELAY": "24",
 		}, func(c *Config) {
@@ -302,6 +305,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 				PongTimeout: secs(5), MaxMessageBytes: 6000, OutboundBufferBytes: 7000, Workers: 8,
 				RESTTimestampWindow: secs(9), HandshakeTimeout: secs(10), ConnectionRatePerIP: 11, ConnectionBurstPerIP: 12,
 				RESTRequestTimeout: secs(19), RESTIdleTimeout: secs(20), MaxHTTPConnections: 21, RESTReplayProtection: true,
+				RESTReplayMaxPerApp: 4096,
 				Memory:  MemoryConfig{LimitBytes: 13000, RefuseAbovePercent: 14, AcceptBelowPercent: 13},
 				Cache:   CacheConfig{MaxBytes: 1000000, MaxBytesPerApp: 500000, TTL: secs(19)},
 				History: HistoryConfig{MaxBytesPerApp: 700000},
@@ -321,7 +325,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 			"--metrics-enabled=false", "--metrics-host", "m", "--metrics-port", "15", "--metrics-prefix", "p_",
 			"--pprof-addr", "127.0.0.1:16", "--pprof-mutex-fraction", "17", "--pprof-block-rate", "18",
 			"--log-level", "warn", "--log-format", "json",
-			"--rest-request-timeout", "19", "--rest-idle-timeout", "20", "--max-http-connections", "21", "--rest-replay-protection",
+			"--rest-request-timeout", "19", "--rest-idle-timeout", "20", "--max-http-connections", "21", "--rest-replay-protection", "--rest-replay-max-per-app", "8192",
 			"--socket-send-buffer-bytes", "8192", "--frame-timeout", "23s",
 			"--cluster-url", "rediss://u:pw@redis.example:6380", "--cluster-node-id", "n.3", "--cluster-prefix", "a.b",
 			"--cluster-heartbeat", "250ms", "--cluster-node-timeout", "1s", "--shutdown-drain-delay", "25s"}, nil,
@@ -330,6 +334,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 					PongTimeout: secs(5), MaxMessageBytes: 6000, OutboundBufferBytes: 7000, Workers: 8,
 					RESTTimestampWindow: secs(9), HandshakeTimeout: secs(10), ConnectionRatePerIP: 11, ConnectionBurstPerIP: 12,
 					RESTRequestTimeout: secs(19), RESTIdleTimeout: secs(20), MaxHTTPConnections: 21, RESTReplayProtection: true,
+					RESTReplayMaxPerApp: 8192,
 					Memory:  MemoryConfig{LimitBytes: 13000, RefuseAbovePercent: 14, AcceptBelowPercent: 13},
 					Cache:   CacheConfig{MaxBytes: 1000000, MaxBytesPerApp: 500000, TTL: secs(19)},
 					History: HistoryConfig{MaxBytesPerApp: 700000},
@@ -483,6 +488,7 @@ func TestLoadConfigProblems(t *testing.T) {
 		{"handshake timeout too short", "", []string{"--handshake-timeout", "1ms"}, nil, "handshake_timeout: 1ms must be at least 100ms (from flag --handshake-timeout)"},
 		{"rest request timeout below the handshake's", "", []string{"--handshake-timeout", "8s", "--rest-request-timeout", "6s"}, nil,
 			"rest_request_timeout: 6s must be at least handshake_timeout (8s): a WebSocket upgrade is an HTTP request too (from flag --rest-request-timeout)"},
+		{"replay bound too small", "", nil, map[string]string{"HERALD_REST_REPLAY_MAX_PER_APP": "10"}, "rest_replay_max_per_app: 10 must be at least 1024 (from env HERALD_REST_REPLAY_MAX_PER_APP)"},
 		{"max http connections too few", "", nil, map[string]string{"HERALD_MAX_HTTP_CONNECTIONS": "2"}, "max_http_connections: 2 must be at least 8 (from env HERALD_MAX_HTTP_CONNECTIONS)"},
 		{"rest idle timeout too short", "c.yaml:rest_idle_timeout: 1ms", nil, nil, "rest_idle_timeout: 1ms must be at least 100ms (from file "},
 		{"negative ip rate", "", []string{"--connection-rate-per-ip", "-3"}, nil, "connection_rate_per_ip: -3 must not be negative (from flag --connection-rate-per-ip)"},

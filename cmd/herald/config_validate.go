@@ -40,6 +40,7 @@ func (l *loader) validate() {
 	}
 	l.longerThan("rest_idle_timeout", c.RESTIdleTimeout, 100*time.Millisecond)
 	l.atLeast("max_http_connections", c.MaxHTTPConnections, 8)
+	l.atLeast("rest_replay_max_per_app", c.RESTReplayMaxPerApp, 1024)
 	l.notNegative("connection_rate_per_ip", c.ConnectionRatePerIP)
 	l.notNegative("connection_burst_per_ip", c.ConnectionBurstPerIP)
 	l.notNegative("memory.limit_bytes", c.Memory.LimitBytes)
