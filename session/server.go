@@ -127,6 +127,7 @@ type appState struct {
 	g       *fanout.Group // its connections
 	origins guard.Origins
 	events  guard.Rate // each connection's client-event rate
+	joins   guard.Rate // each connection's subscribe rate
 	usersMu sync.Mutex
 	users   map[string][]*conn // signed-in user id -> connections
 	obs     observers          // activity observers (activity.go)
@@ -176,7 +177,8 @@ func New(cfg Config, store herald.AppStore, newState NewState, log *slog.Logger)
 		}
 		g := s.eng.NewGroup(a.ID, lat)
 		st := &appState{app: a, g: g, st: s.st.AddApp(a.ID, g, a.History), users: map[string][]*conn{}, origins: x.origins,
-			events: guard.Rate{PerSecond: float64(lim.MaxClientEventsPerSecond), Burst: float64(lim.MaxClientEventsPerSecond)}}
+			events: guard.Rate{PerSecond: float64(lim.MaxClientEventsPerSecond), Burst: float64(lim.MaxClientEventsPerSecond)},
+			joins:  guard.Rate{PerSecond: float64(lim.MaxSubscriptionsPerSecond), Burst: float64(max(lim.MaxSubscriptionsPerSecond, lim.MaxChannelsPerConn))}}
 		s.apps[a.ID] = st
 		s.byKey[a.Key] = st
 	}

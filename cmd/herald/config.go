@@ -337,6 +337,7 @@ var limitFields = []struct {
 	{"max_presence_user_id_length", func(l *herald.Limits) *int { return &l.MaxPresenceUserIDLength }},
 	{"max_channels_per_conn", func(l *herald.Limits) *int { return &l.MaxChannelsPerConn }},
 	{"max_client_events_per_second", func(l *herald.Limits) *int { return &l.MaxClientEventsPerSecond }},
+	{"max_subscriptions_per_second", func(l *herald.Limits) *int { return &l.MaxSubscriptionsPerSecond }},
 	{"max_api_requests_per_second", func(l *herald.Limits) *int { return &l.MaxAPIRequestsPerSecond }},
 }
 
