@@ -68,6 +68,9 @@ type Config struct {
 	// 4100. 0 = no limit.
 	ConnectionRatePerIP  int
 	ConnectionBurstPerIP int
+	// ConnectionIPv6Prefix is the prefix length IPv6 clients are grouped by for
+	// ConnectionRatePerIP (64: every address of a /64 shares one bucket; 128: none do).
+	ConnectionIPv6Prefix int
 	Memory               MemoryConfig
 	Cache                CacheConfig
 	History              HistoryConfig
@@ -172,29 +175,30 @@ var devApp = AppConfig{
 // defaultConfig is the configuration before any file, environment variable or flag.
 func defaultConfig() Config {
 	return Config{
-		Host:                "127.0.0.1",
-		Port:                6001,
-		ShutdownTimeout:     Duration{10 * time.Second},
-		ActivityTimeout:     Duration{120 * time.Second},
-		PongTimeout:         Duration{30 * time.Second},
-		MaxMessageBytes:     64 << 10,
-		OutboundBufferBytes: 1 << 20,
-		RESTTimestampWindow: Duration{600 * time.Second},
-		HandshakeTimeout:    Duration{5 * time.Second},
-		RESTRequestTimeout:  Duration{10 * time.Second},
-		RESTIdleTimeout:     Duration{30 * time.Second},
-		MaxHTTPConnections:  256,
-		RESTReplayMaxPerApp: 1 << 20,
-		Memory:              MemoryConfig{RefuseAbovePercent: 90, AcceptBelowPercent: 80},
-		History:             HistoryConfig{MaxBytesPerApp: 64 << 20},
-		Cache:               CacheConfig{MaxBytes: 64 << 20, MaxBytesPerApp: 16 << 20, TTL: Duration{30 * time.Minute}},
-		Metrics:             MetricsConfig{Enabled: true, Host: "127.0.0.1", Port: 9601, Prefix: "herald_"},
-		Pprof:               PprofConfig{MutexFraction: 10, BlockRate: 100_000},
-		Log:                 LogConfig{Level: "info", Format: "text"},
-		Cluster:             ClusterConfig{Prefix: "herald", Heartbeat: Duration{2 * time.Second}, NodeTimeout: Duration{10 * time.Second}},
-		Apps:                []AppConfig{devApp},
-		Shutdown:            defaultShutdown(),
-		Webhooks:            defaultWebhooks(),
+		Host:                 "127.0.0.1",
+		Port:                 6001,
+		ShutdownTimeout:      Duration{10 * time.Second},
+		ActivityTimeout:      Duration{120 * time.Second},
+		PongTimeout:          Duration{30 * time.Second},
+		MaxMessageBytes:      64 << 10,
+		OutboundBufferBytes:  1 << 20,
+		RESTTimestampWindow:  Duration{600 * time.Second},
+		HandshakeTimeout:     Duration{5 * time.Second},
+		RESTRequestTimeout:   Duration{10 * time.Second},
+		RESTIdleTimeout:      Duration{30 * time.Second},
+		MaxHTTPConnections:   256,
+		RESTReplayMaxPerApp:  1 << 20,
+		ConnectionIPv6Prefix: 64,
+		Memory:               MemoryConfig{RefuseAbovePercent: 90, AcceptBelowPercent: 80},
+		History:              HistoryConfig{MaxBytesPerApp: 64 << 20},
+		Cache:                CacheConfig{MaxBytes: 64 << 20, MaxBytesPerApp: 16 << 20, TTL: Duration{30 * time.Minute}},
+		Metrics:              MetricsConfig{Enabled: true, Host: "127.0.0.1", Port: 9601, Prefix: "herald_"},
+		Pprof:                PprofConfig{MutexFraction: 10, BlockRate: 100_000},
+		Log:                  LogConfig{Level: "info", Format: "text"},
+		Cluster:              ClusterConfig{Prefix: "herald", Heartbeat: Duration{2 * time.Second}, NodeTimeout: Duration{10 * time.Second}},
+		Apps:                 []AppConfig{devApp},
+		Shutdown:             defaultShutdown(),
+		Webhooks:             defaultWebhooks(),
 
 		SocketSendBufferBytes: 64 << 10,
 		FrameTimeout:          Duration{20 * time.Second},
@@ -263,6 +267,7 @@ var settings = slices.Concat([]setting{
 	{"rest_replay_protection", "refuse a signed REST request whose signature was already used in the timestamp window", func(c *Config) any { return &c.RESTReplayProtection }},
 	{"rest_replay_max_per_app", "signatures replay protection remembers per app on this node; past it that app's signed requests get 503", func(c *Config) any { return &c.RESTReplayMaxPerApp }},
 	{"connection_rate_per_ip", "new connections per second one address may open (4100 over it); 0 = no limit", func(c *Config) any { return &c.ConnectionRatePerIP }},
+	{"connection_ipv6_prefix", "IPv6 clients count for connection_rate_per_ip by their network of this many bits (64: a /64 is one client)", func(c *Config) any { return &c.ConnectionIPv6Prefix }},
 	{"connection_burst_per_ip", "burst of new connections one address may open at once; 0 = the rate", func(c *Config) any { return &c.ConnectionBurstPerIP }},
 	{"memory.limit_bytes", "memory the guard's percentages apply to; 0 = cgroup limit, else machine memory", func(c *Config) any { return &c.Memory.LimitBytes }},
 	{"memory.refuse_above_percent", "refuse new connections (4100) above this share of the limit; 0 = no guard", func(c *Config) any { return &c.Memory.RefuseAbovePercent }},
