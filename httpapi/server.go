@@ -56,7 +56,7 @@ type IngestHealth struct {
 	Name     string `json:"name"`
 	Kind     string `json:"kind"`  // "kafka", "redis_stream" or "redis_pubsub"
 	State    string `json:"state"` // starting, up, paused (the hub refuses events), down or stopped
-	Error    string `json:"error,omitempty"`
+	Error    string `json:"error,omitempty"` // the last connection error while down; DetailedHealth only
 	Consumed uint64 `json:"consumed"`
 	Lag      int64  `json:"lag"` // records not consumed yet, over all partitions
 }
@@ -261,7 +261,24 @@ func refuseEarly(w http.ResponseWriter, r *http.Request, err error) {
 	writeError(w, err)
 }
 
+// healthz answers the public /health: the report without the ingest sources' errors, which
+// may name internal hosts and brokers (DetailedHealth has them, on the metrics listener).
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	h := s.report()
+	if len(h.Ingest) > 0 {
+		in := make([]IngestHealth, len(h.Ingest))
+		for i, src := range h.Ingest {
+			src.Error = ""
+			in[i] = src
+		}
+		h.Ingest = in
+	}
+	writeJSON(w, http.StatusOK, h)
+}
+
+// DetailedHealth answers with the whole health report, the ingest sources' last connection
+// errors included: for the private metrics listener, not the public port.
+func (s *Server) DetailedHealth(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.report())
 }
 

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/httpapi"
@@ -27,7 +28,8 @@ type apiPort struct {
 	version string
 	log     *slog.Logger
 
-	api    *httpapi.Server // set by start
+	api    *httpapi.Server                // set by start
+	ready  atomic.Pointer[httpapi.Server] // api once started, for the metrics listener's /health
 	srv    *http.Server
 	served chan error // Serve's return
 }
@@ -47,6 +49,7 @@ func (p *apiPort) start() error {
 	p.api = httpapi.New(httpapi.Config{TimestampWindow: p.cfg.RESTTimestampWindow.Duration, ReplayProtection: p.cfg.RESTReplayProtection,
 		ReplayMaxPerApp: p.cfg.RESTReplayMaxPerApp},
 		p.apps, p.node.h, p.health, p.reg.HTTP, p.log)
+	p.ready.Store(p.api)
 	addr := net.JoinHostPort(p.cfg.Host, strconv.Itoa(p.cfg.Port))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -113,4 +116,17 @@ func (p *apiPort) logStart(addr string) {
 		attrs = append(attrs, p.bus.c.logAttr())
 	}
 	p.log.Info("herald listening", attrs...)
+}
+
+// detailedHealth answers the metrics listener's /health: the whole report, the ingest
+// sources' errors included, which the public /health leaves out. 503 until the port started.
+func (p *apiPort) detailedHealth(w http.ResponseWriter, r *http.Request) {
+	api := p.ready.Load()
+	if api == nil {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"status":"starting"}` + "\n"))
+		return
+	}
+	api.DetailedHealth(w, r)
 }

@@ -40,7 +40,7 @@ func configure(cfg Config, leave *leaving, log *slog.Logger) *instance {
 	if con.on() {
 		pages = con
 	}
-	side := newSideListeners(cfg, reg, pages, log)
+	side := newSideListeners(cfg, reg, pages, http.HandlerFunc(api.detailedHealth), log)
 	// In start order; they stop in reverse order.
 	return &instance{srv: srv, api: api, lifecycle: newLifecycle(cfg.ShutdownTimeout.Duration,
 		mem,
