@@ -54,8 +54,8 @@ type HealthReport struct {
 // IngestHealth is the state of one ingest source.
 type IngestHealth struct {
 	Name     string `json:"name"`
-	Kind     string `json:"kind"`  // "kafka", "redis_stream" or "redis_pubsub"
-	State    string `json:"state"` // starting, up, paused (the hub refuses events), down or stopped
+	Kind     string `json:"kind"`            // "kafka", "redis_stream" or "redis_pubsub"
+	State    string `json:"state"`           // starting, up, paused (the hub refuses events), down or stopped
 	Error    string `json:"error,omitempty"` // the last connection error while down; DetailedHealth only
 	Consumed uint64 `json:"consumed"`
 	Lag      int64  `json:"lag"` // records not consumed yet, over all partitions

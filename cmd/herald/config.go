@@ -198,6 +198,7 @@ func defaultConfig() Config {
 		Cluster:              ClusterConfig{Prefix: "herald", Heartbeat: Duration{2 * time.Second}, NodeTimeout: Duration{10 * time.Second}},
 		Apps:                 []AppConfig{devApp},
 		Shutdown:             defaultShutdown(),
+		Console:              ConsoleConfig{SessionLifetime: Duration{12 * time.Hour}},
 		Webhooks:             defaultWebhooks(),
 
 		SocketSendBufferBytes: 64 << 10,
@@ -281,6 +282,7 @@ var settings = slices.Concat([]setting{
 	{"metrics.port", "port of the metrics listener; 0 = any free port", func(c *Config) any { return &c.Metrics.Port }},
 	{"metrics.prefix", "prefix of every herald metric name (soketi_ or sockudo_ for their dashboards)", func(c *Config) any { return &c.Metrics.Prefix }},
 	{"console.token", "token of the console at /console on the metrics listener; empty = no console", func(c *Config) any { return &c.Console.Token }},
+	{"console.session_lifetime", "how long a browser stays logged in to the console after its login form", func(c *Config) any { return &c.Console.SessionLifetime }},
 	{"console.events_per_second", "debug log entries kept per app per second while a page watches it; 0 = 100", func(c *Config) any { return &c.Console.EventsPerSecond }},
 	{"pprof.addr", "host:port of the pprof listener; empty = off", func(c *Config) any { return &c.Pprof.Addr }},
 	{"pprof.mutex_fraction", "mutex profile sampling: 1 in N contention events, while pprof is on", func(c *Config) any { return &c.Pprof.MutexFraction }},

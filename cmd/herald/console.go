@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/console"
@@ -25,6 +26,8 @@ type consolePages struct {
 	bus  *clusterBus
 	log  *slog.Logger
 	live atomic.Pointer[console.Console] // set by start; the metrics listener reads it
+
+	sessions time.Duration // console.session_lifetime
 }
 
 func newConsolePages(cfg Config, h *sessionServer, api *apiPort, bus *clusterBus, log *slog.Logger) *consolePages {
@@ -33,7 +36,7 @@ func newConsolePages(cfg Config, h *sessionServer, api *apiPort, bus *clusterBus
 		ids = append(ids, a.ID)
 	}
 	return &consolePages{cfg: console.Config{Token: cfg.Console.Token, Node: cfg.Cluster.NodeID, EventsPerSecond: cfg.Console.EventsPerSecond, Apps: ids},
-		node: h, api: api, bus: bus, log: log}
+		node: h, api: api, bus: bus, log: log, sessions: cfg.Console.SessionLifetime.Duration}
 }
 
 // on reports whether the console is configured.
@@ -48,6 +51,7 @@ func (c *consolePages) start() error {
 	cc := c.cfg
 	cc.Source, cc.Publish, cc.Refresh = consoleSource{h}, c.api.api.TrustedEvents, h.RefreshObservers
 	cc.Bus, cc.Route = c.bus.broker(), c.bus.route()
+	cc.SessionLifetime = c.sessions
 	con := console.New(cc, c.log)
 	for _, id := range cc.Apps {
 		// Off (Wants 0) until a page watches the app: then one atomic load per report.

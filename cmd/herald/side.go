@@ -89,7 +89,7 @@ func (s *sideListeners) listen() error {
 		s.serve(ln, metricsPort, mux)
 		s.log.Info("metrics listening", "url", "http://"+ln.Addr().String()+"/metrics")
 		if s.console != nil {
-			s.log.Info("console listening", "url", "http://"+ln.Addr().String()+"/console?token=...")
+			s.log.Info("console listening", "url", "http://"+ln.Addr().String()+"/console/login")
 		}
 	}
 	if s.pprof.Addr != "" {
