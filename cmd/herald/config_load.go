@@ -300,21 +300,32 @@ func (l *loader) loadFile(path, via string) {
 		return
 	}
 
+	// Each setting's key is a path of tables ("tls.acme.email" is table tls, table acme, key
+	// email); a table's fields are gathered as the settings name them.
 	top := map[string]func(fileValue){}
-	nested := map[string]map[string]func(fileValue){}
+	tables := map[string]map[string]func(fileValue){"": top}
+	var fieldsOf func(path string) map[string]func(fileValue)
+	fieldsOf = func(path string) map[string]func(fileValue) {
+		if f, ok := tables[path]; ok {
+			return f
+		}
+		f := map[string]func(fileValue){}
+		tables[path] = f
+		parent, name := "", path
+		if i := strings.LastIndexByte(path, '.'); i >= 0 {
+			parent, name = path[:i], path[i+1:]
+		}
+		fieldsOf(parent)[name] = func(v fileValue) { l.table(v, path, src, f) }
+		return f
+	}
 	for _, s := range settings {
 		path, dst := s.key, s.ref(&l.cfg)
 		decode := func(v fileValue) { l.decode(v, path, src, dst) }
-		group, key, ok := strings.Cut(s.key, ".")
-		if !ok {
-			top[s.key] = decode
-			continue
+		parent, key := "", s.key
+		if i := strings.LastIndexByte(s.key, '.'); i >= 0 {
+			parent, key = s.key[:i], s.key[i+1:]
 		}
-		if nested[group] == nil {
-			nested[group] = map[string]func(fileValue){}
-			top[group] = func(v fileValue) { l.table(v, group, src, nested[group]) }
-		}
-		nested[group][key] = decode
+		fieldsOf(parent)[key] = decode
 	}
 	top["apps"] = func(v fileValue) { l.decodeApps(v, src) }
 	top["ingest"] = func(v fileValue) { l.decodeIngest(v, src) }
