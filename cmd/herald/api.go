@@ -11,6 +11,7 @@ import (
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/httpapi"
 	"github.com/herald-rt/herald/metrics"
+	"github.com/herald-rt/herald/ws"
 )
 
 // apiPort is the public port: the REST API, /health and /ready, and the WebSocket upgrades
@@ -23,6 +24,7 @@ type apiPort struct {
 	node    *sessionServer
 	bus     *clusterBus
 	ingest  *ingestSources
+	certs   *tlsCerts // TLS on the port, when on
 	leave   *leaving
 	reg     *metrics.Registry
 	version string
@@ -67,7 +69,13 @@ func (p *apiPort) start() error {
 	exportPort(p.reg, p.cfg.Metrics.Prefix, port)
 	p.warnDevCredentials()
 	p.logStart(port.Addr().String())
-	go func() { p.served <- p.srv.Serve(port) }()
+	var serve net.Listener = port
+	if p.certs.on() {
+		// TLS over the port's own accounting: a connection counts from its accept, before
+		// its handshake, and the handshake must finish within the request deadline.
+		serve = ws.NewTLSListener(port, p.certs.config())
+	}
+	go func() { p.served <- p.srv.Serve(serve) }()
 	return nil
 }
 
@@ -109,7 +117,11 @@ func (p *apiPort) warnDevCredentials() {
 
 // logStart logs the start line: where the node listens, its capacity and apps, its bus.
 func (p *apiPort) logStart(addr string) {
-	attrs := []any{"addr", addr, "websocket", "ws://" + addr + "/app/{key}",
+	scheme := "ws://"
+	if p.certs.on() {
+		scheme = "wss://"
+	}
+	attrs := []any{"addr", addr, "websocket", scheme + addr + "/app/{key}",
 		"max_connections", p.fd.capacity, "max_http_connections", p.fd.httpConns, "open_file_limit", p.fd.limit,
 		"workers", p.node.h.Workers(), "version", p.version, "apps", refsOf(p.apps.Apps())}
 	if p.bus.c != nil {

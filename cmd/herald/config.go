@@ -81,6 +81,7 @@ type Config struct {
 	Console              ConsoleConfig
 	Shutdown             ShutdownConfig
 	Webhooks             WebhooksConfig // config_webhooks.go
+	TLS                  TLSConfig      // config_tls.go
 	// Ingest are the Kafka and Redis sources the node consumes into channels (config_ingest.go).
 	Ingest []IngestConfig
 	// Apps are the tenants. Without any app in the file, environment or flags, Apps holds the
@@ -294,7 +295,7 @@ var settings = slices.Concat([]setting{
 	{"cluster.prefix", "first part of every bus subject or Redis channel, so clusters can share a bus", func(c *Config) any { return &c.Cluster.Prefix }},
 	{"cluster.heartbeat", "how often the node announces its share of the cluster's state (members, subscriptions)", func(c *Config) any { return &c.Cluster.Heartbeat }},
 	{"cluster.node_timeout", "a node unheard this long is dead: its members and subscriptions leave the cluster's state", func(c *Config) any { return &c.Cluster.NodeTimeout }},
-}, webhookSettings)
+}, webhookSettings, tlsSettings)
 
 // env is the setting's environment variable.
 func (s setting) env() string {

@@ -84,6 +84,7 @@ func (l *loader) validate() {
 	l.oneOf("log.format", c.Log.Format, "text", "json")
 	l.cluster(&c.Cluster)
 	l.console(c)
+	l.tls(c)
 	l.shutdown(&c.Shutdown)
 	l.webhooks(c)
 	l.history(c)
