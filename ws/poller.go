@@ -106,6 +106,9 @@ func (p *poller) run() {
 				p.readTurn(c)
 			}
 			if !c.gone && ev&syscall.EPOLLOUT != 0 && c.armed.CompareAndSwap(true, false) {
+				if p.tls && p.flushTLS(c) {
+					continue // still kept back: the next writable edge tries again
+				}
 				p.e.h.OnWritable(c)
 			}
 		}

@@ -115,6 +115,18 @@ func drainTLS(p *poller, c *Conn, t *tlsConn, buf []byte) bool {
 	return true
 }
 
+// flushTLS writes what a TLS connection kept back of its last record, on a writable edge: the
+// owner was told that every byte it gave was taken, so it has nothing to retry and it is the
+// poller's to finish the record. It reports true (and arms c again) when some is still kept;
+// an error is left for the owner's next Writev, and the hang-up follows.
+func (p *poller) flushTLS(c *Conn) bool {
+	if blocked, err := asTLS(c).h.flush(); blocked && err == nil {
+		c.armed.Store(true)
+		return true
+	}
+	return false
+}
+
 // writev is Writev for a TLS connection: what the kernel did not take of the last record is
 // written first; then bufs are sealed into records, each written as far as the kernel takes
 // it, until one is kept back. At most one record's ciphertext is kept back per connection.
@@ -123,9 +135,9 @@ func (t *tlsConn) writev(bufs [][]byte) (n int, blocked bool, err error) {
 	// Arm before writing so that a writable edge between EAGAIN and arming cannot be lost.
 	c.armed.Store(true)
 	if blocked, err := t.h.flush(); err != nil || blocked {
-		if err != nil {
-			c.armed.Store(false)
-		}
+		// Armed again after the write that filled the kernel: a writable edge the poller took
+		// meanwhile (it found nothing kept, and disarmed) must not leave this one unreported.
+		c.armed.Store(err == nil)
 		return 0, blocked, err
 	}
 	bp := recordBufs.Get().(*[]byte)
@@ -152,6 +164,7 @@ func (t *tlsConn) writev(bufs [][]byte) (n int, blocked bool, err error) {
 				return n, false, err
 			}
 			if t.h.kept() {
+				c.armed.Store(true) // as above
 				return n, true, nil
 			}
 		}
@@ -161,6 +174,7 @@ func (t *tlsConn) writev(bufs [][]byte) (n int, blocked bool, err error) {
 		return n, false, err
 	}
 	if t.h.kept() {
+		c.armed.Store(true) // as above
 		return n, true, nil
 	}
 	c.armed.Store(false)

@@ -29,21 +29,30 @@ type CA struct {
 // NewCA makes a CA.
 func NewCA(t testing.TB) *CA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := MakeCA()
 	if err != nil {
 		t.Fatal(err)
+	}
+	return ca
+}
+
+// MakeCA makes a CA (for a program: NewCA is the tests' form).
+func MakeCA() (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
 	}
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "herald test CA"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	cert, _ := x509.ParseCertificate(der)
 	pool := x509.NewCertPool()
 	pool.AddCert(cert)
-	return &CA{Cert: cert, Key: key, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), Pool: pool}
+	return &CA{Cert: cert, Key: key, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), Pool: pool}, nil
 }
 
 // Leaf is a server certificate and its key, PEM-encoded.
@@ -57,9 +66,18 @@ var serial = time.Now().UnixNano()
 // Issue signs a server certificate for 127.0.0.1, ::1 and localhost.
 func (ca *CA) Issue(t testing.TB) Leaf {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	l, err := ca.Make()
 	if err != nil {
 		t.Fatal(err)
+	}
+	return l
+}
+
+// Make is Issue for a program.
+func (ca *CA) Make() (Leaf, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return Leaf{}, err
 	}
 	serial++
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "localhost"},
@@ -68,14 +86,14 @@ func (ca *CA) Issue(t testing.TB) Leaf {
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
 	if err != nil {
-		t.Fatal(err)
+		return Leaf{}, err
 	}
 	kb, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
-		t.Fatal(err)
+		return Leaf{}, err
 	}
 	return Leaf{CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		KeyPEM: pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), Serial: serial}
+		KeyPEM: pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), Serial: serial}, nil
 }
 
 // TLS returns the leaf as a tls.Certificate.
