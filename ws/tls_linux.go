@@ -3,9 +3,11 @@
 package ws
 
 import (
+	"bytes"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"syscall"
 	"unsafe"
@@ -87,7 +89,47 @@ func (e *Engine) attachTLS(tc *tls.Conn, h *handoffConn, pre []byte, bind func(*
 			c.broken = true
 		}
 	}
+	releaseHandshakeBuffers(tc)
 	return c, e.register(c, p)
+}
+
+// tlsBuffers are the fields of tls.Conn that hold its input (crypto/tls, Go 1.26).
+var tlsBuffers = func() (idx [3]int) {
+	typ := reflect.TypeFor[tls.Conn]()
+	for i, f := range []struct {
+		name string
+		typ  reflect.Type
+	}{{"rawInput", reflect.TypeFor[bytes.Buffer]()}, {"input", reflect.TypeFor[bytes.Reader]()}, {"hand", reflect.TypeFor[bytes.Buffer]()}} {
+		sf, ok := typ.FieldByName(f.name)
+		if !ok || sf.Type != f.typ || len(sf.Index) != 1 {
+			return [3]int{-1}
+		}
+		idx[i] = sf.Index[0]
+	}
+	return idx
+}()
+
+// releaseHandshakeBuffers lets go of what crypto/tls keeps of the handshake and the upgrade
+// request once both are read: its input buffers, empty by then, keep the capacity the
+// ClientHello gave them (with a post-quantum key share, about 4 KiB of heap per connection,
+// measured: docs/benchmarks.md), for the life of an idle connection. An empty buffer and a
+// zero one are the same to crypto/tls, which grows them again when a large record comes. It
+// reaches crypto/tls's unexported fields: when a Go release renames or retypes them it does
+// nothing, and TestTLSReleasesHandshakeBuffers says so. It reports whether it released them.
+// Call it while nothing else uses tc.
+func releaseHandshakeBuffers(tc *tls.Conn) bool {
+	if tlsBuffers[0] < 0 {
+		return false
+	}
+	v := reflect.ValueOf(tc).Elem()
+	raw := (*bytes.Buffer)(unsafe.Pointer(v.Field(tlsBuffers[0]).UnsafeAddr()))
+	input := (*bytes.Reader)(unsafe.Pointer(v.Field(tlsBuffers[1]).UnsafeAddr()))
+	hand := (*bytes.Buffer)(unsafe.Pointer(v.Field(tlsBuffers[2]).UnsafeAddr()))
+	if raw.Len() != 0 || input.Len() != 0 || hand.Len() != 0 {
+		return false // a record or a message in progress: keep them
+	}
+	*raw, *input, *hand = bytes.Buffer{}, bytes.Reader{}, bytes.Buffer{}
+	return true
 }
 
 // feedTLS hands data, ciphertext the poller read, to the connection's TLS layer and feeds
