@@ -66,6 +66,12 @@ type Limits struct {
 	// MaxClientEventsPerSecond is each connection's client-event rate (token bucket with a
 	// burst of the same size); over it an event is rejected with 4301.
 	MaxClientEventsPerSecond int
+	// MaxSubscriptionsPerSecond is each connection's pusher:subscribe rate (token bucket with
+	// a burst of MaxChannelsPerConn, or of the rate when larger, so that a client can join all
+	// its channels at once on connecting); over it a subscription is refused with a
+	// pusher:subscription_error of status 4301 and the connection stays open. Unsubscribing is
+	// never limited: every leave needs a join first.
+	MaxSubscriptionsPerSecond int
 	// MaxAPIRequestsPerSecond is the app's REST request rate on this node (token bucket with a
 	// burst of the same size); over it the API answers 429 with Retry-After. 0 = unlimited.
 	MaxAPIRequestsPerSecond int
@@ -85,8 +91,9 @@ var DefaultLimits = Limits{
 	MaxPresenceUserIDLength: 128,
 	MaxChannelsPerConn:      100,
 
-	MaxClientEventsPerSecond: 10,
-	MaxAPIRequestsPerSecond:  0,
+	MaxClientEventsPerSecond:  10,
+	MaxSubscriptionsPerSecond: 10,
+	MaxAPIRequestsPerSecond:   0,
 }
 
 // WithDefaults returns l with every zero field replaced by its default.
@@ -110,8 +117,9 @@ func (l Limits) WithDefaults() Limits {
 		MaxPresenceUserIDLength: pick(l.MaxPresenceUserIDLength, d.MaxPresenceUserIDLength),
 		MaxChannelsPerConn:      pick(l.MaxChannelsPerConn, d.MaxChannelsPerConn),
 
-		MaxClientEventsPerSecond: pick(l.MaxClientEventsPerSecond, d.MaxClientEventsPerSecond),
-		MaxAPIRequestsPerSecond:  pick(l.MaxAPIRequestsPerSecond, d.MaxAPIRequestsPerSecond),
+		MaxClientEventsPerSecond:  pick(l.MaxClientEventsPerSecond, d.MaxClientEventsPerSecond),
+		MaxSubscriptionsPerSecond: pick(l.MaxSubscriptionsPerSecond, d.MaxSubscriptionsPerSecond),
+		MaxAPIRequestsPerSecond:   pick(l.MaxAPIRequestsPerSecond, d.MaxAPIRequestsPerSecond),
 	}
 }
 

@@ -27,6 +27,7 @@ type childOrder struct {
 // childStart is what a child needs to open its share of the subscribers.
 type childStart struct {
 	WS          string        `json:"ws"`
+	CAFile      string        `json:"ca_file,omitempty"`
 	Key         string        `json:"key"`
 	Timeout     time.Duration `json:"timeout"`
 	Concurrency int           `json:"concurrency"`
@@ -73,7 +74,7 @@ func RunChild(ctx context.Context, in io.Reader, out io.Writer) error {
 	}
 	s := o.Start
 	tl := NewTimeline()
-	t := Target{WS: s.WS, Key: s.Key, Timeout: s.Timeout, Concurrency: s.Concurrency, Rate: s.Rate, Timeline: tl}
+	t := Target{WS: s.WS, CAFile: s.CAFile, Key: s.Key, Timeout: s.Timeout, Concurrency: s.Concurrency, Rate: s.Rate, Timeline: tl}
 	// Replies and progress share out: one encoder under one lock.
 	var mu sync.Mutex
 	enc := json.NewEncoder(out)

@@ -191,7 +191,7 @@ func (p *pool) dial(ctx context.Context, ep endpoint, node, i int, chans []int32
 // open connects c (the run's client c.index) to ep, runs setup on the connection before
 // deadline and attaches c to the pool with the bytes setup read past its last message.
 func (p *pool) open(ctx context.Context, ep endpoint, c *client, deadline time.Time, setup func(net.Conn) ([]byte, error)) error {
-	nc, err := ep.dialer(int(c.index), deadline).DialContext(ctx, "tcp", ep.addr)
+	nc, err := ep.dial(ctx, int(c.index), deadline)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -132,7 +131,7 @@ func (cy *cycler) cycle(ctx context.Context, i int) (err error) {
 	}()
 	deadline := time.Now().Add(cy.cfg.Timeout)
 	ep := cy.eps[nodeOf(i, len(cy.eps))]
-	nc, err := ep.dialer(i, deadline).DialContext(ctx, "tcp", ep.addr)
+	nc, err := ep.dial(ctx, i, deadline)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
 	}
@@ -152,7 +151,9 @@ func (cy *cycler) cycle(ctx context.Context, i int) (err error) {
 	}
 	if i%2 == 1 {
 		cy.dropped.Add(1)
-		_ = nc.(*net.TCPConn).SetLinger(0) // close sends a reset
+		if tcp, ok := tcpOf(nc); ok {
+			_ = tcp.SetLinger(0) // close sends a reset
+		}
 		return nil
 	}
 	cy.clean.Add(1)

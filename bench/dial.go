@@ -1,8 +1,12 @@
 package bench
 
 import (
+	"context"
+	"fmt"
 	"net"
 	"time"
+
+	"github.com/herald-rt/herald/ws"
 )
 
 // loopbackSources is how many loopback addresses (127.0.0.1 to 127.0.0.N) clients of a
@@ -25,6 +29,37 @@ func (ep endpoint) dialer(i int, deadline time.Time) *net.Dialer {
 		d.ControlContext = bindAddressNoPort
 	}
 	return d
+}
+
+// dial connects client i to ep before deadline: a TCP connection, and over wss:// its TLS
+// handshake, as the client end the engine takes over (ws.TLSClient).
+func (ep endpoint) dial(ctx context.Context, i int, deadline time.Time) (net.Conn, error) {
+	nc, err := ep.dialer(i, deadline).DialContext(ctx, "tcp", ep.addr)
+	if err != nil || ep.tls == nil {
+		return nc, err
+	}
+	tc := ws.TLSClient(nc, ep.tls)
+	_ = nc.SetDeadline(deadline)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("tls: %w", err)
+	}
+	return tc, nil
+}
+
+// tcpOf returns the TCP connection under nc (a TLS connection's).
+func tcpOf(nc net.Conn) (*net.TCPConn, bool) {
+	for range 3 {
+		switch c := nc.(type) {
+		case *net.TCPConn:
+			return c, true
+		case interface{ NetConn() net.Conn }:
+			nc = c.NetConn()
+		default:
+			return nil, false
+		}
+	}
+	return nil, false
 }
 
 // isLoopbackV4 reports whether addr (host:port) names an IPv4 loopback address.

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -79,6 +80,11 @@ func (t Target) wsEndpoints() ([]endpoint, error) {
 		if eps[k], err = wsEndpointOf(name, raw, t.Key); err != nil {
 			return nil, err
 		}
+		if eps[k].tls != nil {
+			if eps[k].tls.RootCAs, err = t.roots(); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return eps, nil
 }
@@ -89,18 +95,24 @@ func wsEndpointOf(name, raw, key string) (endpoint, error) {
 	if err != nil {
 		return endpoint{}, fmt.Errorf("%s %q: %w", name, raw, err)
 	}
-	if u.Scheme != "ws" {
-		return endpoint{}, fmt.Errorf("%s %q: only ws:// URLs are supported", name, raw)
+	if u.Scheme != "ws" && u.Scheme != "wss" {
+		return endpoint{}, fmt.Errorf("%s %q: only ws:// and wss:// URLs are supported", name, raw)
 	}
 	if u.Host == "" {
 		return endpoint{}, fmt.Errorf("%s %q: no host", name, raw)
 	}
 	addr := u.Host
+	var cfg *tls.Config
+	if u.Scheme == "wss" {
+		// HTTP/1.1, as a browser negotiates for a WebSocket; the roots are set by wsEndpoints.
+		cfg = &tls.Config{ServerName: u.Hostname(), NextProtos: []string{"http/1.1"}, MinVersion: tls.VersionTLS12,
+			ClientSessionCache: tls.NewLRUClientSessionCache(1024)}
+	}
 	if u.Port() == "" {
-		addr += ":80"
+		addr += map[bool]string{false: ":80", true: ":443"}[cfg != nil]
 	}
 	path := strings.TrimSuffix(u.Path, "/") + "/app/" + url.PathEscape(key) + "?protocol=7&client=herald-bench&version=0.1"
-	return endpoint{addr: addr, host: u.Host, path: path, loopback: isLoopbackV4(addr)}, nil
+	return endpoint{addr: addr, host: u.Host, path: path, loopback: isLoopbackV4(addr), tls: cfg}, nil
 }
 
 // httpBase derives a node's HTTP base URL from its WebSocket base URL: ws becomes http, wss

@@ -42,10 +42,10 @@ func TestTargetCheckLists(t *testing.T) {
 	}{
 		{Target{WS: "ws://127.0.0.1:1,,ws://127.0.0.1:2"}, `--ws "ws://127.0.0.1:1,,ws://127.0.0.1:2": element 2 of 3 is empty`},
 		{Target{WS: "ws://127.0.0.1:1,"}, `--ws "ws://127.0.0.1:1,": element 2 of 2 is empty`},
-		{Target{WS: "ws://127.0.0.1:1,http://127.0.0.1:2"}, `--ws node 2 "http://127.0.0.1:2": only ws:// URLs are supported`},
+		{Target{WS: "ws://127.0.0.1:1,http://127.0.0.1:2"}, `--ws node 2 "http://127.0.0.1:2": only ws:// and wss:// URLs are supported`},
 		{Target{WS: "ws://127.0.0.1:1,ws://%zz"}, `--ws node 2 "ws://%zz"`},
 		{Target{WS: "ws://127.0.0.1:1,ws:///x"}, `--ws node 2 "ws:///x": no host`},
-		{Target{WS: "http://127.0.0.1:1"}, `--ws "http://127.0.0.1:1": only ws:// URLs`},
+		{Target{WS: "http://127.0.0.1:1"}, `--ws "http://127.0.0.1:1": only ws:// and wss:// URLs`},
 		{Target{WS: "ws://127.0.0.1:1,ws://127.0.0.1:2", ServerPIDs: []int{1, 1, 1}}, `--server-pid: 3 pids for 2 --ws nodes`},
 		{Target{WS: "ws://127.0.0.1:1", ServerPIDs: []int{1, 1}}, `--server-pid: 2 pids for 1 --ws nodes`},
 		{Target{ServerPIDs: []int{-1}}, `--server-pid -1: not a process id`},

@@ -45,7 +45,7 @@ func startChildren(ctx context.Context, t Target, spec subSpec) (subscribers, er
 			return nil, err
 		}
 		g.kids = append(g.kids, kd)
-		order := childOrder{Start: &childStart{WS: t.WS, Key: t.Key, Timeout: t.Timeout,
+		order := childOrder{Start: &childStart{WS: t.WS, CAFile: t.CAFile, Key: t.Key, Timeout: t.Timeout,
 			Concurrency: max(1, t.Concurrency/n), Rate: t.Rate / float64(n), Spec: share}}
 		if err := kd.send(order); err != nil {
 			g.abort()

@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -43,6 +44,11 @@ func newPublisher(t Target, payload, conns int) (*publisher, error) {
 	}
 	batches, batchPath, _ := t.restURL("/batch_events")
 	tr := &http.Transport{MaxIdleConnsPerHost: max(conns, 2), IdleConnTimeout: time.Minute, ResponseHeaderTimeout: t.Timeout}
+	if roots, err := t.roots(); err != nil {
+		return nil, err
+	} else if roots != nil {
+		tr.TLSClientConfig = &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}
+	}
 	var log logSink
 	if t.Publish != "" {
 		if log, err = newLogSink(t.Publish); err != nil {

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/url"
@@ -25,9 +27,12 @@ type Target struct {
 	// (redis://host:port/db?stream=name, ?channel=name) instead of the REST API: one record
 	// per event in the pusher format, for a herald ingest source with format: pusher.
 	Publish string
-	AppID   string // default "app-id"
-	Key     string // default "app-key"
-	Secret  string // default "app-secret"
+	// CAFile is a PEM file of roots trusted for wss:// and https:// besides the system's (a
+	// server whose certificate a private CA signed).
+	CAFile string
+	AppID  string // default "app-id"
+	Key    string // default "app-key"
+	Secret string // default "app-secret"
 
 	// ServerPIDs, when set, are the server's process ids: its CPU time and RSS are read from
 	// /proc/<pid>. One pid is the whole server (however many nodes WS lists); several are one
@@ -86,7 +91,8 @@ func (t Target) withDefaults() Target {
 // endpoint is where clients connect: the TCP address, the Host header and the request path.
 type endpoint struct {
 	addr, host, path string
-	loopback         bool // addr is an IPv4 loopback address: spread clients over source addresses
+	loopback         bool        // addr is an IPv4 loopback address: spread clients over source addresses
+	tls              *tls.Config // wss://: the client's TLS configuration; nil for ws://
 }
 
 // eventsURL is the REST trigger endpoint and the path the request is signed with.
@@ -158,4 +164,23 @@ func (t Target) check() error {
 		errs = append(errs, fmt.Errorf("--procs %d: no child command to run", t.Procs))
 	}
 	return errors.Join(errs...)
+}
+
+// roots are the system's roots and CAFile's; nil (the system's) without CAFile.
+func (t Target) roots() (*x509.CertPool, error) {
+	if t.CAFile == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(t.CAFile)
+	if err != nil {
+		return nil, fmt.Errorf("--ca-file: %w", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("--ca-file %s holds no PEM certificate", t.CAFile)
+	}
+	return pool, nil
 }

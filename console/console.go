@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +21,9 @@ var page embed.FS
 // Config sets a Console up. Token is required: without one there is no console.
 type Config struct {
 	Token string
+	// SessionLifetime is how long a browser stays logged in after the login form; default
+	// DefaultSessionLifetime.
+	SessionLifetime time.Duration
 	// Node names this node in the overview; in a cluster, its cluster.node_id.
 	Node string
 	// EventsPerSecond is how many entries of one app's debug log are kept a second while a
@@ -136,6 +140,12 @@ func New(cfg Config, log *slog.Logger) *Console {
 		c.watches[id] = newWatch(id, cfg.EventsPerSecond)
 	}
 	c.mux.HandleFunc("GET /console", c.page)
+	if cfg.SessionLifetime > 0 {
+		c.auth.sessions.lifetime = cfg.SessionLifetime
+	}
+	c.mux.HandleFunc("GET /console/login", c.loginForm)
+	c.mux.HandleFunc("POST /console/login", c.login)
+	c.mux.HandleFunc("POST /console/logout", c.logout)
 	c.mux.HandleFunc("GET /console/stream", c.allowed(c.stream))
 	c.mux.HandleFunc("POST /console/apps/{id}/events", c.allowed(c.publish))
 	c.mux.HandleFunc("GET /console/api/apps", c.allowed(c.listApps))
@@ -224,24 +234,19 @@ func (c *Console) allowed(next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// page serves the page. With ?token= it checks the token, sets the session cookie and
-// redirects to the same page without it, so the token leaves the address bar and history.
+// page serves the page to a logged-in browser or a bearer. A browser that is not logged in
+// is sent to the login form; a token in the URL is never accepted (it would stay in the
+// browser's history).
 func (c *Console) page(w http.ResponseWriter, r *http.Request) {
-	if q := r.URL.Query(); q.Has("token") {
-		if !c.auth.tokenOK(q.Get("token")) {
-			unauthorized(w)
+	if !c.auth.allowed(r) {
+		if wantsHTML(r) {
+			to := "/console/login"
+			if app := r.URL.Query().Get("app"); app != "" {
+				to += "?app=" + url.QueryEscape(app)
+			}
+			http.Redirect(w, r, to, http.StatusSeeOther)
 			return
 		}
-		c.auth.setCookie(w)
-		q.Del("token")
-		to := "/console"
-		if len(q) > 0 {
-			to += "?" + q.Encode()
-		}
-		http.Redirect(w, r, to, http.StatusSeeOther)
-		return
-	}
-	if !c.auth.allowed(r) {
 		unauthorized(w)
 		return
 	}

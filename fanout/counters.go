@@ -18,7 +18,9 @@ type Counters struct {
 	Received      atomic.Int64 // messages received (data and control)
 	ReceivedBytes atomic.Int64 // their payload bytes
 	EventsLimited atomic.Int64 // client events refused over their rate
-	_             [32]byte
+	// SubscribesLimited counts subscriptions refused over their rate.
+	SubscribesLimited atomic.Int64
+	_                 [24]byte
 }
 
 // Group is the connections of one tenant (an app): their count, their counters by worker and

@@ -56,7 +56,7 @@ func TestBucketUnlimited(t *testing.T) {
 }
 
 func TestIPRateIsPerAddressAndForgets(t *testing.T) {
-	l := NewIPRate(Rate{PerSecond: 2, Burst: 2})
+	l := NewIPRate(Rate{PerSecond: 2, Burst: 2}, 0)
 	a, b := netip.MustParseAddr("127.0.0.2"), netip.MustParseAddr("::ffff:127.0.0.3")
 	now := int64(5000) * sec
 	for i := 0; i < 2; i++ {
@@ -188,5 +188,36 @@ func TestMemoryGuardSamplesTheProcess(t *testing.T) {
 	var never Memory
 	if never.Refusing() {
 		t.Fatal("zero guard refuses")
+	}
+}
+
+// TestIPRateGroupsIPv6: IPv6 clients are counted by their /64 (or the prefix configured), so
+// rotating through the addresses of one network gains nothing; other networks are apart.
+func TestIPRateGroupsIPv6(t *testing.T) {
+	now := int64(5000) * sec
+	l := NewIPRate(Rate{PerSecond: 0.001, Burst: 2}, 0)
+	for i, a := range []string{"2001:db8:1:2::1", "2001:db8:1:2:ffff:ffff:ffff:ffff"} {
+		if !l.Allow(netip.MustParseAddr(a), now) {
+			t.Fatalf("attempt %d of a burst of 2 refused", i+1)
+		}
+	}
+	if l.Allow(netip.MustParseAddr("2001:db8:1:2:abcd::9"), now) {
+		t.Fatal("a third address of the same /64 allowed past the burst")
+	}
+	if !l.Allow(netip.MustParseAddr("2001:db8:1:3::1"), now) {
+		t.Fatal("another /64 refused")
+	}
+	if !l.Allow(netip.MustParseAddr("203.0.113.7"), now) || !l.Allow(netip.MustParseAddr("203.0.113.8"), now) ||
+		!l.Allow(netip.MustParseAddr("203.0.113.8"), now) || l.Allow(netip.MustParseAddr("203.0.113.8"), now) {
+		t.Fatal("IPv4 addresses must each have their own bucket")
+	}
+	// A /48: the whole site shares one bucket; /128: each address its own.
+	site := NewIPRate(Rate{PerSecond: 0.001, Burst: 1}, 48)
+	if !site.Allow(netip.MustParseAddr("2001:db8:1:2::1"), now) || site.Allow(netip.MustParseAddr("2001:db8:1:ffff::1"), now) {
+		t.Fatal("a /48 did not group its /64s")
+	}
+	each := NewIPRate(Rate{PerSecond: 0.001, Burst: 1}, 128)
+	if !each.Allow(netip.MustParseAddr("2001:db8::1"), now) || !each.Allow(netip.MustParseAddr("2001:db8::2"), now) {
+		t.Fatal("a /128 grouped two addresses")
 	}
 }

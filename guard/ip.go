@@ -14,9 +14,12 @@ const ipShards = 64
 // sweepEvery is how often a shard forgets addresses whose bucket has refilled.
 const sweepEvery = 10 * time.Second
 
-// IPRate limits how fast each client address may open connections.
+// IPRate limits how fast each client address may open connections. An IPv6 client is keyed
+// by its network prefix (a /64 by default), not its whole address: one host or subscriber is
+// usually given a whole /64 and can rotate through it at will.
 type IPRate struct {
 	rate   Rate
+	v6Bits int // IPv6 prefix length an address is keyed by
 	seed   maphash.Seed
 	shards [ipShards]ipShard
 }
@@ -27,9 +30,18 @@ type ipShard struct {
 	lastSweep int64
 }
 
-// NewIPRate limits each address to r; an unlimited r allows everything without bookkeeping.
-func NewIPRate(r Rate) *IPRate {
-	l := &IPRate{rate: r, seed: maphash.MakeSeed()}
+// DefaultIPv6Prefix is the IPv6 prefix length IPRate keys clients by unless told otherwise:
+// the /64 a host or a subscriber's network is usually given.
+const DefaultIPv6Prefix = 64
+
+// NewIPRate limits each IPv4 address, and each IPv6 network of ipv6Bits bits (0 means
+// DefaultIPv6Prefix, 128 each address), to r; an unlimited r allows everything without
+// bookkeeping.
+func NewIPRate(r Rate, ipv6Bits int) *IPRate {
+	if ipv6Bits <= 0 || ipv6Bits > 128 {
+		ipv6Bits = DefaultIPv6Prefix
+	}
+	l := &IPRate{rate: r, v6Bits: ipv6Bits, seed: maphash.MakeSeed()}
 	for i := range l.shards {
 		l.shards[i].m = map[netip.Addr]*Bucket{}
 	}
@@ -41,7 +53,7 @@ func (l *IPRate) Allow(ip netip.Addr, now int64) bool {
 	if l == nil || l.rate.Unlimited() {
 		return true
 	}
-	ip = ip.Unmap()
+	ip = l.key(ip)
 	b16 := ip.As16()
 	s := &l.shards[maphash.Bytes(l.seed, b16[:])%ipShards]
 	s.mu.Lock()
@@ -73,4 +85,18 @@ func (l *IPRate) Tracked() int {
 		s.mu.Unlock()
 	}
 	return n
+}
+
+// key is what ip is counted under: an IPv4 address (an IPv4-mapped IPv6 one unmapped) as it
+// is, an IPv6 address as its network of l.v6Bits bits (the zone dropped).
+func (l *IPRate) key(ip netip.Addr) netip.Addr {
+	ip = ip.Unmap()
+	if !ip.Is6() {
+		return ip
+	}
+	p, err := ip.WithZone("").Prefix(l.v6Bits)
+	if err != nil {
+		return ip
+	}
+	return p.Addr()
 }

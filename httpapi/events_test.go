@@ -248,3 +248,29 @@ func TestNotFound(t *testing.T) {
 func signedQuery(e *env, method, path, body string, now time.Time) url.Values {
 	return pusher.SignRequest(e.app, method, path, nil, []byte(body), now)
 }
+
+// TestReservedEventNamesRefused: a publisher cannot send the protocol's own events
+// (pusher:error to a private channel, a fake pusher_internal:member_added): 400, a JSON error
+// that says why, and no subscriber gets anything.
+func TestReservedEventNamesRefused(t *testing.T) {
+	e := newEnv(t)
+	a, _ := e.subscriber("room-a")
+	for _, body := range []string{
+		`{"name":"pusher:error","channel":"room-a","data":"{\"code\":4009}"}`,
+		`{"name":"pusher_internal:member_added","channels":["room-a"],"data":"{\"user_id\":\"x\"}"}`,
+	} {
+		status, resp := e.call("POST", "/apps/1/events", nil, body)
+		if msg := wantError(t, status, resp, http.StatusBadRequest); !strings.Contains(msg, "reserved") {
+			t.Errorf("%s: error %q does not say the name is reserved", body, msg)
+		}
+	}
+	status, resp := e.call("POST", "/apps/1/batch_events", nil,
+		`{"batch":[{"name":"ok","channel":"room-a","data":"x"},{"name":"pusher:subscription_succeeded","channel":"room-a","data":"{}"}]}`)
+	if msg := wantError(t, status, resp, http.StatusBadRequest); !strings.Contains(msg, "batch[1]") || !strings.Contains(msg, "reserved") {
+		t.Errorf("batch: error %q", msg)
+	}
+	// Nothing above reached the subscriber: its next event is this one.
+	status, resp = e.call("POST", "/apps/1/events", nil, `{"name":"after","channel":"room-a","data":"x"}`)
+	e.wantOK(status, resp, `{}`)
+	expectEvent(t, a, "after", "room-a", "x")
+}

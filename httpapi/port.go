@@ -148,7 +148,7 @@ type connKey struct{}
 // refused before it) leaves the connection evictable.
 func (p *Port) track(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, _ := r.Context().Value(connKey{}).(*portConn)
+		c := portConnOf(r.Context().Value(connKey{}))
 		if c == nil || r.Body == nil || r.Body == http.NoBody || (r.ContentLength == 0 && len(r.TransferEncoding) == 0) {
 			if c != nil {
 				p.serving(c)
@@ -318,8 +318,8 @@ func (p *Port) releaseLocked(c *portConn) {
 // keep-alive connection between requests is idle, a hijacked one can no longer be evicted and
 // stays counted until its descriptor is closed.
 func (p *Port) connState(nc net.Conn, st http.ConnState) {
-	c, ok := nc.(*portConn)
-	if !ok {
+	c := portConnOf(nc)
+	if c == nil {
 		return
 	}
 	p.mu.Lock()
@@ -352,6 +352,22 @@ func (p *Port) warn(msg string, args ...any) {
 	st := p.Stats()
 	p.log.Warn(msg, append(args, "open", st.Open, "max", st.Max, "evicted_idle_total", st.EvictedIdle,
 		"evicted_busy_total", st.EvictedBusy, "refused_total", st.Refused)...)
+}
+
+// portConnOf returns the port's connection under v: a *portConn, or a connection wrapping one
+// (a TLS connection: tls.Conn and ws's hand-off transport unwrap with NetConn). nil if none.
+func portConnOf(v any) *portConn {
+	for range 4 {
+		switch c := v.(type) {
+		case *portConn:
+			return c
+		case interface{ NetConn() net.Conn }:
+			v = c.NetConn()
+		default:
+			return nil
+		}
+	}
+	return nil
 }
 
 // portConn is one connection counted by a Port. It keeps the descriptor reachable

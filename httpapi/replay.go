@@ -8,12 +8,37 @@ import (
 	"github.com/herald-rt/herald"
 )
 
-// maxReplayEntries bounds the signatures a node remembers for replay protection: 1 Mi entries
-// of 16-byte keys, about 70 MiB of resident memory (70 bytes each, measured: docs/benchmarks.md).
-// A node that accepts more signed requests within one timestamp window than this refuses the
-// excess with 503 (fail closed) until the oldest generation expires; a shorter
-// rest_timestamp_window lowers the need.
-const maxReplayEntries = 1 << 20
+// DefaultReplayMaxPerApp bounds the signatures a node remembers for one app's replay
+// protection: 1 Mi entries of 16-byte keys, about 70 MiB of resident memory (70 bytes each,
+// measured: docs/benchmarks.md). An app that has more signed requests accepted within the
+// entries' lifetime than its bound gets 503 for the excess (fail closed) until its oldest
+// generation expires; the other apps are not affected. A shorter rest_timestamp_window lowers
+// the need.
+const DefaultReplayMaxPerApp = 1 << 20
+
+// replayCaches is one replayCache per app, made on an app's first signed request: one app
+// filling its own cannot refuse another's requests. Safe for concurrent use.
+type replayCaches struct {
+	window time.Duration
+	limit  int
+	apps   sync.Map // app id -> *replayCache
+}
+
+func newReplayCaches(window time.Duration, limit int) *replayCaches {
+	if limit <= 0 {
+		limit = DefaultReplayMaxPerApp
+	}
+	return &replayCaches{window: window, limit: limit}
+}
+
+// of returns the app's cache, making it on first use.
+func (r *replayCaches) of(appID string) *replayCache {
+	if c, ok := r.apps.Load(appID); ok {
+		return c.(*replayCache)
+	}
+	c, _ := r.apps.LoadOrStore(appID, newReplayCache(r.window, r.limit))
+	return c.(*replayCache)
+}
 
 // replayKey identifies one accepted request: a hash of its app and signature, truncated (a
 // collision needs 2^64 requests inside one window).
@@ -70,7 +95,7 @@ func (c *replayCache) check(k replayKey, now time.Time) error {
 		}
 	}
 	if c.size >= c.limit {
-		return herald.Errorf(herald.CodeBusy, "replay protection remembers %d signatures, its limit; retry later", c.limit)
+		return herald.Errorf(herald.CodeBusy, "replay protection remembers %d signatures of this app, its limit on this node; retry later", c.limit)
 	}
 	c.gens[0][k] = struct{}{}
 	c.size++

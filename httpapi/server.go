@@ -67,9 +67,9 @@ type AppStoreHealth struct {
 // IngestHealth is the state of one ingest source.
 type IngestHealth struct {
 	Name     string `json:"name"`
-	Kind     string `json:"kind"`  // "kafka", "redis_stream" or "redis_pubsub"
-	State    string `json:"state"` // starting, up, paused (the hub refuses events), down or stopped
-	Error    string `json:"error,omitempty"`
+	Kind     string `json:"kind"`            // "kafka", "redis_stream" or "redis_pubsub"
+	State    string `json:"state"`           // starting, up, paused (the hub refuses events), down or stopped
+	Error    string `json:"error,omitempty"` // the last connection error while down; DetailedHealth only
 	Consumed uint64 `json:"consumed"`
 	Lag      int64  `json:"lag"` // records not consumed yet, over all partitions
 }
@@ -97,6 +97,9 @@ type Config struct {
 	// inside the timestamp window. Off, a captured request can be replayed within the
 	// window, as on Pusher.
 	ReplayProtection bool
+	// ReplayMaxPerApp bounds the signatures remembered per app (each app its own bound, so one
+	// app cannot fill it for the others); 0 means DefaultReplayMaxPerApp.
+	ReplayMaxPerApp int
 }
 
 // Meter counts an app's REST calls and their bytes; nil counts nothing.
@@ -114,8 +117,8 @@ type Server struct {
 	meter    Meter
 	mux      *http.ServeMux
 	now      func() time.Time
-	limiters sync.Map     // app id -> *rateLimiter
-	replays  *replayCache // nil unless Config.ReplayProtection
+	limiters sync.Map      // app id -> *rateLimiter
+	replays  *replayCaches // nil unless Config.ReplayProtection
 	refusals refusalLog
 }
 
@@ -132,7 +135,7 @@ func New(cfg Config, apps herald.AppStore, hub Hub, health Health, meter Meter, 
 	}
 	s := &Server{cfg: cfg, apps: apps, hub: hub, health: health, meter: meter, log: log, mux: http.NewServeMux(), now: time.Now}
 	if cfg.ReplayProtection {
-		s.replays = newReplayCache(cfg.TimestampWindow, maxReplayEntries)
+		s.replays = newReplayCaches(cfg.TimestampWindow, cfg.ReplayMaxPerApp)
 	}
 	s.mux.HandleFunc("GET /app/{key}", func(w http.ResponseWriter, r *http.Request) { hub.ServeWS(w, r, r.PathValue("key")) })
 	s.mux.HandleFunc("POST /apps/{id}/events", s.signed(s.events))
@@ -219,17 +222,18 @@ func (s *Server) signed(next func(w http.ResponseWriter, q *request)) http.Handl
 			return
 		}
 		var seen replayKey
+		var replays *replayCache
 		if s.replays != nil {
-			seen = keyOf(app.ID, query.Get("auth_signature"))
-			if err := s.replays.check(seen, s.now()); err != nil {
+			replays, seen = s.replays.of(app.ID), keyOf(app.ID, query.Get("auth_signature"))
+			if err := replays.check(seen, s.now()); err != nil {
 				writeError(w, err)
 				return
 			}
 		}
 		// After the signature: unsigned and replayed requests must not spend the app's rate.
 		if err := s.takeRate(w, app); err != nil {
-			if s.replays != nil {
-				s.replays.forget(seen)
+			if replays != nil {
+				replays.forget(seen)
 			}
 			writeError(w, err)
 			return
@@ -286,7 +290,24 @@ func refuseEarly(w http.ResponseWriter, r *http.Request, err error) {
 	writeError(w, err)
 }
 
+// healthz answers the public /health: the report without the ingest sources' errors, which
+// may name internal hosts and brokers (DetailedHealth has them, on the metrics listener).
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	h := s.report()
+	if len(h.Ingest) > 0 {
+		in := make([]IngestHealth, len(h.Ingest))
+		for i, src := range h.Ingest {
+			src.Error = ""
+			in[i] = src
+		}
+		h.Ingest = in
+	}
+	writeJSON(w, http.StatusOK, h)
+}
+
+// DetailedHealth answers with the whole health report, the ingest sources' last connection
+// errors included: for the private metrics listener, not the public port.
+func (s *Server) DetailedHealth(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.report())
 }
 

@@ -3,6 +3,7 @@ package ingest
 import (
 	"encoding/json"
 	"errors"
+	"strconv"
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/pusher"
@@ -85,6 +86,11 @@ func (p *Pipeline) check(name string, chans []string, data, socketID string) *ba
 	if _, err := pusher.ValidateChannels(chans, lim); err != nil {
 		return bad(ReasonInvalidChannel, herald.MessageOf(err))
 	}
+	for _, ch := range chans {
+		if !p.allowed(ch) {
+			return bad(ReasonChannelNotAllowed, "channel "+strconv.Quote(ch)+" is not in the source's allow_channels")
+		}
+	}
 	if socketID != "" && !pusher.ValidSocketID(socketID) {
 		return bad(ReasonInvalidBody, "socket_id is not a socket id")
 	}
@@ -92,4 +98,23 @@ func (p *Pipeline) check(name string, chans []string, data, socketID string) *ba
 		return bad(ReasonTooLarge, herald.MessageOf(err))
 	}
 	return nil
+}
+
+// allowed reports whether the source may publish to ch (Config.AllowChannels).
+func (p *Pipeline) allowed(ch string) bool {
+	return AllowsChannel(p.cfg.AllowChannels, ch)
+}
+
+// AllowsChannel reports whether a source whose allow_channels are patterns may publish to
+// ch: ch matches one of them, or, with none, ch is a public channel.
+func AllowsChannel(patterns []string, ch string) bool {
+	if len(patterns) == 0 {
+		return herald.Classify(ch).Kind == herald.Public
+	}
+	for _, g := range patterns {
+		if herald.Glob(g, ch) {
+			return true
+		}
+	}
+	return false
 }

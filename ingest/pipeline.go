@@ -34,6 +34,10 @@ type Config struct {
 	// they are nil.
 	Format               Format
 	Channel, Event, Data *Template
+	// AllowChannels are globs ('*' matches any run of characters) of the channels the source
+	// may publish to; a record naming another is bad (ReasonChannelNotAllowed). Empty: public
+	// channels only (no private-, private-encrypted-, presence- or #server-to-user- channel).
+	AllowChannels []string
 	// BatchEvents bounds the events handed to the server in one Publish; 0 means 64.
 	BatchEvents int
 	// Handoff, when set, observes record time → its events handed to the server (on a

@@ -5,12 +5,13 @@ type Reason uint8
 
 // The reasons a record is bad. Each is counted, and a dead letter carries its name.
 const (
-	ReasonInvalidJSON    Reason = iota // the value is not the JSON a template or the pusher format needs
-	ReasonMissingField                 // a template variable the record does not have
-	ReasonInvalidChannel               // the channel rendered is no valid channel name, or too long
-	ReasonInvalidEvent                 // the event name rendered is empty, invalid or too long
-	ReasonTooLarge                     // the data is over the app's max_event_payload_bytes
-	ReasonInvalidBody                  // pusher format: a body that no REST publish would accept
+	ReasonInvalidJSON       Reason = iota // the value is not the JSON a template or the pusher format needs
+	ReasonMissingField                    // a template variable the record does not have
+	ReasonInvalidChannel                  // the channel rendered is no valid channel name, or too long
+	ReasonInvalidEvent                    // the event name rendered is empty, invalid or too long
+	ReasonTooLarge                        // the data is over the app's max_event_payload_bytes
+	ReasonInvalidBody                     // pusher format: a body that no REST publish would accept
+	ReasonChannelNotAllowed               // a channel the source's allow_channels does not allow
 	numReasons
 )
 
@@ -21,6 +22,8 @@ var reasonNames = [numReasons]string{
 	ReasonInvalidEvent:   "invalid_event",
 	ReasonTooLarge:       "too_large",
 	ReasonInvalidBody:    "invalid_body",
+
+	ReasonChannelNotAllowed: "channel_not_allowed",
 }
 
 // String is the reason's name in metrics, logs and dead letters.

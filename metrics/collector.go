@@ -15,6 +15,7 @@ type collector struct {
 	sent, received, sentBytes, receivedBytes *prometheus.Desc
 	httpCalls, httpReceived, httpTransmitted *prometheus.Desc
 	slow, eventsLimited, channels, subs      *prometheus.Desc
+	subsLimited                              *prometheus.Desc
 	refused, queueDepth, pongTimeouts        *prometheus.Desc
 	capacity, refusing, nodeConns, nodeChans *prometheus.Desc
 	cacheBytes, cacheEntries, cacheEvictions *prometheus.Desc
@@ -45,6 +46,7 @@ func newCollector(prefix string, src Source, http *HTTP) *collector {
 
 		slow:          d("slow_consumer_disconnections_total", "Connections closed with 4100 because their outbound queue passed its bound.", app),
 		eventsLimited: d("client_events_rate_limited_total", "Client events rejected with 4301 for passing the per-connection rate.", app),
+		subsLimited:   d("subscriptions_rate_limited_total", "Subscriptions refused with 4301 for passing the per-connection rate.", app),
 		channels:      d("channels", "Occupied channels now.", app),
 		subs:          d("subscriptions", "Channel subscriptions now.", app),
 
@@ -73,7 +75,7 @@ func newCollector(prefix string, src Source, http *HTTP) *collector {
 // Describe implements prometheus.Collector.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.connected, c.newConns, c.disconnects, c.sent, c.received, c.sentBytes,
-		c.receivedBytes, c.httpCalls, c.httpReceived, c.httpTransmitted, c.slow, c.eventsLimited, c.channels, c.subs,
+		c.receivedBytes, c.httpCalls, c.httpReceived, c.httpTransmitted, c.slow, c.eventsLimited, c.subsLimited, c.channels, c.subs,
 		c.refused, c.queueDepth, c.pongTimeouts, c.capacity, c.refusing, c.nodeConns, c.nodeChans,
 		c.cacheBytes, c.cacheEntries, c.cacheEvictions, c.histBytes, c.histEntries, c.histEvictions,
 		c.recoveries, c.gapsRepaired, c.gapsLost, c.dups} {
@@ -99,6 +101,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.receivedBytes, m.BytesReceived, m.AppID)
 		counter(c.slow, m.SlowConsumers, m.AppID)
 		counter(c.eventsLimited, m.ClientEventsLimited, m.AppID)
+		counter(c.subsLimited, m.SubscribesLimited, m.AppID)
 		gauge(c.channels, float64(m.Channels), m.AppID)
 		gauge(c.subs, float64(m.Subscriptions), m.AppID)
 		gauge(c.cacheBytes, float64(m.CacheBytes), m.AppID)

@@ -1,7 +1,9 @@
 package metrics_test
 
 import (
+	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 
@@ -61,5 +63,15 @@ func TestPprofHandler(t *testing.T) {
 	metrics.PprofHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/debug/pprof/goroutine?debug=1", nil))
 	if rec.Code != 200 || !strings.Contains(rec.Body.String(), "goroutine profile") {
 		t.Fatalf("pprof goroutine: %d %.200s", rec.Code, rec.Body.String())
+	}
+}
+
+// TestPprofNoCmdline: the pprof listener does not show the command line, where secrets passed
+// as flags (--app-secret, --console-token, --cluster-url) would be.
+func TestPprofNoCmdline(t *testing.T) {
+	rec := httptest.NewRecorder()
+	metrics.PprofHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/debug/pprof/cmdline", nil))
+	if rec.Code != http.StatusNotFound || strings.Contains(rec.Body.String(), os.Args[0]) {
+		t.Fatalf("/debug/pprof/cmdline: %d %.200s; want 404 without the command line", rec.Code, rec.Body.String())
 	}
 }

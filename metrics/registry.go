@@ -74,11 +74,14 @@ func (r *Registry) Handler() http.Handler {
 // Gatherer exposes the registry to tests.
 func (r *Registry) Gatherer() prometheus.Gatherer { return r.reg }
 
-// PprofHandler serves net/http/pprof's profiles under /debug/pprof/.
+// PprofHandler serves net/http/pprof's profiles under /debug/pprof/. It does not serve
+// /debug/pprof/cmdline (404): the command line may hold secrets passed as flags.
 func PprofHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/cmdline", func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "not served: the command line may hold secrets passed as flags", http.StatusNotFound)
+	})
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)

@@ -22,6 +22,7 @@ type AppCounters struct {
 	BytesReceived       int64 // socket_received_bytes
 	SlowConsumers       int64 // slow_consumer_disconnections_total
 	ClientEventsLimited int64 // client_events_rate_limited_total
+	SubscribesLimited   int64 // subscriptions_rate_limited_total
 	Channels            int64 // channels
 	Subscriptions       int64 // subscriptions
 	CacheBytes          int64 // cache_bytes

@@ -23,10 +23,10 @@ func (fakeSource) AppCounters() []metrics.AppCounters {
 	return []metrics.AppCounters{
 		{AppID: "a1", Connections: 1, NewConnections: 2, Disconnections: 3, MessagesSent: 4, BytesSent: 5,
 			MessagesReceived: 6, BytesReceived: 7, SlowConsumers: 8, ClientEventsLimited: 9, Channels: 10,
-			Subscriptions: 11, CacheBytes: 12, CacheEntries: 13, CacheEvictions: 14},
+			Subscriptions: 11, CacheBytes: 12, CacheEntries: 13, CacheEvictions: 14, SubscribesLimited: 15},
 		{AppID: "a2", Connections: 101, NewConnections: 102, Disconnections: 103, MessagesSent: 104, BytesSent: 105,
 			MessagesReceived: 106, BytesReceived: 107, SlowConsumers: 108, ClientEventsLimited: 109, Channels: 110,
-			Subscriptions: 111, CacheBytes: 112, CacheEntries: 113, CacheEvictions: 114},
+			Subscriptions: 111, CacheBytes: 112, CacheEntries: 113, CacheEvictions: 114, SubscribesLimited: 115},
 	}
 }
 

@@ -54,16 +54,26 @@ func ValidateChannelName(name string, maxLen int) error {
 	return nil
 }
 
-// ValidateEventName checks an event name: non-empty, valid UTF-8 without control characters,
-// and at most maxLen bytes (maxLen <= 0 means herald.DefaultLimits.MaxEventNameLength). The
-// error is a *herald.Error, herald.CodeTooLarge when only the length is wrong and
-// herald.CodeInvalid otherwise.
+// ReservedEventName reports whether name belongs to the protocol (pusher: or
+// pusher_internal:): only herald itself sends such events, never a publisher.
+func ReservedEventName(name string) bool {
+	return strings.HasPrefix(name, "pusher:") || strings.HasPrefix(name, "pusher_internal:")
+}
+
+// ValidateEventName checks an event name as a publisher sends it (the REST API, the console,
+// an ingest source, a client event): non-empty, not reserved (ReservedEventName), valid UTF-8
+// without control characters, and at most maxLen bytes (maxLen <= 0 means
+// herald.DefaultLimits.MaxEventNameLength). The error is a *herald.Error, herald.CodeTooLarge
+// when only the length is wrong and herald.CodeInvalid otherwise.
 func ValidateEventName(name string, maxLen int) error {
 	if maxLen <= 0 {
 		maxLen = herald.DefaultLimits.MaxEventNameLength
 	}
 	if name == "" {
 		return invalid("event name is empty")
+	}
+	if ReservedEventName(name) {
+		return invalid("event name %q is reserved: names starting with pusher: or pusher_internal: are the protocol's", name)
 	}
 	for i := 0; i < len(name); {
 		r, size := utf8.DecodeRuneInString(name[i:])

@@ -58,7 +58,7 @@ func TestValidateChannelName(t *testing.T) {
 }
 
 func TestValidateEventName(t *testing.T) {
-	for _, name := range []string{"my-event", "client-typing", "pusher:ping", "with space", "\u00e9v\u00e9nement", "x"} {
+	for _, name := range []string{"my-event", "client-typing", "pusher-ping", "pusher_ping", "my-pusher:ping", "with space", "\u00e9v\u00e9nement", "x"} {
 		if err := ValidateEventName(name, 200); err != nil {
 			t.Errorf("ValidateEventName(%q): %v", name, err)
 		}
@@ -69,6 +69,9 @@ func TestValidateEventName(t *testing.T) {
 		msg  string
 	}{
 		{"", herald.CodeInvalid, "empty"},
+		{"pusher:ping", herald.CodeInvalid, "reserved"},
+		{"pusher:error", herald.CodeInvalid, "reserved"},
+		{"pusher_internal:member_added", herald.CodeInvalid, `"pusher_internal:member_added" is reserved`},
 		{"a\nb", herald.CodeInvalid, "control character U+000A at byte 1"},
 		{"a\x00", herald.CodeInvalid, "control character U+0000"},
 		{"a\x7f", herald.CodeInvalid, "control character U+007F"},

@@ -15,6 +15,7 @@ type conn struct {
 	user     string       // signed-in user id
 	watching []string     // the user ids of its watchlist (see watchlist.go)
 	events   guard.Bucket // client-event rate
+	joins    guard.Bucket // subscribe rate
 }
 
 // sub is one channel a connection joined: two words for a public or private channel.

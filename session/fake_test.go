@@ -30,8 +30,11 @@ func (m *memTransport) Shutdown()    {}
 func (m *memTransport) Close() error { return nil }
 
 func testApp() *herald.App {
+	// The fakes subscribe and unsubscribe in loops (benchmarks, allocation counts): no rate.
+	lim := herald.DefaultLimits
+	lim.MaxSubscriptionsPerSecond = 1 << 30
 	return &herald.App{ID: "app-id", Key: "app-key", Secret: "app-secret", EnableClientMessages: true,
-		EnableUserAuthentication: true, Limits: herald.DefaultLimits}
+		EnableUserAuthentication: true, Limits: lim}
 }
 
 // apps is an AppStore over a fixed list, as herald.StaticApps without its copies.

@@ -85,7 +85,7 @@ func TestOriginAllowList(t *testing.T) {
 
 func TestPerIPConnectionRate(t *testing.T) {
 	// One token in 1,000 s: however slow the machine, none is refilled during the test.
-	h, addr := startServer(t, session.Config{IPRate: guard.NewIPRate(guard.Rate{PerSecond: 0.001, Burst: 3})})
+	h, addr := startServer(t, session.Config{IPRate: guard.NewIPRate(guard.Rate{PerSecond: 0.001, Burst: 3}, 0)})
 	for i := 0; i < 3; i++ {
 		expectConnected(t, dialWith(t, addr, "/app/app-key", "127.0.0.5", nil))
 	}

@@ -13,6 +13,7 @@ type AppMetrics struct {
 	BytesReceived       int64
 	SlowConsumers       int64
 	ClientEventsLimited int64
+	SubscribesLimited   int64 // pusher:subscribe refused over max_subscriptions_per_second
 	Channels            int64
 	Subscriptions       int64
 	CacheBytes          int64 // held by the last events of cache channels, see cluster.Config.CacheMaxBytesPerApp
@@ -54,6 +55,7 @@ func (s *Server) AppMetrics() []AppMetrics {
 			m.BytesReceived += c.ReceivedBytes.Load()
 			m.SlowConsumers += c.Slow.Load()
 			m.ClientEventsLimited += c.EventsLimited.Load()
+			m.SubscribesLimited += c.SubscribesLimited.Load()
 		}
 		out = append(out, m)
 		return true

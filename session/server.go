@@ -148,6 +148,7 @@ type appConfig struct {
 	*herald.App
 	origins guard.Origins
 	events  guard.Rate // each connection's client-event rate
+	joins   guard.Rate // each connection's subscribe rate
 }
 
 // cur is the app's settings now: every operation reads them once, so a change applies to
@@ -161,8 +162,9 @@ func configOf(a *herald.App) (*appConfig, error) {
 	// copy, so an app built without them (or from a store that left them raw) works.
 	a = withDefaultLimits(a)
 	origins, err := guard.ParseOrigins(a.AllowedOrigins)
-	n := float64(a.Limits.MaxClientEventsPerSecond)
-	return &appConfig{App: a, origins: origins, events: guard.Rate{PerSecond: n, Burst: n}}, err
+	n, j := float64(a.Limits.MaxClientEventsPerSecond), float64(a.Limits.MaxSubscriptionsPerSecond)
+	return &appConfig{App: a, origins: origins, events: guard.Rate{PerSecond: n, Burst: n},
+		joins: guard.Rate{PerSecond: j, Burst: max(j, float64(a.Limits.MaxChannelsPerConn))}}, err
 }
 
 // New builds a server for the apps of store, on a fan-out engine of its own and the state

@@ -1,6 +1,8 @@
 package session
 
 import (
+	"strconv"
+
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/cluster"
 	"github.com/herald-rt/herald/pusher"
@@ -31,6 +33,15 @@ func (s *Server) subscribe(c *conn, m pusher.Message) {
 	}
 	if len(c.subs) >= lim.MaxChannelsPerConn {
 		s.subError(c, name, "LimitReached", "too many channels on one connection", 4100)
+		return
+	}
+	// Every attempt that gets this far costs a token, before the signature is checked: a
+	// join and leave loop (member_added and member_removed to every other member, interest
+	// on the bus) is bounded by it.
+	if ok, _ := c.joins.Take(cfg.joins, s.now()*1e6); !ok {
+		c.Counters().SubscribesLimited.Add(1)
+		s.subError(c, name, "LimitReached", "subscription rejected: over the rate limit of "+
+			strconv.Itoa(lim.MaxSubscriptionsPerSecond)+" subscriptions per second", 4301)
 		return
 	}
 	info := herald.Classify(name)

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -94,18 +95,23 @@ var kinds = map[string]herald.ActivityKind{
 // EventTypes lists the webhook events, in the order of Pusher's documentation.
 var EventTypes = []string{ChannelOccupied, ChannelVacated, MemberAdded, MemberRemoved, ClientEvent, CacheMiss, SubscriptionCount}
 
-// CheckURL reports what is wrong with a webhook URL: it must be absolute http or https.
+// CheckURL reports what is wrong with a webhook URL: it must be absolute http or https. Its
+// errors never echo the URL's password or query (see Redacted).
 func CheckURL(raw string) error {
 	u, err := url.Parse(raw)
 	switch {
 	case raw == "":
 		return fmt.Errorf("must not be empty")
 	case err != nil:
-		return fmt.Errorf("%q is not a URL: %v", raw, err)
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("is not a URL: %v", err)
 	case u.Scheme != "http" && u.Scheme != "https":
-		return fmt.Errorf("%q: want an http:// or https:// URL", raw)
+		return fmt.Errorf("%q: want an http:// or https:// URL", Redacted(raw))
 	case u.Host == "":
-		return fmt.Errorf("%q has no host", raw)
+		return fmt.Errorf("%q has no host", Redacted(raw))
 	}
 	return nil
 }
@@ -123,8 +129,8 @@ func CheckHeader(name, value string) error {
 	if name == "" || strings.ContainsAny(name, " \t\r\n:()<>@,;\\\"/[]?={}") {
 		return fmt.Errorf("%q is not a valid header name", name)
 	}
-	if strings.ContainsAny(value, "\r\n") {
-		return fmt.Errorf("the value of %s holds a line break", name)
+	if i := strings.IndexFunc(value, isControl); i >= 0 {
+		return fmt.Errorf("the value of %s holds a control character (%q at byte %d)", name, value[i], i)
 	}
 	switch strings.ToLower(name) {
 	case "x-pusher-key", "x-pusher-signature", "content-type", "content-length", "host":
@@ -132,3 +138,8 @@ func CheckHeader(name, value string) error {
 	}
 	return nil
 }
+
+// isControl reports an ASCII control character (tab included) or DEL: none may be sent in a
+// header value (a CR or LF would split the request, the others are refused by receivers or
+// mean something to the proxies between).
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }

@@ -165,7 +165,7 @@ func (t *target) dropped(why string, n int) {
 		total = t.droppedRejected.Add(uint64(n))
 	}
 	if why == "queue_full" && t.dropWarn.Due(time.Now().UnixMilli(), 10_000) {
-		t.s.log.Warn("webhook queue full: dropping its oldest events", "app_id", t.app.app.ID, "url", t.hook.URL,
+		t.s.log.Warn("webhook queue full: dropping its oldest events", "app_id", t.app.app.ID, "url", Redacted(t.hook.URL),
 			"queue_size", t.opts.QueueSize, "dropped_total", total)
 	}
 }
@@ -175,9 +175,9 @@ func (t *target) warn(msg string, code int, err error, attempt int) {
 	if !t.failWarn.Due(time.Now().UnixMilli(), 10_000) {
 		return
 	}
-	args := []any{"app_id", t.app.app.ID, "url", t.hook.URL, "attempt", attempt + 1}
+	args := []any{"app_id", t.app.app.ID, "url", Redacted(t.hook.URL), "attempt", attempt + 1}
 	if err != nil {
-		args = append(args, "err", err)
+		args = append(args, "err", redactErr(err, t.hook.URL))
 	} else {
 		args = append(args, "status", code)
 	}

@@ -47,6 +47,9 @@ func (c *Conn) Writev(bufs [][]byte) (n int, blocked bool, err error) {
 	if c.closed.Load() {
 		return 0, false, ErrClosed
 	}
+	if c.p.tls {
+		return asTLS(c).writev(bufs)
+	}
 	// Arm before writing so that a writable edge between EAGAIN and arming cannot be lost.
 	c.armed.Store(true)
 	idx, off := 0, 0 // the first unwritten byte is bufs[idx][off]

@@ -31,7 +31,7 @@ func TestWritevAllocs(t *testing.T) {
 	if err := syscall.SetNonblock(fd, true); err != nil {
 		t.Fatal(err)
 	}
-	c := &Conn{fd: fd}
+	c := &Conn{fd: fd, p: &poller{}}
 	defer c.Close()
 
 	bufs := [][]byte{[]byte("frame one|"), []byte("frame two, longer|"), []byte("three|")}
@@ -74,7 +74,7 @@ func TestWritevManyBuffers(t *testing.T) {
 		t.Fatal(err)
 	}
 	syscall.SetNonblock(fd, true)
-	c := &Conn{fd: fd}
+	c := &Conn{fd: fd, p: &poller{}}
 	defer c.Close()
 	var bufs [][]byte
 	var want []byte

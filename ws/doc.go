@@ -13,6 +13,10 @@
 // writing. Shutdown may be called by the owner at any time before Close to end a connection;
 // the hang-up follows. This split makes file descriptor reuse safe.
 //
+// TLS connections (NewTLSListener, TLSClient) are handed over after their upgrade like plain
+// ones: on Linux the engine takes their descriptor too and drives crypto/tls without
+// blocking, on pollers of their own (tls.go, tls_linux.go).
+//
 // The epoll engine is Linux's. Elsewhere (macOS, Windows), and on Linux with the build tag
 // heraldportable, a portable engine with the same API and Handler contract runs instead: a
 // reader and a writer goroutine per connection on net.Conn, writes queued in user space. It

@@ -3,6 +3,7 @@
 package ws
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -25,6 +26,9 @@ type Engine struct {
 	start   time.Time     // the zero of the engine's millisecond clock (Conn.since)
 	hiFD    atomic.Int32  // the highest descriptor attached: the pollers' timeout scans stop there
 	every   time.Duration // how often a poller with frames in progress checks their age
+
+	tlsMu      sync.Mutex
+	tlsPollers []*poller // the TLS connections' pollers, started by the first one (tls_linux.go)
 }
 
 // NewEngine starts cfg.Pollers pollers delivering to h. Stop them with Close.
@@ -64,38 +68,14 @@ func (e *Engine) Attach(nc net.Conn, pre []byte, bind func(*Conn)) (*Conn, error
 		nc.Close()
 		return nil, errors.New("ws: engine closed")
 	}
-	sc, ok := nc.(syscall.Conn)
-	if !ok {
-		nc.Close()
-		return nil, errors.New("ws: connection has no descriptor")
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
-		nc.Close()
-		return nil, fmt.Errorf("ws: raw conn: %w", err)
-	}
-	fd := -1
-	var dupErr error
-	if err := raw.Control(func(s uintptr) { fd, dupErr = dupCloexec(int(s)) }); err != nil {
-		dupErr = err
-	}
-	nc.Close()
-	if dupErr != nil {
-		return nil, fmt.Errorf("ws: dup: %w", dupErr)
-	}
-	if err := syscall.SetNonblock(fd, true); err != nil {
-		syscall.Close(fd)
-		return nil, fmt.Errorf("ws: nonblock: %w", err)
-	}
-	if fd >= len(e.table) {
-		syscall.Close(fd)
-		return nil, fmt.Errorf("ws: descriptor %d over the table size %d", fd, len(e.table))
-	}
-	if e.cfg.SendBufferBytes > 0 {
-		if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_SNDBUF, e.cfg.SendBufferBytes); err != nil {
-			syscall.Close(fd)
-			return nil, fmt.Errorf("ws: send buffer: %w", err)
+	if tc, ok := nc.(*tls.Conn); ok {
+		if h, ok := tc.NetConn().(*handoffConn); ok {
+			return e.attachTLS(tc, h, pre, bind)
 		}
+	}
+	fd, err := e.takeFD(nc)
+	if err != nil {
+		return nil, err
 	}
 	p := e.pollers[int(e.next.Add(1))%len(e.pollers)]
 	c := &Conn{fd: fd, p: p}
@@ -104,6 +84,12 @@ func (e *Engine) Attach(nc net.Conn, pre []byte, bind func(*Conn)) (*Conn, error
 		// Nothing else sees c yet, so parsing here is single-threaded like the poller's.
 		p.feed(c, pre)
 	}
+	return c, e.register(c, p)
+}
+
+// register publishes c, bound and fed, to its poller.
+func (e *Engine) register(c *Conn, p *poller) error {
+	fd := c.fd
 	// Published only now: the poller may still hold a ready event for a previous connection
 	// that had this descriptor number, and must not read c while pre is parsed.
 	e.table[fd].Store(c)
@@ -113,21 +99,24 @@ func (e *Engine) Attach(nc net.Conn, pre []byte, bind func(*Conn)) (*Conn, error
 	if err := syscall.EpollCtl(p.epfd, syscall.EPOLL_CTL_ADD, fd, &ev); err != nil {
 		// The owner already holds c: report a hang-up so it releases c the usual way.
 		p.hangup(c)
-		return c, fmt.Errorf("ws: epoll add: %w", err)
+		return fmt.Errorf("ws: epoll add: %w", err)
 	}
-	return c, nil
+	return nil
 }
 
 // Close stops the pollers and waits for them. Connections are not closed: their owner
 // shuts them down first and closes them after their hang-ups.
 func (e *Engine) Close() error {
 	e.once.Do(func() {
+		e.tlsMu.Lock()
 		e.closing.Store(true)
-		for _, p := range e.pollers {
+		all := append(append([]*poller(nil), e.pollers...), e.tlsPollers...)
+		e.tlsMu.Unlock()
+		for _, p := range all {
 			p.wake()
 		}
 		e.wg.Wait()
-		for _, p := range e.pollers {
+		for _, p := range all {
 			syscall.Close(p.epfd)
 			syscall.Close(p.wakefd)
 		}

@@ -31,6 +31,10 @@ type poller struct {
 	// early bytes runs on another goroutine, hence the atomic.
 	timed  atomic.Int32
 	scanAt uint32 // engine ms of the next age check
+	// tls marks a poller of TLS connections (tls_linux.go): each of its Conns is a tlsConn's,
+	// whose reads go through the TLS layer into plain.
+	tls   bool
+	plain []byte
 }
 
 func newPoller(e *Engine) (*poller, error) {
@@ -102,6 +106,9 @@ func (p *poller) run() {
 				p.readTurn(c)
 			}
 			if !c.gone && ev&syscall.EPOLLOUT != 0 && c.armed.CompareAndSwap(true, false) {
+				if p.tls && p.flushTLS(c) {
+					continue // still kept back: the next writable edge tries again
+				}
 				p.e.h.OnWritable(c)
 			}
 		}
@@ -160,7 +167,14 @@ func (p *poller) read(c *Conn) (more bool) {
 		n, err := syscall.Read(c.fd, p.buf)
 		if n > 0 {
 			got += n
-			if !c.broken {
+			switch {
+			case c.broken:
+			case p.tls:
+				if !p.feedTLS(c, p.buf[:n]) {
+					p.hangup(c)
+					return false
+				}
+			default:
 				p.feed(c, p.buf[:n])
 			}
 			continue

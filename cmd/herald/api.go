@@ -6,9 +6,11 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/herald-rt/herald/httpapi"
 	"github.com/herald-rt/herald/metrics"
+	"github.com/herald-rt/herald/ws"
 )
 
 // apiPort is the public port: the REST API, /health and /ready, and the WebSocket upgrades
@@ -21,12 +23,14 @@ type apiPort struct {
 	node    *sessionServer
 	bus     *clusterBus
 	ingest  *ingestSources
+	certs   *tlsCerts // TLS on the port, when on
 	leave   *leaving
 	reg     *metrics.Registry
 	version string
 	log     *slog.Logger
 
-	api    *httpapi.Server // set by start
+	api    *httpapi.Server                // set by start
+	ready  atomic.Pointer[httpapi.Server] // api once started, for the metrics listener's /health
 	srv    *http.Server
 	served chan error // Serve's return
 }
@@ -43,8 +47,10 @@ func (p *apiPort) start() error {
 		p.log.Warn("max_http_connections lowered to leave half the descriptors to WebSocket clients",
 			"max_http_connections", p.fd.httpConns, "configured", p.cfg.MaxHTTPConnections, "open_file_limit", p.fd.limit)
 	}
-	p.api = httpapi.New(httpapi.Config{TimestampWindow: p.cfg.RESTTimestampWindow.Duration, ReplayProtection: p.cfg.RESTReplayProtection},
+	p.api = httpapi.New(httpapi.Config{TimestampWindow: p.cfg.RESTTimestampWindow.Duration, ReplayProtection: p.cfg.RESTReplayProtection,
+		ReplayMaxPerApp: p.cfg.RESTReplayMaxPerApp},
 		p.apps.apps(), p.node.h, p.health, p.reg.HTTP, p.log)
+	p.ready.Store(p.api)
 	addr := net.JoinHostPort(p.cfg.Host, strconv.Itoa(p.cfg.Port))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -62,7 +68,13 @@ func (p *apiPort) start() error {
 	exportPort(p.reg, p.cfg.Metrics.Prefix, port)
 	p.warnDevCredentials()
 	p.logStart(port.Addr().String())
-	go func() { p.served <- p.srv.Serve(port) }()
+	var serve net.Listener = port
+	if p.certs.on() {
+		// TLS over the port's own accounting: a connection counts from its accept, before
+		// its handshake, and the handshake must finish within the request deadline.
+		serve = ws.NewTLSListener(port, p.certs.config())
+	}
+	go func() { p.served <- p.srv.Serve(serve) }()
 	return nil
 }
 
@@ -104,7 +116,11 @@ func (p *apiPort) warnDevCredentials() {
 
 // logStart logs the start line: where the node listens, its capacity and apps, its bus.
 func (p *apiPort) logStart(addr string) {
-	attrs := []any{"addr", addr, "websocket", "ws://" + addr + "/app/{key}",
+	scheme := "ws://"
+	if p.certs.on() {
+		scheme = "wss://"
+	}
+	attrs := []any{"addr", addr, "websocket", scheme + addr + "/app/{key}",
 		"max_connections", p.fd.capacity, "max_http_connections", p.fd.httpConns, "open_file_limit", p.fd.limit,
 		"workers", p.node.h.Workers(), "version", p.version}
 	if apps := p.apps.apps().Apps(); len(apps) <= 20 {
@@ -116,4 +132,17 @@ func (p *apiPort) logStart(addr string) {
 		attrs = append(attrs, p.bus.c.logAttr())
 	}
 	p.log.Info("herald listening", attrs...)
+}
+
+// detailedHealth answers the metrics listener's /health: the whole report, the ingest
+// sources' errors included, which the public /health leaves out. 503 until the port started.
+func (p *apiPort) detailedHealth(w http.ResponseWriter, r *http.Request) {
+	api := p.ready.Load()
+	if api == nil {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"status":"starting"}` + "\n"))
+		return
+	}
+	api.DetailedHealth(w, r)
 }

@@ -98,7 +98,7 @@ func TestBenchListFlagErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"--ws", "ws://127.0.0.1:1,,ws://127.0.0.1:2"}, `--ws "ws://127.0.0.1:1,,ws://127.0.0.1:2": element 2 of 3 is empty`},
-		{[]string{"--ws", "ws://127.0.0.1:1,http://127.0.0.1:2"}, `--ws node 2 "http://127.0.0.1:2": only ws:// URLs are supported`},
+		{[]string{"--ws", "ws://127.0.0.1:1,http://127.0.0.1:2"}, `--ws node 2 "http://127.0.0.1:2": only ws:// and wss:// URLs are supported`},
 		{[]string{"--server-pid", pid + ",,"}, `--server-pid "` + pid + `,,": element 2 of 3 is empty`},
 		{[]string{"--server-pid", "12x"}, `--server-pid "12x": not a process id`},
 		{[]string{"--ws", "ws://127.0.0.1:1,ws://127.0.0.1:2", "--server-pid", pid + "," + pid + "," + pid}, "--server-pid: 3 pids for 2 --ws nodes"},

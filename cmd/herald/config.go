@@ -59,11 +59,18 @@ type Config struct {
 	// RESTReplayProtection refuses a signed REST request whose signature was already used
 	// inside the timestamp window.
 	RESTReplayProtection bool
+	// RESTReplayMaxPerApp bounds the signatures replay protection remembers per app on this
+	// node (about 70 bytes each); past it the app's signed requests get 503, other apps'
+	// do not.
+	RESTReplayMaxPerApp int
 	// ConnectionRatePerIP is how many new connections per second one client address may
 	// open (a token bucket with ConnectionBurstPerIP); over it the handshake is refused with
 	// 4100. 0 = no limit.
 	ConnectionRatePerIP  int
 	ConnectionBurstPerIP int
+	// ConnectionIPv6Prefix is the prefix length IPv6 clients are grouped by for
+	// ConnectionRatePerIP (64: every address of a /64 shares one bucket; 128: none do).
+	ConnectionIPv6Prefix int
 	Memory               MemoryConfig
 	Cache                CacheConfig
 	History              HistoryConfig
@@ -74,6 +81,7 @@ type Config struct {
 	Console              ConsoleConfig
 	Shutdown             ShutdownConfig
 	Webhooks             WebhooksConfig // config_webhooks.go
+	TLS                  TLSConfig      // config_tls.go
 	// Ingest are the Kafka and Redis sources the node consumes into channels (config_ingest.go).
 	Ingest []IngestConfig
 	// Apps are the tenants. Without any app in the file, environment or flags, Apps holds the
@@ -171,29 +179,32 @@ var devApp = AppConfig{
 // defaultConfig is the configuration before any file, environment variable or flag.
 func defaultConfig() Config {
 	return Config{
-		Host:                "127.0.0.1",
-		Port:                6001,
-		ShutdownTimeout:     Duration{10 * time.Second},
-		ActivityTimeout:     Duration{120 * time.Second},
-		PongTimeout:         Duration{30 * time.Second},
-		MaxMessageBytes:     64 << 10,
-		OutboundBufferBytes: 1 << 20,
-		RESTTimestampWindow: Duration{600 * time.Second},
-		HandshakeTimeout:    Duration{5 * time.Second},
-		RESTRequestTimeout:  Duration{10 * time.Second},
-		RESTIdleTimeout:     Duration{30 * time.Second},
-		MaxHTTPConnections:  256,
-		Memory:              MemoryConfig{RefuseAbovePercent: 90, AcceptBelowPercent: 80},
-		History:             HistoryConfig{MaxBytesPerApp: 64 << 20},
-		Cache:               CacheConfig{MaxBytes: 64 << 20, MaxBytesPerApp: 16 << 20, TTL: Duration{30 * time.Minute}},
-		Metrics:             MetricsConfig{Enabled: true, Host: "127.0.0.1", Port: 9601, Prefix: "herald_"},
-		Pprof:               PprofConfig{MutexFraction: 10, BlockRate: 100_000},
-		Log:                 LogConfig{Level: "info", Format: "text"},
-		Cluster:             ClusterConfig{Prefix: "herald", Heartbeat: Duration{2 * time.Second}, NodeTimeout: Duration{10 * time.Second}},
-		Apps:                []AppConfig{devApp},
-		Shutdown:            defaultShutdown(),
-		Webhooks:            defaultWebhooks(),
-		AppStore:            defaultAppStore(),
+		Host:                 "127.0.0.1",
+		Port:                 6001,
+		ShutdownTimeout:      Duration{10 * time.Second},
+		ActivityTimeout:      Duration{120 * time.Second},
+		PongTimeout:          Duration{30 * time.Second},
+		MaxMessageBytes:      64 << 10,
+		OutboundBufferBytes:  1 << 20,
+		RESTTimestampWindow:  Duration{600 * time.Second},
+		HandshakeTimeout:     Duration{5 * time.Second},
+		RESTRequestTimeout:   Duration{10 * time.Second},
+		RESTIdleTimeout:      Duration{30 * time.Second},
+		MaxHTTPConnections:   256,
+		RESTReplayMaxPerApp:  1 << 20,
+		ConnectionIPv6Prefix: 64,
+		Memory:               MemoryConfig{RefuseAbovePercent: 90, AcceptBelowPercent: 80},
+		History:              HistoryConfig{MaxBytesPerApp: 64 << 20},
+		Cache:                CacheConfig{MaxBytes: 64 << 20, MaxBytesPerApp: 16 << 20, TTL: Duration{30 * time.Minute}},
+		Metrics:              MetricsConfig{Enabled: true, Host: "127.0.0.1", Port: 9601, Prefix: "herald_"},
+		Pprof:                PprofConfig{MutexFraction: 10, BlockRate: 100_000},
+		Log:                  LogConfig{Level: "info", Format: "text"},
+		Cluster:              ClusterConfig{Prefix: "herald", Heartbeat: Duration{2 * time.Second}, NodeTimeout: Duration{10 * time.Second}},
+		Apps:                 []AppConfig{devApp},
+		Shutdown:             defaultShutdown(),
+		Console:              ConsoleConfig{SessionLifetime: Duration{12 * time.Hour}},
+		Webhooks:             defaultWebhooks(),
+		AppStore:             defaultAppStore(),
 
 		SocketSendBufferBytes: 64 << 10,
 		FrameTimeout:          Duration{20 * time.Second},
@@ -261,7 +272,9 @@ var settings = slices.Concat([]setting{
 	{"rest_idle_timeout", "keep-alive HTTP connections idle this long are closed", func(c *Config) any { return &c.RESTIdleTimeout }},
 	{"max_http_connections", "most connections in their HTTP phase (REST, health, upgrades) at once", func(c *Config) any { return &c.MaxHTTPConnections }},
 	{"rest_replay_protection", "refuse a signed REST request whose signature was already used in the timestamp window", func(c *Config) any { return &c.RESTReplayProtection }},
+	{"rest_replay_max_per_app", "signatures replay protection remembers per app on this node; past it that app's signed requests get 503", func(c *Config) any { return &c.RESTReplayMaxPerApp }},
 	{"connection_rate_per_ip", "new connections per second one address may open (4100 over it); 0 = no limit", func(c *Config) any { return &c.ConnectionRatePerIP }},
+	{"connection_ipv6_prefix", "IPv6 clients count for connection_rate_per_ip by their network of this many bits (64: a /64 is one client)", func(c *Config) any { return &c.ConnectionIPv6Prefix }},
 	{"connection_burst_per_ip", "burst of new connections one address may open at once; 0 = the rate", func(c *Config) any { return &c.ConnectionBurstPerIP }},
 	{"memory.limit_bytes", "memory the guard's percentages apply to; 0 = cgroup limit, else machine memory", func(c *Config) any { return &c.Memory.LimitBytes }},
 	{"memory.refuse_above_percent", "refuse new connections (4100) above this share of the limit; 0 = no guard", func(c *Config) any { return &c.Memory.RefuseAbovePercent }},
@@ -275,6 +288,7 @@ var settings = slices.Concat([]setting{
 	{"metrics.port", "port of the metrics listener; 0 = any free port", func(c *Config) any { return &c.Metrics.Port }},
 	{"metrics.prefix", "prefix of every herald metric name (soketi_ or sockudo_ for their dashboards)", func(c *Config) any { return &c.Metrics.Prefix }},
 	{"console.token", "token of the console at /console on the metrics listener; empty = no console", func(c *Config) any { return &c.Console.Token }},
+	{"console.session_lifetime", "how long a browser stays logged in to the console after its login form", func(c *Config) any { return &c.Console.SessionLifetime }},
 	{"console.events_per_second", "debug log entries kept per app per second while a page watches it; 0 = 100", func(c *Config) any { return &c.Console.EventsPerSecond }},
 	{"pprof.addr", "host:port of the pprof listener; empty = off", func(c *Config) any { return &c.Pprof.Addr }},
 	{"pprof.mutex_fraction", "mutex profile sampling: 1 in N contention events, while pprof is on", func(c *Config) any { return &c.Pprof.MutexFraction }},
@@ -286,7 +300,7 @@ var settings = slices.Concat([]setting{
 	{"cluster.prefix", "first part of every bus subject or Redis channel, so clusters can share a bus", func(c *Config) any { return &c.Cluster.Prefix }},
 	{"cluster.heartbeat", "how often the node announces its share of the cluster's state (members, subscriptions)", func(c *Config) any { return &c.Cluster.Heartbeat }},
 	{"cluster.node_timeout", "a node unheard this long is dead: its members and subscriptions leave the cluster's state", func(c *Config) any { return &c.Cluster.NodeTimeout }},
-}, webhookSettings, appStoreSettings)
+}, webhookSettings, appStoreSettings, tlsSettings)
 
 // env is the setting's environment variable.
 func (s setting) env() string {
@@ -336,6 +350,7 @@ var limitFields = []struct {
 	{"max_presence_user_id_length", func(l *herald.Limits) *int { return &l.MaxPresenceUserIDLength }},
 	{"max_channels_per_conn", func(l *herald.Limits) *int { return &l.MaxChannelsPerConn }},
 	{"max_client_events_per_second", func(l *herald.Limits) *int { return &l.MaxClientEventsPerSecond }},
+	{"max_subscriptions_per_second", func(l *herald.Limits) *int { return &l.MaxSubscriptionsPerSecond }},
 	{"max_api_requests_per_second", func(l *herald.Limits) *int { return &l.MaxAPIRequestsPerSecond }},
 }
 

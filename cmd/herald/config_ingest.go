@@ -28,6 +28,9 @@ type IngestConfig struct {
 	Format string
 	// DeadLetter is the Kafka topic or Redis stream bad records go to; empty: none.
 	DeadLetter string
+	// AllowChannels are globs of the channels the source may publish to; empty: public
+	// channels only (see ingest.Config.AllowChannels).
+	AllowChannels []string
 }
 
 // IngestKafka is a Kafka source: a consumer group over topics.
@@ -67,7 +70,7 @@ func (l *loader) decodeIngest(v fileValue, src string) {
 		at := fmt.Sprintf("ingest[%d]", i)
 		fields := l.scalars(at, src, map[string]any{
 			"name": &c.Name, "app": &c.App, "channel": &c.Channel, "event": &c.Event, "data": &c.Data,
-			"format": &c.Format, "dead_letter": &c.DeadLetter,
+			"format": &c.Format, "dead_letter": &c.DeadLetter, "allow_channels": &c.AllowChannels,
 		})
 		fields["kafka"] = func(v fileValue) {
 			k := &IngestKafka{}
@@ -131,6 +134,7 @@ func (l *loader) ingest() {
 			l.ingestRedis(at+".redis", s.Redis)
 		}
 		l.ingestTemplates(at, s)
+		l.ingestAllow(at, s)
 		if s.DeadLetter != "" && ((s.Kafka != nil && slices.Contains(s.Kafka.Topics, s.DeadLetter)) ||
 			(s.Redis != nil && s.Redis.Stream == s.DeadLetter)) {
 			l.problem(at+".dead_letter", "%q is a topic or stream the source reads: its bad records would come back forever", s.DeadLetter)
@@ -237,6 +241,30 @@ func (l *loader) ingestTemplates(at string, s *IngestConfig) {
 	check("channel", s.Channel, func(v string) error { return pusher.ValidateChannelName(v, lim.MaxChannelNameLength) })
 	check("event", s.Event, func(v string) error { return pusher.ValidateEventName(v, lim.MaxEventNameLength) })
 	check("data", s.Data, nil)
+}
+
+// ingestAllow checks a source's allow_channels, and that a literal channel is allowed.
+func (l *loader) ingestAllow(at string, s *IngestConfig) {
+	for j, g := range s.AllowChannels {
+		switch {
+		case g == "":
+			l.problem(fmt.Sprintf("%s.allow_channels[%d]", at, j), "must not be empty")
+		case !validGlob(g):
+			l.problem(fmt.Sprintf("%s.allow_channels[%d]", at, j), "%q holds a character no channel name has", g)
+		}
+	}
+	if s.Format == "pusher" || s.Channel == "" {
+		return
+	}
+	if t, err := ingest.ParseTemplate(s.Channel); err == nil {
+		if lit, ok := t.Literal(); ok && !ingest.AllowsChannel(s.AllowChannels, lit) {
+			if len(s.AllowChannels) == 0 {
+				l.problem(at+".channel", "%q is not a public channel: name it in allow_channels to let this source publish to it", lit)
+			} else {
+				l.problem(at+".channel", "%q matches none of allow_channels", lit)
+			}
+		}
+	}
 }
 
 // templates compiles a validated source's templates.

@@ -37,6 +37,7 @@ ingest:
       url: redis://127.0.0.1:6379/0
       subscribe: ["bids:*"]
     format: pusher
+    allow_channels: ["presence-auction-*", "auction-*"]
 `
 
 func TestIngestConfig(t *testing.T) {
@@ -55,7 +56,7 @@ func TestIngestConfig(t *testing.T) {
 	if r.Redis == nil || r.Redis.Stream != "bids" || r.Redis.ClaimIdle.Duration != 5*time.Second {
 		t.Errorf("redis source %+v %+v", r, r.Redis)
 	}
-	if p := cfg.Ingest[2]; p.Format != "pusher" || p.Redis.Subscribe[0] != "bids:*" {
+	if p := cfg.Ingest[2]; p.Format != "pusher" || p.Redis.Subscribe[0] != "bids:*" || len(p.AllowChannels) != 2 {
 		t.Errorf("pub/sub source %+v", p)
 	}
 	// TOML takes the same keys.
@@ -112,6 +113,17 @@ ingest:
     event: e
     colour: red
     dead_letter: s
+  - name: p1
+    app: app-id
+    redis: {url: "redis://h:1", subscribe: [x]}
+    channel: private-orders
+    event: pusher:error
+  - name: p2
+    app: app-id
+    redis: {url: "redis://h:1", subscribe: [x]}
+    channel: presence-room
+    event: e
+    allow_channels: ["private-*", "", "bad channel*"]
 `
 	_, err := load(t, []string{"--config", writeFile(t, "h.yaml", bad)}, nil)
 	if err == nil {
@@ -137,6 +149,11 @@ ingest:
 		`ingest[4].redis.group: must not be empty`,
 		`ingest[4].colour: unknown key`,
 		`ingest[4].dead_letter: "s" is a topic or stream the source reads`,
+		`ingest[5].channel: "private-orders" is not a public channel: name it in allow_channels`,
+		`ingest[5].event: event name "pusher:error" is reserved`,
+		`ingest[6].channel: "presence-room" matches none of allow_channels`,
+		`ingest[6].allow_channels[1]: must not be empty`,
+		`ingest[6].allow_channels[2]: "bad channel*" holds a character no channel name has`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("missing %q in\n%v", want, err)
@@ -151,7 +168,7 @@ func TestIngestDocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"ingest", "name", "app", "kafka", "redis", "channel", "event", "data", "format", "dead_letter",
-		"brokers", "topics", "group", "start", "session_timeout", "url", "stream", "claim_idle", "subscribe"} {
+		"brokers", "topics", "group", "start", "session_timeout", "url", "stream", "claim_idle", "subscribe", "allow_channels"} {
 		if !strings.Contains(string(b), "`"+k+"`") {
 			t.Errorf("docs/configuration.md does not mention `%s`", k)
 		}

@@ -38,11 +38,13 @@ func loadConfig(args []string, env func(string) string, out io.Writer) (Config, 
 			l.set(s, v, "env "+s.env())
 		}
 	}
+	l.setSecretFiles(flags, env, false)
 	for _, s := range settings {
 		if v, ok := flags[s.flag()]; ok {
 			l.set(s, v, "flag --"+s.flag())
 		}
 	}
+	l.setSecretFiles(flags, env, true)
 	l.applyAppCredentials(flags, env)
 	l.validate()
 	if len(l.problems) > 0 {
@@ -146,8 +148,15 @@ func (l *loader) applyAppCredentials(flags map[string]string, env func(string) s
 		if v := env(f.env()); v != "" {
 			vals[i], srcs[i] = v, "env "+f.env()
 		}
+		if f.key == appSecretField.key {
+			l.appSecretFile(&vals[i], &srcs[i], env(fileVar(f.env())), "env "+fileVar(f.env()), env(f.env()) != "")
+		}
 		if v, ok := flags[f.flag()]; ok {
 			vals[i], srcs[i] = v, "flag --"+f.flag()
+		}
+		if f.key == appSecretField.key {
+			_, plain := flags[f.flag()]
+			l.appSecretFile(&vals[i], &srcs[i], flags[fileFlag(f.flag())], "flag --"+fileFlag(f.flag()), plain)
 		}
 		if trigger == "" {
 			trigger = srcs[i]
@@ -215,6 +224,11 @@ func parseFlags(args []string, out io.Writer) (map[string]string, error) {
 	for _, f := range appFields[:appCredentials] {
 		fs.Var(new(rawFlag), f.flag(), "app "+f.key)
 	}
+	for _, key := range secretKeys {
+		s := secretSetting(key)
+		fs.Var(new(rawFlag), fileFlag(s.flag()), "file holding "+s.key)
+	}
+	fs.Var(new(rawFlag), fileFlag(appSecretField.flag()), "file holding the app secret")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -254,6 +268,11 @@ func printUsage(w io.Writer) {
 	for _, f := range appFields[:appCredentials] {
 		row(f.flag(), "string", f.env(), "replaces the single app's "+f.key, "")
 	}
+	for _, key := range secretKeys {
+		s := secretSetting(key)
+		row(fileFlag(s.flag()), "path", fileVar(s.env()), "file holding "+s.key+" (instead of the value itself)", "")
+	}
+	row(fileFlag(appSecretField.flag()), "path", fileVar(appSecretField.env()), "file holding the single app's secret", "")
 	fmt.Fprint(w, "\nWith no app configured, herald uses the development app app-id/app-key/app-secret.\n")
 }
 
@@ -281,25 +300,32 @@ func (l *loader) loadFile(path, via string) {
 		return
 	}
 
-	// A key's parts are nested tables: "app_store.postgres.url" is url in the table postgres
-	// of the table app_store.
+	// Each setting's key is a path of tables ("tls.acme.email" is table tls, table acme, key
+	// email); a table's fields are gathered as the settings name them.
 	top := map[string]func(fileValue){}
 	tables := map[string]map[string]func(fileValue){"": top}
+	var fieldsOf func(path string) map[string]func(fileValue)
+	fieldsOf = func(path string) map[string]func(fileValue) {
+		if f, ok := tables[path]; ok {
+			return f
+		}
+		f := map[string]func(fileValue){}
+		tables[path] = f
+		parent, name := "", path
+		if i := strings.LastIndexByte(path, '.'); i >= 0 {
+			parent, name = path[:i], path[i+1:]
+		}
+		fieldsOf(parent)[name] = func(v fileValue) { l.table(v, path, src, f) }
+		return f
+	}
 	for _, s := range settings {
 		path, dst := s.key, s.ref(&l.cfg)
 		decode := func(v fileValue) { l.decode(v, path, src, dst) }
-		parts := strings.Split(s.key, ".")
-		parent := ""
-		for i := range parts[:len(parts)-1] {
-			at := strings.Join(parts[:i+1], ".")
-			if tables[at] == nil {
-				fields := map[string]func(fileValue){}
-				tables[at] = fields
-				tables[parent][parts[i]] = func(v fileValue) { l.table(v, at, src, fields) }
-			}
-			parent = at
+		parent, key := "", s.key
+		if i := strings.LastIndexByte(s.key, '.'); i >= 0 {
+			parent, key = s.key[:i], s.key[i+1:]
 		}
-		tables[parent][parts[len(parts)-1]] = decode
+		fieldsOf(parent)[key] = decode
 	}
 	top["apps"] = func(v fileValue) { l.decodeApps(v, src) }
 	top["ingest"] = func(v fileValue) { l.decodeIngest(v, src) }

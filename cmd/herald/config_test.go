@@ -38,28 +38,31 @@ func TestLoadConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{
-		Host:                "127.0.0.1",
-		Port:                6001,
-		ShutdownTimeout:     secs(10),
-		ActivityTimeout:     secs(120),
-		PongTimeout:         secs(30),
-		MaxMessageBytes:     65536,
-		OutboundBufferBytes: 1048576,
-		RESTTimestampWindow: secs(600),
-		HandshakeTimeout:    secs(5),
-		RESTRequestTimeout:  secs(10),
-		RESTIdleTimeout:     secs(30),
-		MaxHTTPConnections:  256,
-		Memory:              MemoryConfig{RefuseAbovePercent: 90, AcceptBelowPercent: 80},
-		Cache:               CacheConfig{MaxBytes: 67108864, MaxBytesPerApp: 16777216, TTL: secs(1800)},
-		History:             HistoryConfig{MaxBytesPerApp: 64 << 20},
-		Metrics:             MetricsConfig{Enabled: true, Host: "127.0.0.1", Port: 9601, Prefix: "herald_"},
-		Pprof:               PprofConfig{MutexFraction: 10, BlockRate: 100000},
-		Log:                 LogConfig{Level: "info", Format: "text"},
-		Cluster:             ClusterConfig{Prefix: "herald", Heartbeat: secs(2), NodeTimeout: secs(10)},
-		Shutdown:            ShutdownConfig{DrainDelay: secs(5)},
-		Webhooks:            defaultWebhooks(),
-		AppStore:            defaultAppStore(),
+		Host:                 "127.0.0.1",
+		Port:                 6001,
+		ShutdownTimeout:      secs(10),
+		ActivityTimeout:      secs(120),
+		PongTimeout:          secs(30),
+		MaxMessageBytes:      65536,
+		OutboundBufferBytes:  1048576,
+		RESTTimestampWindow:  secs(600),
+		HandshakeTimeout:     secs(5),
+		RESTRequestTimeout:   secs(10),
+		RESTIdleTimeout:      secs(30),
+		MaxHTTPConnections:   256,
+		RESTReplayMaxPerApp:  1 << 20,
+		ConnectionIPv6Prefix: 64,
+		Memory:               MemoryConfig{RefuseAbovePercent: 90, AcceptBelowPercent: 80},
+		Cache:                CacheConfig{MaxBytes: 67108864, MaxBytesPerApp: 16777216, TTL: secs(1800)},
+		History:              HistoryConfig{MaxBytesPerApp: 64 << 20},
+		Metrics:              MetricsConfig{Enabled: true, Host: "127.0.0.1", Port: 9601, Prefix: "herald_"},
+		Pprof:                PprofConfig{MutexFraction: 10, BlockRate: 100000},
+		Log:                  LogConfig{Level: "info", Format: "text"},
+		Cluster:              ClusterConfig{Prefix: "herald", Heartbeat: secs(2), NodeTimeout: secs(10)},
+		Shutdown:             ShutdownConfig{DrainDelay: secs(5)},
+		Console:              ConsoleConfig{SessionLifetime: secs(12 * 3600)},
+		Webhooks:             defaultWebhooks(),
+		AppStore:             defaultAppStore(),
 		Apps: []AppConfig{{ID: "app-id", Key: "app-key", Secret: "app-secret",
 			EnableClientMessages: true, EnableUserAuthentication: true}},
 
@@ -91,6 +94,8 @@ rest_request_timeout: 4s
 rest_idle_timeout: 45s
 max_http_connections: 64
 rest_replay_protection: true
+rest_replay_max_per_app: 65536
+connection_ipv6_prefix: 56
 connection_rate_per_ip: 20
 connection_burst_per_ip: 40
 memory: { limit_bytes: 1000000000, refuse_above_percent: 85, accept_below_percent: 70 }
@@ -135,6 +140,8 @@ rest_request_timeout = "4s"
 rest_idle_timeout = 45
 max_http_connections = 64
 rest_replay_protection = true
+rest_replay_max_per_app = 65536
+connection_ipv6_prefix = 56
 connection_rate_per_ip = 20
 connection_burst_per_ip = 40
 
@@ -206,7 +213,7 @@ var fullWant = Config{
 	RESTTimestampWindow: secs(300),
 	HandshakeTimeout:    secs(3),
 	RESTRequestTimeout:  secs(4), RESTIdleTimeout: secs(45), MaxHTTPConnections: 64, RESTReplayProtection: true,
-	ConnectionRatePerIP: 20, ConnectionBurstPerIP: 40,
+	RESTReplayMaxPerApp: 65536, ConnectionIPv6Prefix: 56, ConnectionRatePerIP: 20, ConnectionBurstPerIP: 40,
 	Memory:  MemoryConfig{LimitBytes: 1000000000, RefuseAbovePercent: 85, AcceptBelowPercent: 70},
 	Cache:   CacheConfig{MaxBytes: 33554432, MaxBytesPerApp: 8388608, TTL: secs(600)},
 	History: HistoryConfig{MaxBytesPerApp: 64 << 20},
@@ -216,6 +223,7 @@ var fullWant = Config{
 	Cluster: ClusterConfig{URL: "nats://127.0.0.1:4222,nats://127.0.0.2:4222", NodeID: "node-1", Prefix: "prod.herald",
 		Heartbeat: Duration{500 * time.Millisecond}, NodeTimeout: secs(4)},
 	Shutdown: ShutdownConfig{DrainDelay: Duration{2500 * time.Millisecond}},
+	Console:  ConsoleConfig{SessionLifetime: secs(12 * 3600)},
 	Webhooks: defaultWebhooks(),
 	AppStore: defaultAppStore(),
 	Apps: []AppConfig{
@@ -296,7 +304,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 			"HERALD_PPROF_ADDR": "127.0.0.1:16", "HERALD_PPROF_MUTEX_FRACTION": "17", "HERALD_PPROF_BLOCK_RATE": "18",
 			"HERALD_LOG_LEVEL": "warn", "HERALD_LOG_FORMAT": "json",
 			"HERALD_REST_REQUEST_TIMEOUT": "19", "HERALD_REST_IDLE_TIMEOUT": "20", "HERALD_MAX_HTTP_CONNECTIONS": "21",
-			"HERALD_REST_REPLAY_PROTECTION": "true", "HERALD_SOCKET_SEND_BUFFER_BYTES": "0", "HERALD_FRAME_TIMEOUT": "22",
+			"HERALD_REST_REPLAY_PROTECTION": "true", "HERALD_REST_REPLAY_MAX_PER_APP": "4096", "HERALD_CONNECTION_IPV6_PREFIX": "48", "HERALD_CONSOLE_SESSION_LIFETIME": "3600", "HERALD_SOCKET_SEND_BUFFER_BYTES": "0", "HERALD_FRAME_TIMEOUT": "22",
 			"HERALD_CLUSTER_URL": "redis://:pw@10.0.0.1:6379/2", "HERALD_CLUSTER_NODE_ID": "n-2", "HERALD_CLUSTER_PREFIX": "p",
 			"HERALD_CLUSTER_HEARTBEAT": "1", "HERALD_CLUSTER_NODE_TIMEOUT": "3500ms", "HERALD_SHUTDOWN_DRAIN_DELAY": "24",
 		}, func(c *Config) {
@@ -304,6 +312,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 				PongTimeout: secs(5), MaxMessageBytes: 6000, OutboundBufferBytes: 7000, Workers: 8,
 				RESTTimestampWindow: secs(9), HandshakeTimeout: secs(10), ConnectionRatePerIP: 11, ConnectionBurstPerIP: 12,
 				RESTRequestTimeout: secs(19), RESTIdleTimeout: secs(20), MaxHTTPConnections: 21, RESTReplayProtection: true,
+				RESTReplayMaxPerApp: 4096, ConnectionIPv6Prefix: 48, Console: ConsoleConfig{SessionLifetime: secs(3600)},
 				Memory:  MemoryConfig{LimitBytes: 13000, RefuseAbovePercent: 14, AcceptBelowPercent: 13},
 				Cache:   CacheConfig{MaxBytes: 1000000, MaxBytesPerApp: 500000, TTL: secs(19)},
 				History: HistoryConfig{MaxBytesPerApp: 700000},
@@ -323,7 +332,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 			"--metrics-enabled=false", "--metrics-host", "m", "--metrics-port", "15", "--metrics-prefix", "p_",
 			"--pprof-addr", "127.0.0.1:16", "--pprof-mutex-fraction", "17", "--pprof-block-rate", "18",
 			"--log-level", "warn", "--log-format", "json",
-			"--rest-request-timeout", "19", "--rest-idle-timeout", "20", "--max-http-connections", "21", "--rest-replay-protection",
+			"--rest-request-timeout", "19", "--rest-idle-timeout", "20", "--max-http-connections", "21", "--rest-replay-protection", "--rest-replay-max-per-app", "8192", "--connection-ipv6-prefix", "128", "--console-session-lifetime", "30m",
 			"--socket-send-buffer-bytes", "8192", "--frame-timeout", "23s",
 			"--cluster-url", "rediss://u:pw@redis.example:6380", "--cluster-node-id", "n.3", "--cluster-prefix", "a.b",
 			"--cluster-heartbeat", "250ms", "--cluster-node-timeout", "1s", "--shutdown-drain-delay", "25s"}, nil,
@@ -332,6 +341,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 					PongTimeout: secs(5), MaxMessageBytes: 6000, OutboundBufferBytes: 7000, Workers: 8,
 					RESTTimestampWindow: secs(9), HandshakeTimeout: secs(10), ConnectionRatePerIP: 11, ConnectionBurstPerIP: 12,
 					RESTRequestTimeout: secs(19), RESTIdleTimeout: secs(20), MaxHTTPConnections: 21, RESTReplayProtection: true,
+					RESTReplayMaxPerApp: 8192, ConnectionIPv6Prefix: 128, Console: ConsoleConfig{SessionLifetime: secs(1800)},
 					Memory:  MemoryConfig{LimitBytes: 13000, RefuseAbovePercent: 14, AcceptBelowPercent: 13},
 					Cache:   CacheConfig{MaxBytes: 1000000, MaxBytesPerApp: 500000, TTL: secs(19)},
 					History: HistoryConfig{MaxBytesPerApp: 700000},
@@ -485,6 +495,9 @@ func TestLoadConfigProblems(t *testing.T) {
 		{"handshake timeout too short", "", []string{"--handshake-timeout", "1ms"}, nil, "handshake_timeout: 1ms must be at least 100ms (from flag --handshake-timeout)"},
 		{"rest request timeout below the handshake's", "", []string{"--handshake-timeout", "8s", "--rest-request-timeout", "6s"}, nil,
 			"rest_request_timeout: 6s must be at least handshake_timeout (8s): a WebSocket upgrade is an HTTP request too (from flag --rest-request-timeout)"},
+		{"console session", "", nil, map[string]string{"HERALD_CONSOLE_SESSION_LIFETIME": "30s"}, "console.session_lifetime: 30s must be from 1m to 168h0m0s (from env HERALD_CONSOLE_SESSION_LIFETIME)"},
+		{"ipv6 prefix", "", nil, map[string]string{"HERALD_CONNECTION_IPV6_PREFIX": "129"}, "connection_ipv6_prefix: 129 must be from 32 to 128 (64 groups the addresses of one /64) (from env HERALD_CONNECTION_IPV6_PREFIX)"},
+		{"replay bound too small", "", nil, map[string]string{"HERALD_REST_REPLAY_MAX_PER_APP": "10"}, "rest_replay_max_per_app: 10 must be at least 1024 (from env HERALD_REST_REPLAY_MAX_PER_APP)"},
 		{"max http connections too few", "", nil, map[string]string{"HERALD_MAX_HTTP_CONNECTIONS": "2"}, "max_http_connections: 2 must be at least 8 (from env HERALD_MAX_HTTP_CONNECTIONS)"},
 		{"rest idle timeout too short", "c.yaml:rest_idle_timeout: 1ms", nil, nil, "rest_idle_timeout: 1ms must be at least 100ms (from file "},
 		{"negative ip rate", "", []string{"--connection-rate-per-ip", "-3"}, nil, "connection_rate_per_ip: -3 must not be negative (from flag --connection-rate-per-ip)"},
@@ -683,12 +696,12 @@ func TestSchemaCoversEveryField(t *testing.T) {
 	}
 	// Every Config field but the groups and the lists (Apps, Ingest) is one setting; each
 	// group's fields are.
-	groups := []any{c.Log, c.Memory, c.Cache, c.Metrics, c.Pprof, c.Cluster, c.Console, c.Shutdown, c.Webhooks, c.AppStore,
-		c.AppStore.Postgres, c.AppStore.MySQL}
-	// app_store's two database groups count as groups, but are fields of app_store (counted
-	// in its fields, not Config's): len(groups) takes them from Config's, their own fields
-	// are added, and they are taken from app_store's.
-	want := reflect.TypeOf(c).NumField() - len(groups) - 2 + 2 - 2
+	groups := []any{c.Log, c.Memory, c.Cache, c.Metrics, c.Pprof, c.Cluster, c.Console, c.Shutdown, c.Webhooks, c.AppStore, c.TLS,
+		c.AppStore.Postgres, c.AppStore.MySQL, c.TLS.ACME}
+	// The last three are groups inside groups: fields of app_store and tls (counted in their
+	// fields, not Config's).
+	const nested = 3
+	want := reflect.TypeOf(c).NumField() - (len(groups) - nested) - 2 - nested
 	for _, g := range groups {
 		want += reflect.TypeOf(g).NumField()
 	}

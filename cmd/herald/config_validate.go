@@ -40,8 +40,12 @@ func (l *loader) validate() {
 	}
 	l.longerThan("rest_idle_timeout", c.RESTIdleTimeout, 100*time.Millisecond)
 	l.atLeast("max_http_connections", c.MaxHTTPConnections, 8)
+	l.atLeast("rest_replay_max_per_app", c.RESTReplayMaxPerApp, 1024)
 	l.notNegative("connection_rate_per_ip", c.ConnectionRatePerIP)
 	l.notNegative("connection_burst_per_ip", c.ConnectionBurstPerIP)
+	if c.ConnectionIPv6Prefix < 32 || c.ConnectionIPv6Prefix > 128 {
+		l.problem("connection_ipv6_prefix", "%d must be from 32 to 128 (64 groups the addresses of one /64)", c.ConnectionIPv6Prefix)
+	}
 	l.notNegative("memory.limit_bytes", c.Memory.LimitBytes)
 	if m := c.Memory; m.RefuseAbovePercent != 0 {
 		l.percent("memory.refuse_above_percent", m.RefuseAbovePercent)
@@ -80,6 +84,7 @@ func (l *loader) validate() {
 	l.oneOf("log.format", c.Log.Format, "text", "json")
 	l.cluster(&c.Cluster)
 	l.console(c)
+	l.tls(c)
 	l.shutdown(&c.Shutdown)
 	l.webhooks(c)
 	l.history(c)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/console"
@@ -26,6 +27,8 @@ type consolePages struct {
 	apps *appStore
 	log  *slog.Logger
 	live atomic.Pointer[console.Console] // set by start; the metrics listener reads it
+
+	sessions time.Duration // console.session_lifetime
 }
 
 func newConsolePages(cfg Config, h *sessionServer, api *apiPort, bus *clusterBus, apps *appStore, log *slog.Logger) *consolePages {
@@ -34,7 +37,7 @@ func newConsolePages(cfg Config, h *sessionServer, api *apiPort, bus *clusterBus
 		ids = append(ids, a.ID)
 	}
 	return &consolePages{cfg: console.Config{Token: cfg.Console.Token, Node: cfg.Cluster.NodeID, EventsPerSecond: cfg.Console.EventsPerSecond, Apps: ids},
-		node: h, api: api, bus: bus, apps: apps, log: log}
+		node: h, api: api, bus: bus, apps: apps, log: log, sessions: cfg.Console.SessionLifetime.Duration}
 }
 
 // on reports whether the console is configured.
@@ -65,6 +68,7 @@ func (c *consolePages) start() error {
 		cc.HasApp = func(id string) bool { _, ok := s.AppByID(id); return ok }
 		cc.Observe = h.Observe
 	}
+	cc.SessionLifetime = c.sessions
 	con := console.New(cc, c.log)
 	for _, id := range cc.Apps {
 		// Off (Wants 0) until a page watches the app: then one atomic load per report.

@@ -196,6 +196,10 @@ func TestConsoleServe(t *testing.T) {
 	if status != http.StatusBadRequest || !strings.Contains(body, "invalid character ' '") {
 		t.Errorf("bad channel: %d %s; want the REST API's 400", status, body)
 	}
+	status, body = consoleCall(t, n, "POST", "/console/apps/app-id/events", `{"name":"pusher:error","channel":"console-room","data":"{}"}`, true)
+	if status != http.StatusBadRequest || !strings.Contains(body, `\"pusher:error\" is reserved`) {
+		t.Errorf("a reserved event name: %d %s; want 400 saying it is reserved", status, body)
+	}
 	status, _ = consoleCall(t, n, "POST", "/console/apps/nope/events", `{"name":"hello","channel":"room","data":"x"}`, true)
 	if status != http.StatusNotFound {
 		t.Errorf("unknown app: %d; want 404", status)

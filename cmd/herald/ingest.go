@@ -61,7 +61,7 @@ func (s *ingestSources) build(pub ingest.Publisher) error {
 		}
 		t := c.templates()
 		pc := ingest.Config{Name: c.Name, App: app, Format: t.format, Channel: t.channel, Event: t.event, Data: t.data,
-			Handoff: handoff(c.Name), Logger: s.log}
+			AllowChannels: c.AllowChannels, Handoff: handoff(c.Name), Logger: s.log}
 		var src ingest.Source
 		var err error
 		switch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 	"sync"
 	"testing"
@@ -81,8 +82,8 @@ func TestIngestRedisStreamNodes(t *testing.T) {
 }
 
 // TestIngestBrokersDownAtStart: a node whose Kafka and Redis sources are unreachable starts,
-// serves its WebSocket clients and REST publishes, says why each source is down in /health
-// and source_up 0 in the metrics, and stops cleanly.
+// serves its WebSocket clients and REST publishes, says why each source is down in the
+// metrics listener's /health and source_up 0 in the metrics, and stops cleanly.
 func TestIngestBrokersDownAtStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs redis-server and a herald node")
@@ -103,7 +104,12 @@ ingest:
 `, freePort(t), freePort(t)))
 	n := startNode(t, "node-a", bus.URL(), "--config", cfgPath)
 	poll.NoError(t, clusterWait, "both sources down with their error", func() error {
-		_, body, err := n.get(t, "/health")
+		resp, err := n.client.Get("http://" + n.metrics + "/health")
+		if err != nil {
+			return err
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
 		if err != nil {
 			return err
 		}

@@ -35,17 +35,20 @@ func configure(cfg Config, leave *leaving, log *slog.Logger) *instance {
 	hooks := newWebhookSender(cfg, store, reg, log)
 	srv := newSessionServer(cfg, fd.capacity, store, mem, bus, hooks, reg, log)
 	ingest := newIngestSources(cfg, cmp.Or(cfg.Cluster.NodeID, newNodeID()), srv, apps, reg, log)
+	certs := newTLSCerts(cfg, log)
 	api := newAPIPort(cfg, fd, store, srv, bus, ingest, leave, reg, version, log)
+	api.certs = certs
 	con := newConsolePages(cfg, srv, api, bus, store, log)
 	var pages http.Handler // the console's, on the metrics listener
 	if con.on() {
 		pages = con
 	}
-	side := newSideListeners(cfg, reg, pages, log)
+	side := newSideListeners(cfg, reg, pages, http.HandlerFunc(api.detailedHealth), log)
 	// In start order; they stop in reverse order.
 	return &instance{srv: srv, api: api, lifecycle: newLifecycle(cfg.ShutdownTimeout.Duration,
 		mem,
 		store,  // starts before all that look apps up
+		certs,  // before the port that serves with them
 		side,   // stops after the console, and last but one: a scrape watches the shutdown
 		bus,    // stops after the server: its last unsubscribes and goodbye go through the bus
 		hooks,  // stops after the server: it sends the webhooks of the server's last leaves

@@ -29,6 +29,7 @@ func (m nodeMetrics) AppCounters() []metrics.AppCounters {
 			BytesReceived:       a.BytesReceived,
 			SlowConsumers:       a.SlowConsumers,
 			ClientEventsLimited: a.ClientEventsLimited,
+			SubscribesLimited:   a.SubscribesLimited,
 			Channels:            a.Channels,
 			Subscriptions:       a.Subscriptions,
 			CacheBytes:          a.CacheBytes,

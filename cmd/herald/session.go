@@ -36,7 +36,7 @@ func newSessionServer(cfg Config, capacity int, apps *appStore, mem *memoryGuard
 		if burst == 0 {
 			burst = cfg.ConnectionRatePerIP
 		}
-		ipRate = guard.NewIPRate(guard.Rate{PerSecond: float64(cfg.ConnectionRatePerIP), Burst: float64(burst)})
+		ipRate = guard.NewIPRate(guard.Rate{PerSecond: float64(cfg.ConnectionRatePerIP), Burst: float64(burst)}, cfg.ConnectionIPv6Prefix)
 	}
 	sc := session.Config{
 		Workers:             cfg.Workers,

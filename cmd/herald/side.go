@@ -19,12 +19,14 @@ import (
 // and profiles never compete with clients for the API's port, and pprof stays private. Each
 // is an httpapi.Port of its own: a few connections (a scraper, an operator), whole-request
 // deadlines, and a slow or idle client evicted for a new one, so that a flood of the public
-// port or of these leaves the others answering. The metrics listener also serves the console.
+// port or of these leaves the others answering. The metrics listener also serves the console
+// and the detailed /health.
 type sideListeners struct {
 	metrics MetricsConfig
 	pprof   PprofConfig
 	reg     *metrics.Registry
 	console http.Handler // nil: no console
+	health  http.Handler // the detailed /health; nil: none
 	log     *slog.Logger
 
 	servers []*http.Server
@@ -55,8 +57,8 @@ func sideConns(cfg Config) int {
 
 // newSideListeners configures the metrics listener (unless disabled), serving reg and, when
 // console is not nil, the console; and the pprof listener (only when configured).
-func newSideListeners(cfg Config, reg *metrics.Registry, console http.Handler, log *slog.Logger) *sideListeners {
-	return &sideListeners{metrics: cfg.Metrics, pprof: cfg.Pprof, reg: reg, console: console, log: log}
+func newSideListeners(cfg Config, reg *metrics.Registry, console, health http.Handler, log *slog.Logger) *sideListeners {
+	return &sideListeners{metrics: cfg.Metrics, pprof: cfg.Pprof, reg: reg, console: console, health: health, log: log}
 }
 
 // start opens the listeners and serves them, logging where each listens.
@@ -72,6 +74,9 @@ func (s *sideListeners) listen() error {
 	if s.metrics.Enabled {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", s.reg.Handler())
+		if s.health != nil {
+			mux.Handle("GET /health", s.health)
+		}
 		if s.console != nil {
 			mux.Handle("/console", s.console)
 			mux.Handle("/console/", s.console)
@@ -84,7 +89,7 @@ func (s *sideListeners) listen() error {
 		s.serve(ln, metricsPort, mux)
 		s.log.Info("metrics listening", "url", "http://"+ln.Addr().String()+"/metrics")
 		if s.console != nil {
-			s.log.Info("console listening", "url", "http://"+ln.Addr().String()+"/console?token=...")
+			s.log.Info("console listening", "url", "http://"+ln.Addr().String()+"/console/login")
 		}
 	}
 	if s.pprof.Addr != "" {

@@ -4,6 +4,9 @@
 // pid - is killed on test cleanup. A missing binary fails the test with how to install it
 // (scripts/test.sh installs both), except under -short, where the test is skipped.
 //
+// Pebble (pebble.go) is an ACME CA for the TLS tests, with its own DNS server, built from the
+// Go module proxy once and cached.
+//
 // Kafka (kafka.go) is a real broker in KRaft mode run from its jars on Maven Central, fetched
 // once with Maven and cached; one per test binary (SharedKafka), since a JVM takes seconds to
 // start. Without java its tests are skipped; scripts/test.sh installs java and Maven.

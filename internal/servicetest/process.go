@@ -17,6 +17,7 @@ type process struct {
 	dir   string        // where the log files go
 	tail  int           // how many bytes of the log an error quotes
 	every time.Duration // the polling interval while the process starts
+	env   []string      // added to the environment herald's tests run in
 	log   string
 	// prepare, when set, adjusts each command before it starts (the user it runs as).
 	prepare func(*exec.Cmd)
@@ -39,6 +40,9 @@ func (p *process) run(port int, within time.Duration, probe func() error, argv .
 	defer out.Close()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = out, out
+	if p.env != nil {
+		cmd.Env = append(os.Environ(), p.env...)
+	}
 	orphanProof(cmd)
 	if p.prepare != nil {
 		p.prepare(cmd)

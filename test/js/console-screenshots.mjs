@@ -52,7 +52,10 @@ try {
 
   page = await launchChromium({ width: 1280, height: 820 });
   const base = `http://127.0.0.1:${cluster.nodes[0].config.metrics.port}/console`;
-  await page.goto(`${base}?token=${TOKEN}`);
+  await page.goto(`${base}/login`);
+  await page.waitFor(`!!document.getElementById('token')`, 'the login form');
+  await page.evaluate(`document.getElementById('token').value = ${JSON.stringify(TOKEN)}; document.querySelector('form').submit()`);
+  await page.waitFor(`location.pathname === '/console' && !!document.getElementById('app')`, 'the page after the login');
   await page.waitFor(
     `document.querySelectorAll('#nodes tr').length === 3 && document.querySelectorAll('#top tr[data-channel]').length === 4 && document.querySelector('[data-stat=out_per_s]').textContent !== '0'`,
     'both nodes, four channels and traffic on the overview',

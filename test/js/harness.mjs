@@ -239,11 +239,15 @@ export class HeraldServer {
   get host() {
     return '127.0.0.1';
   }
+  /** Whether the server speaks TLS (config tls.cert_file): wss:// and https://. */
+  get tls() {
+    return !!(this.config.tls && (this.config.tls.cert_file || this.config.tls.acme));
+  }
   get wsUrl() {
-    return `ws://127.0.0.1:${this.port}`;
+    return `${this.tls ? 'wss' : 'ws'}://127.0.0.1:${this.port}`;
   }
   get httpUrl() {
-    return `http://127.0.0.1:${this.port}`;
+    return `${this.tls ? 'https' : 'http'}://127.0.0.1:${this.port}`;
   }
   get metricsUrl() {
     return `http://127.0.0.1:${this.config.metrics.port}/metrics`;
@@ -367,7 +371,7 @@ export class HeraldServer {
       secret: app.secret,
       host: '127.0.0.1',
       port: String(this.port),
-      useTLS: false,
+      useTLS: this.tls,
       encryptionMasterKeyBase64: MASTER_KEY_B64,
       timeout: WAIT_MS,
       ...extra,

@@ -2,7 +2,7 @@
 // with Node's built-in test runner, one file at a time, each file with its own server(s).
 
 import { spawnSync, spawn } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -22,6 +22,23 @@ if (!env.HERALD_BIN) {
     process.exit(1);
   }
   env.HERALD_BIN = bin;
+}
+
+// A CA made for this run and a certificate it signs for 127.0.0.1, for the tests that run herald
+// with TLS (tls.test.mjs): every test process trusts the CA (NODE_EXTRA_CA_CERTS, read when
+// Node starts), and finds the certificate's files in HERALD_TEST_TLS_DIR.
+if (!env.HERALD_TEST_TLS_DIR) {
+  tmp ??= mkdtempSync(path.join(os.tmpdir(), 'herald-js-bin-'));
+  const dir = path.join(tmp, 'tls');
+  mkdirSync(dir);
+  const m = spawnSync('go', ['run', './internal/tlstest/mkcerts', dir], { cwd: ROOT, stdio: 'inherit' });
+  if (m.status !== 0) {
+    rmSync(tmp, { recursive: true, force: true });
+    console.error(`go run ./internal/tlstest/mkcerts failed (status ${m.status})`);
+    process.exit(1);
+  }
+  env.HERALD_TEST_TLS_DIR = dir;
+  env.NODE_EXTRA_CA_CERTS = path.join(dir, 'ca.pem');
 }
 
 const args = process.argv.slice(2);

@@ -1,5 +1,5 @@
 // The console in a real browser: headless Chromium (Debian's) loads /console on the metrics
-// listener with the token, a pusher-js client connects and subscribes, and the page shows the
+// listener, logs in with the token through the login form, a pusher-js client connects and subscribes, and the page shows the
 // connection and the subscription (overview and debug log); the page's event creator sends an
 // event, which reaches the pusher-js client and shows in the log as an API event.
 //
@@ -42,21 +42,29 @@ after(async () => {
 
 const consoleUrl = () => `http://127.0.0.1:${server.config.metrics.port}/console`;
 
-test('the console refuses a request without the token, and the token becomes a cookie', async () => {
+test('the console refuses a request without the token, and the login form makes a session', async () => {
   const bare = await fetch(consoleUrl());
   assert.equal(bare.status, 401);
-  const wrong = await fetch(`${consoleUrl()}?token=not-the-token`, { redirect: 'manual' });
-  assert.equal(wrong.status, 401);
-  assert.equal(wrong.headers.get('set-cookie'), null);
+  // A token in the URL opens nothing: it would stay in the browser's history.
+  const inUrl = await fetch(`${consoleUrl()}?token=${encodeURIComponent(TOKEN)}`, { redirect: 'manual' });
+  assert.equal(inUrl.status, 401);
+  assert.equal(inUrl.headers.get('set-cookie'), null);
   const tool = await fetch(`${consoleUrl()}/stream`, { headers: { Authorization: `Bearer ${TOKEN}` } });
   assert.equal(tool.status, 200);
   assert.equal(tool.headers.get('content-type'), 'text/event-stream');
   await tool.body.cancel();
 
-  await page.goto(`${consoleUrl()}?token=${encodeURIComponent(TOKEN)}`);
-  // Redirected to the page without the token (the app chosen by the page), and the cookie
-  // is HttpOnly: the page's own script cannot read it.
-  await page.waitFor(`location.pathname === '/console' && !location.search.includes('token')`, 'the token dropped from the URL');
+  // The browser is sent to the login form; a wrong token gets it back with an error.
+  await page.goto(consoleUrl());
+  await page.waitFor(`location.pathname === '/console/login' && !!document.getElementById('token')`, 'the login form');
+  await page.evaluate(`document.getElementById('token').value = 'not-the-token'; document.querySelector('form').submit()`);
+  await page.waitFor(`!!document.getElementById('login-error')`, 'the login form again, with its error');
+  // The right token: the page, and no token in any URL the browser visited.
+  await page.evaluate(`document.getElementById('token').value = ${JSON.stringify(TOKEN)}; document.querySelector('form').submit()`);
+  await page.waitFor(`location.pathname === '/console' && !!document.getElementById('app')`, 'the page after the login');
+  const { entries } = await page.send('Page.getNavigationHistory');
+  for (const e of entries) assert.ok(!e.url.includes(TOKEN), `the token in the history: ${e.url}`);
+  // The session cookie is HttpOnly: the page's own script cannot read it.
   assert.equal(await page.evaluate('document.cookie'), '');
   await page.waitFor(`document.getElementById('app').value === '${APP1.id}'`, 'the first app chosen');
   await page.waitFor(`document.body.dataset.live === '${APP1.id}'`, `the stream of ${APP1.id}'s log open`);
