@@ -140,6 +140,29 @@ func testBusForgery(t *testing.T, c *stateCluster, secret bool) {
 		t.Errorf("the sealed event published twice reached the subscriber %d times, want once:\n%s", n, reader.dump())
 	}
 	waitMetric(t, a, "bus_replayed_total", func(v float64) bool { return v >= 1 })
+
+	// The state stream replayed: node-b's announcements (its members, its heartbeats),
+	// captured and published again, change nothing.
+	state := raw.capture(t, "", "state")
+	var announced [][]byte
+	for len(announced) < 2 {
+		select {
+		case m := <-state:
+			announced = append(announced, m)
+		case <-time.After(clusterWait):
+			t.Fatal("no state announcement seen on the bus")
+		}
+	}
+	before, err := a.metric("bus_replayed_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range announced {
+		raw.publish(t, "", "state", m)
+	}
+	waitMetric(t, a, "bus_replayed_total", func(v float64) bool { return v >= before+2 })
+	marker(t, b, room, member, other)
+	wantMembers(t, member, room, once("other"), none())
 	for _, name := range []string{"bus_forged_total", "bus_replayed_total", "bus_invalid_frames_total"} {
 		v, _ := a.metric(name)
 		t.Logf("%s: %s %v", a.name, name, v)
