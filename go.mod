@@ -9,7 +9,9 @@ require (
 
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.1.2
+	github.com/nats-io/jwt/v2 v2.7.4
 	github.com/nats-io/nats.go v1.55.0
+	github.com/nats-io/nkeys v0.4.16
 	github.com/redis/rueidis v1.0.79
 	github.com/twmb/franz-go v1.22.2
 	github.com/twmb/franz-go/pkg/kmsg v1.15.0
@@ -17,7 +19,6 @@ require (
 
 require (
 	github.com/klauspost/compress v1.20.3 // indirect
-	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	golang.org/x/crypto v0.57.0 // indirect

@@ -75,6 +75,7 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 		subs: map[broker.Key]*nats.Subscription{}, kick: make(chan struct{}, 1), stop: make(chan struct{})}
 	b.interests = broker.NewInterests(b.sub, b.unsub)
 	log := cfg.Logger.With("bus", "nats", "url", broker.RedactURL(cfg.URL))
+	var failing atomic.Bool // a connection attempt failed since the last success: warned once
 	opts := []nats.Option{
 		nats.Name("herald " + cfg.NodeID),
 		nats.RetryOnFailedConnect(true),
@@ -83,7 +84,12 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 		nats.Timeout(cfg.Timeout),
 		nats.PingInterval(5 * time.Second),
 		nats.MaxPingsOutstanding(3),
-		nats.ConnectHandler(func(*nats.Conn) { log.Info("cluster bus connected") }),
+		nats.ConnectHandler(func(*nats.Conn) { failing.Store(false); log.Info("cluster bus connected") }),
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
+			if !failing.Swap(true) && !b.closed.Load() { // once per outage: attempts never stop
+				log.Warn("cluster bus unreachable; retrying", "err", err)
+			}
+		}),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			b.interests.Unconfirm()
 			if !b.closed.Load() {
@@ -91,6 +97,7 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 			}
 		}),
 		nats.ReconnectHandler(func(*nats.Conn) {
+			failing.Store(false)
 			b.count.Reconnects.Add(1)
 			log.Info("cluster bus reconnected", "interests", b.interests.Len())
 		}),
