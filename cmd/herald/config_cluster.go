@@ -13,8 +13,16 @@ import (
 // clusterSecrets checks cluster.secret and cluster.accept_secret, each given itself or by a
 // file (read here into the value), cluster.encrypt and cluster.clock_skew.
 func (l *loader) clusterSecrets(c *ClusterConfig) {
-	l.secretFile("cluster.secret", &c.Secret, c.SecretFile)
-	l.secretFile("cluster.accept_secret", &c.AcceptSecret, c.AcceptSecretFile)
+	for _, s := range []struct {
+		path string
+		v    *string
+		file string
+	}{{"cluster.secret", &c.Secret, c.SecretFile}, {"cluster.accept_secret", &c.AcceptSecret, c.AcceptSecretFile}} {
+		l.secretFile(s.path, s.v, s.file)
+		if *s.v != "" && len(*s.v) < broker.MinSecretBytes {
+			l.problem(s.path, "%d bytes, want at least %d (say, 64 hex digits: openssl rand -hex 32)", len(*s.v), broker.MinSecretBytes)
+		}
+	}
 	l.longerThan("cluster.clock_skew", c.ClockSkew, time.Second)
 	if c.Secret == "" {
 		if c.AcceptSecret != "" {
@@ -44,9 +52,6 @@ func (l *loader) secretFile(path string, v *string, file string) {
 			return
 		}
 		*v = s
-	}
-	if *v != "" && len(*v) < broker.MinSecretBytes {
-		l.problem(path, "%d bytes, want at least %d (say, 64 hex digits: openssl rand -hex 32)", len(*v), broker.MinSecretBytes)
 	}
 }
 

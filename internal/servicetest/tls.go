@@ -77,11 +77,11 @@ func (ca *CA) Issue(t testing.TB, name string, client bool) (certFile, keyFile s
 	if err != nil {
 		t.Fatal(err)
 	}
-	kder, err := x509.MarshalECPrivateKey(key)
+	kder, err := x509.MarshalPKCS8PrivateKey(key) // PKCS #8: what Java's PEM key stores take too
 	if err != nil {
 		t.Fatal(err)
 	}
-	return ca.write(t, name+".pem", "CERTIFICATE", der), ca.write(t, name+"-key.pem", "EC PRIVATE KEY", kder)
+	return ca.write(t, name+".pem", "CERTIFICATE", der), ca.write(t, name+"-key.pem", "PRIVATE KEY", kder)
 }
 
 func (ca *CA) write(t testing.TB, name, kind string, der []byte) string {
