@@ -4,6 +4,7 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -65,7 +66,7 @@ func (c AuthConfig) Enabled() bool { return len(c.Secret) > 0 }
 // message can be acted on once. AppendMessage's encodings travel inside version 4:
 //
 //	4, flags (bit 0: payload encrypted),
-//	the sender's epoch (8 bytes: its start, Unix nanoseconds), its sequence number (8 bytes,
+//	the sender's epoch (8 random bytes, drawn at its start), its sequence number (8 bytes,
 //	from 1), its send time (4 bytes, Unix seconds), all big-endian,
 //	the message as AppendMessage encodes it (position, kind, origin, app, channel, node,
 //	excluded socket), its payload in clear or encrypted, then a 16-byte tag.
@@ -76,7 +77,8 @@ func (c AuthConfig) Enabled() bool { return len(c.Secret) > 0 }
 // every byte before it (as additional data, or as additional data and ciphertext when the
 // payload is encrypted). So a message is authentic only for the sender it names, on the bus
 // prefix it was sent under; a sequence number is never used twice under one key, since each
-// start of a node has its epoch.
+// start of a node draws its epoch (at random, not from the clock, which a restored virtual
+// machine or a clock stepped back could repeat).
 //
 // A receiver refuses (ErrReplayed) a message whose send time is more than MaxSkew from its
 // own clock, and a message of a sender's epoch that it accepted before, or that is
@@ -135,7 +137,11 @@ func NewAuth(cfg AuthConfig, prefix, nodeID string) (*Auth, error) {
 		a.now = time.Now
 	}
 	a.secrets = append([][]byte{cfg.Secret}, cfg.Accept...)
-	a.epoch = uint64(a.now().UnixNano())
+	var e [8]byte
+	for a.epoch == 0 {
+		_, _ = rand.Read(e[:])
+		a.epoch = binary.BigEndian.Uint64(e[:])
+	}
 	a.seal = a.aead(cfg.Secret, senderKey{nodeID, a.epoch})
 	a.swept = a.now()
 	return a, nil
@@ -274,7 +280,8 @@ func (a *Auth) Open(b []byte) (herald.BusMessage, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	snd := a.senders[s.key]
-	if snd == nil {
+	known := snd != nil
+	if !known {
 		g := a.find(&s)
 		if g == nil {
 			return herald.BusMessage{}, ErrForged
@@ -290,7 +297,9 @@ func (a *Auth) Open(b []byte) (herald.BusMessage, error) {
 		return herald.BusMessage{}, ErrReplayed
 	}
 	snd.heard = now
-	a.senders[s.key] = snd
+	if !known {
+		a.senders[s.key] = snd
+	}
 	if now.Sub(a.swept) > a.skew {
 		a.sweep(now)
 	}

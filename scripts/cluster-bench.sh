@@ -13,12 +13,21 @@
 #   scripts/cluster-bench.sh channels [nats|redis]      GET /channels listing 10,000 channels:
 #                                                       1 node, then 3 nodes
 #
+# A third argument lists the bus's variants the cluster runs alternate between, comma-separated
+# (default plain): plain (no cluster.secret), secret (cluster.secret: sealed messages), encrypt
+# (cluster.secret and cluster.encrypt). fanout, multichannel and publish run one single node,
+# then one cluster per variant, twice:
+#
+#   scripts/cluster-bench.sh fanout nats plain,secret,encrypt
+#
 # The bus server's CPU time over each run is printed beside herald's report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scenario=${1:?usage: cluster-bench.sh fanout|big|multichannel|routing|publish|presence|channels [nats|redis]}
+scenario=${1:?usage: cluster-bench.sh fanout|big|multichannel|routing|publish|presence|channels [nats|redis] [plain,secret,encrypt]}
 engine=${2:-nats}
+variants=${3:-plain}
+variant=plain # of the cluster started next
 tmp=$(mktemp -d)
 pids=()
 cleanup() {
@@ -27,6 +36,7 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/secret" # 64 hex digits
 
 go build -o "$tmp/herald" ./cmd/herald
 H=$tmp/herald
@@ -72,6 +82,12 @@ start_node() {
 	node_metrics=$(freeport)
 	local args=(serve --port "$node_port" --metrics-port "$node_metrics")
 	if [ -n "${2:-}" ]; then args+=(--cluster-url "$2" --cluster-node-id "$1"); fi
+	case $variant in
+	plain) ;;
+	secret) args+=(--cluster-secret-file "$tmp/secret") ;;
+	encrypt) args+=(--cluster-secret-file "$tmp/secret" --cluster-encrypt) ;;
+	*) echo "variant: plain, secret or encrypt" >&2; exit 2 ;;
+	esac
 	"$H" "${args[@]}" >"$tmp/$1.log" 2>&1 &
 	node_pid=$!
 	pids+=("$node_pid")
@@ -116,7 +132,7 @@ cluster() { # cluster N SCENARIO ARGS...: N fresh nodes on a fresh bus
 		np+=("$node_pid")
 		[ -z "$first" ] && first=$node_port
 	done
-	echo "== $n nodes on $engine: $*"
+	echo "== $n nodes on $engine ($variant): $*"
 	bench "$@" --ws "$(IFS=,; echo "${ws[*]}")" --rest "http://127.0.0.1:$first" --server-pid "$(IFS=,; echo "${np[*]}")"
 	for p in "${np[@]}"; do stop "$p"; done
 	stop "$bus_pid"
@@ -126,7 +142,7 @@ case $scenario in
 fanout)
 	for run in 1 2; do
 		single fanout --subs 10000
-		cluster 2 fanout --subs 10000
+		for variant in ${variants//,/ }; do cluster 2 fanout --subs 10000; done
 	done
 	;;
 big)
@@ -136,13 +152,13 @@ big)
 multichannel)
 	for run in 1 2; do
 		single multichannel
-		cluster 2 multichannel
+		for variant in ${variants//,/ }; do cluster 2 multichannel; done
 	done
 	;;
 publish)
 	for run in 1 2; do
 		single publish --publishers 32
-		cluster 2 publish --publishers 32
+		for variant in ${variants//,/ }; do cluster 2 publish --publishers 32; done
 	done
 	;;
 presence)
