@@ -56,7 +56,7 @@ func TestHistoryUnreadable(t *testing.T) {
 
 // TestHistoryFrameCheck: the events read from the bus's store are checked as the bus's own
 // are (Config.ValidFrame): a page ends before the first refused, or starts after it when it
-// comes first; a node's copy loaded from the store keeps none of them.
+// comes first.
 func TestHistoryFrameCheck(t *testing.T) {
 	eng := fanout.New(fanout.Config{Workers: 1, Ping: []byte("p"), Slow: fanout.Close{Frame: []byte("s")}, PongLost: fanout.Close{Frame: []byte("l")}}, nil)
 	t.Cleanup(eng.Stop)
