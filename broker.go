@@ -138,6 +138,10 @@ type BrokerStats struct {
 	BytesReceived    uint64
 	PublishErrors    uint64 // Publish calls that failed, and accepted messages the bus refused
 	Dropped          uint64 // received messages dropped: handler queue full or undecodable
+	// Forged and Replayed count the received messages refused by a node with a cluster
+	// secret (broker.Auth): not sealed with it (unauthenticated, altered, forged), or
+	// authentic but received before or sent too long ago. Neither is in Dropped.
+	Forged, Replayed uint64
 	Reconnects       uint64 // times the bus connection came back after a loss
 	Interests        int    // (app, channel) pairs this node has interest in now
 }

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"time"
@@ -26,6 +27,17 @@ type Common struct {
 	ProbeInterval time.Duration
 	RoundTrip     herald.BusObserver // nil: round trips are not observed
 	Logger        *slog.Logger       // state changes only, never per message; nil: discard
+
+	// TLS, when set, is the client configuration of a TLS connection to the bus server (a
+	// CA, a client certificate: TLSFiles.Config); nil: the URL's scheme decides (rediss://
+	// and NATS's tls:// verify the server with the system's roots).
+	TLS *tls.Config
+
+	// Auth, with a secret, seals every message this node sends and refuses every message
+	// it receives that is not sealed with the secret, or was received before (Auth); an
+	// engine's History then keeps its events sealed too. Without a secret, messages travel
+	// unsealed and whoever can publish on the bus is believed.
+	Auth AuthConfig
 }
 
 // DefaultQueueSize is how many received messages an engine queues for its handler unless
@@ -66,6 +78,18 @@ func (c Common) Check(engine, url string) error {
 		return fmt.Errorf("%s broker: prefix %q: want printable ASCII without spaces or wildcards, and no empty token", engine, c.Prefix)
 	}
 	return nil
+}
+
+// NewAuth returns the engine's Auth, nil without a secret; its error is engine's New's.
+func (c Common) NewAuth(engine string) (*Auth, error) {
+	if !c.Auth.Enabled() {
+		return nil, nil
+	}
+	a, err := NewAuth(c.Auth, c.Prefix, c.NodeID)
+	if err != nil {
+		return nil, fmt.Errorf("%s broker: %w", engine, err)
+	}
+	return a, nil
 }
 
 // Reconnect is the pause before reconnection attempt n (from 1): Backoff from ReconnectWait

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"sync/atomic"
 
 	"github.com/herald-rt/herald"
@@ -12,6 +13,8 @@ type Counters struct {
 	Received, ReceivedBytes atomic.Uint64 // messages handed to the handler, and their encoded size
 	PublishErrors           atomic.Uint64 // Publish calls that failed, and accepted messages the bus refused
 	Dropped                 atomic.Uint64 // received messages dropped: queue full or undecodable
+	Forged                  atomic.Uint64 // received messages refused: not authenticated by the secret (Auth)
+	Replayed                atomic.Uint64 // received messages refused: authentic, but replayed or stale (Auth)
 	Reconnects              atomic.Uint64 // times the bus connection came back after a loss
 }
 
@@ -31,14 +34,30 @@ func (c *Counters) CountReceived(n int) {
 func (c *Counters) Stats() herald.BrokerStats {
 	return herald.BrokerStats{MessagesSent: c.Sent.Load(), BytesSent: c.SentBytes.Load(),
 		MessagesReceived: c.Received.Load(), BytesReceived: c.ReceivedBytes.Load(), PublishErrors: c.PublishErrors.Load(),
-		Dropped: c.Dropped.Load(), Reconnects: c.Reconnects.Load()}
+		Dropped: c.Dropped.Load(), Forged: c.Forged.Load(), Replayed: c.Replayed.Load(), Reconnects: c.Reconnects.Load()}
 }
 
 // Receive decodes one message received from the bus, counts it and hands it to h, which
-// owns it (its Payload aliases data). Bytes that do not decode are counted as dropped.
-func (c *Counters) Receive(data []byte, h herald.BusHandler) {
-	msg, err := DecodeMessage(data)
-	if err != nil {
+// owns it (its Payload aliases data). Bytes that do not decode are counted as dropped. With
+// an Auth (a cluster secret) the message must be sealed: what Auth.Open refuses is counted
+// as forged or replayed, and dropped.
+func (c *Counters) Receive(data []byte, a *Auth, h herald.BusHandler) {
+	var msg herald.BusMessage
+	var err error
+	if a != nil {
+		msg, err = a.Open(data)
+	} else {
+		msg, err = DecodeMessage(data)
+	}
+	switch {
+	case err == nil:
+	case errors.Is(err, ErrForged):
+		c.Forged.Add(1)
+		return
+	case errors.Is(err, ErrReplayed):
+		c.Replayed.Add(1)
+		return
+	default:
 		c.Dropped.Add(1)
 		return
 	}

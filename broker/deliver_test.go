@@ -15,7 +15,7 @@ func TestDeliver(t *testing.T) {
 	got := make(chan herald.BusMessage)
 	go func() {
 		defer close(done)
-		Deliver(in, stop, func(b []byte) { c.Receive(b, func(m herald.BusMessage) { got <- m }) })
+		Deliver(in, stop, func(b []byte) { c.Receive(b, nil, func(m herald.BusMessage) { got <- m }) })
 	}()
 	var size int
 	for i, p := range []string{"a", "bb", "ccc"} {
@@ -47,5 +47,25 @@ func TestDeliver(t *testing.T) {
 	c.Reconnects.Add(3)
 	if st := c.Stats(); st.MessagesSent != 1 || st.BytesSent != 10 || st.PublishErrors != 2 || st.Reconnects != 3 {
 		t.Errorf("stats %+v", st)
+	}
+}
+
+// TestReceiveAuth: with an Auth, sealed messages are handed on, unsealed ones counted as
+// forged and a second copy as replayed; none of them as dropped.
+func TestReceiveAuth(t *testing.T) {
+	ck := &clock{time.Unix(1_800_000_000, 0)}
+	send, recv := newAuth(t, ck, "n1", AuthConfig{}), newAuth(t, ck, "n2", AuthConfig{})
+	var c Counters
+	var got []herald.BusMessage
+	h := func(m herald.BusMessage) { got = append(got, m) }
+	m := herald.BusMessage{Kind: herald.BusEvent, App: "app", Channel: "ch", Payload: []byte("p")}
+	sealed := send.Seal(nil, m)
+	c.Receive(append([]byte(nil), sealed...), recv, h)
+	c.Receive(append([]byte(nil), sealed...), recv, h)
+	c.Receive(AppendMessage(nil, m), recv, h)
+	st := c.Stats()
+	if len(got) != 1 || string(got[0].Payload) != "p" || got[0].Node != "n1" || st.MessagesReceived != 1 ||
+		st.Forged != 1 || st.Replayed != 1 || st.Dropped != 0 {
+		t.Fatalf("handed on %+v, stats %+v; want 1 handed on, 1 forged, 1 replayed", got, st)
 	}
 }

@@ -110,7 +110,7 @@ func (r *Replicated) load(ctx context.Context, a *App, ch *Channel, open func())
 	h := ch.hist
 	opened := false
 	for n := 0; ; n++ {
-		page, err := r.hist.Read(ctx, h.rule, a.id, h.name, 0, h.rule.Size)
+		page, err := r.read(ctx, h.rule, a.id, h.name, 0, h.rule.Size)
 		h.mu.Lock()
 		if h.dead {
 			h.mu.Unlock()
@@ -221,7 +221,7 @@ func (r *Replicated) repair(a *App, ch *Channel) {
 			if upto > after && upto-after < uint64(limit) {
 				limit = int(upto - after)
 			}
-			page, err := r.hist.Read(ctx, h.rule, a.id, h.name, after, limit)
+			page, err := r.read(ctx, h.rule, a.id, h.name, after, limit)
 			if err != nil {
 				select {
 				case <-time.After(retry.Wait(n)):

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -50,5 +51,55 @@ func TestHistoryUnreadable(t *testing.T) {
 	a.Recover(ch, &herald.Position{Epoch: "e", Offset: 1}, func(rec Recovery) { got = rec })
 	if got.Recovered || got.Reason != ReasonUnavailable {
 		t.Fatalf("recovery %+v, want unavailable", got)
+	}
+}
+
+// TestHistoryFrameCheck: the events read from the bus's store are checked as the bus's own
+// are (Config.ValidFrame): a page ends before the first refused, or starts after it when it
+// comes first.
+func TestHistoryFrameCheck(t *testing.T) {
+	eng := fanout.New(fanout.Config{Workers: 1, Ping: []byte("p"), Slow: fanout.Close{Frame: []byte("s")}, PongLost: fanout.Close{Frame: []byte("l")}}, nil)
+	t.Cleanup(eng.Stop)
+	mux := new(broker.Mux)
+	b := memory.NewBus().Attach(memory.Config{NodeID: "n"}, mux.Receive)
+	t.Cleanup(func() { _ = b.Close(context.Background()) })
+	store := memory.NewHistory(b)
+	var refused int
+	valid := func(f []byte) bool {
+		if f[0] == 0x81 {
+			return true
+		}
+		refused++
+		return false
+	}
+	r := NewReplicated(Config{ValidFrame: valid}, eng, b, store, mux.Handle, nil)
+	rule := herald.HistoryRule{Channels: "auction-*", Size: 10, TTL: time.Minute}
+	a := r.AddApp("app", eng.NewGroup("app", fanout.Latencies{}), []herald.HistoryRule{rule})
+	r.Start(nopListener{})
+	t.Cleanup(func() { r.Stop(context.Background()) })
+
+	good, bad := []byte("\x81\x01g"), []byte{0x88, 0x02, 0x03, 0xe8} // a close frame
+	for ch, frames := range map[string][][]byte{"auction-a": {good, bad, good}, "auction-b": {bad, good}} {
+		for _, f := range frames {
+			if _, err := store.Publish(context.Background(), rule, herald.BusMessage{Kind: herald.BusEvent, App: "app", Channel: ch, Payload: f}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for ch, want := range map[string][]uint64{"auction-a": {1}, "auction-b": {2}} {
+		page, err := r.History(context.Background(), a, ch, 0, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []uint64
+		for _, e := range page.Entries {
+			got = append(got, e.Offset)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: entries %v, want %v", ch, got, want)
+		}
+	}
+	if refused == 0 {
+		t.Error("no frame refused")
 	}
 }

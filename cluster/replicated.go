@@ -90,6 +90,9 @@ func (r *Replicated) Stop(context.Context) {
 // Messages of unknown apps, and for channels nobody here subscribes to any more, are
 // ignored. Cache channels' events come as BusCache.
 func (r *Replicated) receiveEvent(msg herald.BusMessage) {
+	if !r.validFrame(msg.Payload) {
+		return
+	}
 	if a := r.app(msg.App); a != nil && msg.Offset != 0 {
 		r.receiveHistory(a, msg)
 	} else if a != nil {
@@ -101,10 +104,37 @@ func (r *Replicated) receiveEvent(msg herald.BusMessage) {
 func (r *Replicated) receiveCache(msg herald.BusMessage) {
 	rd := stateReader{b: msg.Payload}
 	app, channel := rd.string(), rd.string()
-	if a := r.app(app); a != nil && rd.err == nil && herald.Classify(channel).Cache {
+	if a := r.app(app); a != nil && rd.err == nil && herald.Classify(channel).Cache && r.validFrame(rd.b) {
 		r.deliver(a, channel, true, rd.b, r.eng.Local(msg.ExcludeSocket), nil, msg.Origin)
 		r.echo.arrived(app, channel, rd.b)
 	}
+}
+
+// validFrame reports whether frame may be queued for subscribers (Config.ValidFrame).
+func (r *Replicated) validFrame(frame []byte) bool {
+	return r.cfg.ValidFrame == nil || r.cfg.ValidFrame(frame)
+}
+
+// read reads a channel's history from the bus's store, its entries checked as the bus's
+// events are (Config.ValidFrame): the page ends before the first refused or, when that is the
+// first, starts after the refused ones (those events are gone).
+func (r *Replicated) read(ctx context.Context, rule herald.HistoryRule, app, channel string, after uint64, limit int) (herald.HistoryPage, error) {
+	page, err := r.hist.Read(ctx, rule, app, channel, after, limit)
+	if err != nil || r.cfg.ValidFrame == nil {
+		return page, err
+	}
+	out := page.Entries[:0]
+	for _, e := range page.Entries {
+		if !r.cfg.ValidFrame(e.Frame) {
+			if len(out) > 0 {
+				break
+			}
+			continue
+		}
+		out = append(out, e)
+	}
+	page.Entries = out
+	return page, nil
 }
 
 // receiveState applies the other nodes' state.
@@ -327,11 +357,11 @@ func (r *Replicated) History(ctx context.Context, a *App, channel string, after 
 	if !ok || r.hist == nil {
 		return herald.HistoryPage{}, herald.Errorf(herald.CodeNotFound, "channel %s keeps no history", channel)
 	}
-	return r.hist.Read(ctx, rule, a.id, channel, after, limit)
+	return r.read(ctx, rule, a.id, channel, after, limit)
 }
 
-// watchLosses runs check whenever the bus reports messages it lost: dropped ones, or those
-// of an outage it reconnected from.
+// watchLosses runs check whenever the bus reports messages it lost: dropped ones, refused
+// as replayed, or those of an outage it reconnected from.
 func (r *Replicated) watchLosses(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
@@ -343,7 +373,9 @@ func (r *Replicated) watchLosses(ctx context.Context) {
 			return
 		}
 		st := r.bus.Stats()
-		if st.Dropped != seen.Dropped || st.Reconnects != seen.Reconnects {
+		// A history event refused as replayed came too late (past the sender's replay
+		// window): lost, as a dropped one.
+		if st.Dropped != seen.Dropped || st.Reconnects != seen.Reconnects || st.Replayed != seen.Replayed {
 			seen = st
 			r.check(ctx)
 		}

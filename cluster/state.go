@@ -124,6 +124,13 @@ type Config struct {
 	// had its bus is dead, and its share is dropped (member_removed for its members).
 	Heartbeat   time.Duration
 	NodeTimeout time.Duration
+
+	// ValidFrame, when set, checks each event frame a replicated node receives from the bus
+	// (BusEvent, BusCache) or reads from its history store before the node queues it for
+	// its subscribers: the frames are written to their sockets byte for byte, so anything but
+	// one well-formed text frame (a close frame, several frames, a broken header) must not
+	// pass. What it refuses is dropped; it counts them itself. nil: every frame passes.
+	ValidFrame func(frame []byte) bool
 }
 
 func (c Config) withDefaults() Config {

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"reflect"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/herald-rt/herald/broker"
 	"github.com/herald-rt/herald/broker/memory"
 	"github.com/herald-rt/herald/fanout"
+	"github.com/herald-rt/herald/ws"
 )
 
 // stateSeeds are well-formed batches of every kind, and a few that are not.
@@ -114,17 +116,54 @@ func checkBooks(t *testing.T, r *Replicated) {
 }
 
 // fuzzNode is a started Replicated node of app "app", alone on a memory bus.
-func fuzzNode(tb testing.TB) *Replicated {
+func fuzzNode(tb testing.TB) *Replicated { return fuzzNodeWith(tb, Config{}) }
+
+// fuzzNodeWith is fuzzNode configured with cfg.
+func fuzzNodeWith(tb testing.TB, cfg Config) *Replicated {
 	eng := fanout.New(fanout.Config{Workers: 1, Ping: []byte("p"), Slow: fanout.Close{Frame: []byte("s")}, PongLost: fanout.Close{Frame: []byte("l")}}, nil)
 	tb.Cleanup(eng.Stop)
 	mux := new(broker.Mux)
 	b := memory.NewBus().Attach(memory.Config{NodeID: "fuzzed"}, mux.Receive)
 	tb.Cleanup(func() { _ = b.Close(context.Background()) })
-	r := NewReplicated(Config{}, eng, b, nil, mux.Handle, nil)
+	r := NewReplicated(cfg, eng, b, nil, mux.Handle, nil)
 	r.AddApp("app", eng.NewGroup("app", fanout.Latencies{}), nil)
 	r.Start(nopListener{})
 	tb.Cleanup(func() { r.Stop(context.Background()) })
 	return r
+}
+
+// FuzzBusPayloads feeds arbitrary payloads to a live node as the other kinds of messages the
+// bus brings (an event, a cache channel's event, a terminate request), with the frame check a
+// node runs with (ws.ValidTextFrame): the node never panics, and the check sees every event
+// frame before it could be delivered or kept.
+func FuzzBusPayloads(f *testing.F) {
+	frame := []byte("\x81\x05hello")
+	f.Add(frame, byte(herald.BusEvent))
+	f.Add(appendString(appendString(nil, "app"), "cache-x"), byte(herald.BusCache))
+	f.Add(append(appendString(appendString(nil, "app"), "cache-x"), frame...), byte(herald.BusCache))
+	f.Add(appendString(appendString(nil, "app"), "u1"), byte(herald.BusTerminate))
+	f.Add([]byte{0x88, 0x02, 0x03, 0xe8}, byte(herald.BusEvent))
+	var checked []byte
+	r := fuzzNodeWith(f, Config{ValidFrame: func(b []byte) bool { checked = b; return ws.ValidTextFrame(b) }})
+	f.Fuzz(func(t *testing.T, payload []byte, kind byte) {
+		checked = nil
+		msg := herald.BusMessage{App: "app", Channel: "room", Node: "other", Payload: payload}
+		switch kind % 3 {
+		case 0:
+			msg.Kind = herald.BusEvent
+			r.receiveEvent(msg)
+			if !bytes.Equal(checked, payload) {
+				t.Fatalf("the event's frame %q was not checked", payload)
+			}
+		case 1:
+			msg.Kind, msg.Channel = herald.BusCache, "cache"
+			r.receiveCache(msg)
+		case 2:
+			msg.Kind, msg.Channel = herald.BusTerminate, "control"
+			r.receiveTerminate(msg)
+		}
+		checkBooks(t, r)
+	})
 }
 
 type nopListener struct{}

@@ -9,9 +9,14 @@ import (
 )
 
 // BusSource is what the bus collector reads at each scrape; every herald.Broker implements it.
+// A source that also has InvalidFrames() uint64 (the event frames from the bus its node
+// refused) has it exported too.
 type BusSource interface {
 	Stats() herald.BrokerStats
 }
+
+// invalidFrames is the optional part of a BusSource.
+type invalidFrames interface{ InvalidFrames() uint64 }
 
 // BusRoundTrip registers <prefix>bus_round_trip_seconds and returns its observer, for the
 // RoundTrip of a broker's config. Call it once, on clustered nodes only.
@@ -38,6 +43,7 @@ type busCollector struct {
 	connected, interests                  *prometheus.Desc
 	sent, sentBytes, received, recvBytes  *prometheus.Desc
 	publishErrors, dropped, reconnections *prometheus.Desc
+	forged, replayed, invalid             *prometheus.Desc
 }
 
 func newBusCollector(prefix string, src BusSource) *busCollector {
@@ -53,13 +59,16 @@ func newBusCollector(prefix string, src BusSource) *busCollector {
 		publishErrors: d("bus_publish_errors_total", "Publishes to the bus that failed, and accepted messages the bus refused."),
 		dropped:       d("bus_dropped_total", "Received bus messages dropped: the receive queue was full, or the message undecodable."),
 		reconnections: d("bus_reconnects_total", "Times the connection to the bus came back after a loss."),
+		forged:        d("bus_forged_total", "Received bus messages and stored history events refused: not sealed with the cluster secret (unauthenticated, altered or forged)."),
+		replayed:      d("bus_replayed_total", "Received bus messages refused: sealed with the cluster secret, but received before or sent too long ago."),
+		invalid:       d("bus_invalid_frames_total", "Event frames from the bus or its history store refused: not one well-formed text frame."),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *busCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.connected, c.interests, c.sent, c.sentBytes, c.received, c.recvBytes,
-		c.publishErrors, c.dropped, c.reconnections} {
+		c.publishErrors, c.dropped, c.reconnections, c.forged, c.replayed, c.invalid} {
 		ch <- d
 	}
 }
@@ -82,5 +91,12 @@ func (c *busCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.recvBytes, st.BytesReceived)
 	counter(c.publishErrors, st.PublishErrors)
 	counter(c.dropped, st.Dropped)
+	counter(c.forged, st.Forged)
+	counter(c.replayed, st.Replayed)
+	var invalid uint64
+	if f, ok := c.src.(invalidFrames); ok {
+		invalid = f.InvalidFrames()
+	}
+	counter(c.invalid, invalid)
 	counter(c.reconnections, st.Reconnects)
 }

@@ -21,14 +21,23 @@
 #   scripts/cluster-bench.sh channels [nats|redis]      GET /channels listing 10,000 channels:
 #                                                       1 node, then 3 nodes
 #
+# A third argument lists the bus's variants the cluster runs alternate between, comma-separated
+# (default plain): plain (no cluster.secret), secret (cluster.secret: sealed messages), encrypt
+# (cluster.secret and cluster.encrypt). fanout, multichannel and publish run one single node,
+# then one cluster per variant, twice; publish takes history instead (see above):
+#
+#   scripts/cluster-bench.sh fanout nats plain,secret,encrypt
+#
 # The bus server's CPU time over each scenario's window is in the server's (--bus-pid), and over
 # the whole run printed beside herald's report.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scenario=${1:?usage: cluster-bench.sh fanout|big|multichannel|routing|publish|presence|channels|recover [nats|redis] [history]}
+scenario=${1:?usage: cluster-bench.sh fanout|big|multichannel|routing|publish|presence|channels|recover [nats|redis] [history | plain,secret,encrypt]}
 engine=${2:-nats}
-variant=${3:-}
+variants=${3:-plain}
+variant=plain # of the cluster started next
+if [ "$variants" = history ]; then variants=plain; mode=history; else mode=; fi
 js=         # set: nats-server runs with JetStream (history needs it)
 node_config= # set: the nodes read this config file
 tmp=$(mktemp -d)
@@ -39,6 +48,7 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/secret" # 64 hex digits
 
 go build -o "$tmp/herald" ./cmd/herald
 H=$tmp/herald
@@ -86,6 +96,12 @@ start_node() {
 	node_metrics=$(freeport)
 	local args=(serve --port "$node_port" --metrics-port "$node_metrics")
 	if [ -n "$node_config" ]; then args+=(--config "$node_config"); fi
+	case $variant in
+	plain) ;;
+	secret) args+=(--cluster-secret-file "$tmp/secret") ;;
+	encrypt) args+=(--cluster-secret-file "$tmp/secret" --cluster-encrypt) ;;
+	*) echo "variant: plain, secret or encrypt" >&2; exit 2 ;;
+	esac
 	if [ -n "${2:-}" ]; then args+=(--cluster-url "$2" --cluster-node-id "$1"); fi
 	"$H" "${args[@]}" >"$tmp/$1.log" 2>&1 &
 	node_pid=$!
@@ -131,7 +147,7 @@ cluster() { # cluster N SCENARIO ARGS...: N fresh nodes on a fresh bus
 		np+=("$node_pid")
 		[ -z "$first" ] && first=$node_port
 	done
-	echo "== $n nodes on $engine: $*"
+	echo "== $n nodes on $engine ($variant): $*"
 	bench "$@" --ws "$(IFS=,; echo "${ws[*]}")" --rest "http://127.0.0.1:$first" --server-pid "$(IFS=,; echo "${np[*]}")" --bus-pid "$bus_pid"
 	for p in "${np[@]}"; do stop "$p"; done
 	stop "$bus_pid"
@@ -141,7 +157,7 @@ case $scenario in
 fanout)
 	for run in 1 2; do
 		single fanout --subs 10000
-		cluster 2 fanout --subs 10000
+		for variant in ${variants//,/ }; do cluster 2 fanout --subs 10000; done
 	done
 	;;
 big)
@@ -151,11 +167,11 @@ big)
 multichannel)
 	for run in 1 2; do
 		single multichannel
-		cluster 2 multichannel
+		for variant in ${variants//,/ }; do cluster 2 multichannel; done
 	done
 	;;
 publish)
-	if [ "$variant" = history ]; then
+	if [ "$mode" = history ]; then
 		# The same app in both files; only the history rule differs (every channel: pub-0 ...).
 		app='apps: [{id: app-id, key: app-key, secret: app-secret'
 		echo "$app}]" >"$tmp/off.yaml"
@@ -170,7 +186,7 @@ publish)
 	else
 		for run in 1 2; do
 			single publish --publishers 32
-			cluster 2 publish --publishers 32
+			for variant in ${variants//,/ }; do cluster 2 publish --publishers 32; done
 		done
 	fi
 	;;

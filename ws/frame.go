@@ -191,6 +191,14 @@ func FrameInPlace(buf []byte, op Opcode) []byte {
 	return buf[start:]
 }
 
+// ValidTextFrame reports whether frame is exactly one complete, unmasked, final text frame,
+// as a server writes them, whose payload is valid UTF-8: bytes that may be written to a
+// client as they are.
+func ValidTextFrame(frame []byte) bool {
+	p, ok := TextPayload(frame)
+	return ok && validUTF8(p)
+}
+
 // TextPayload returns the payload of frame when frame is exactly one complete, unmasked,
 // final text frame, as a server writes them; ok is false for anything else.
 func TextPayload(frame []byte) (payload []byte, ok bool) {

@@ -109,28 +109,37 @@ func (h *History) Publish(ctx context.Context, rule herald.HistoryRule, msg hera
 	k := broker.Key{App: msg.App, Channel: msg.Channel}
 	cs := h.acquire(k)
 	defer h.release(k, cs)
-	pos, err := h.store(ctx, rule, msg, cs)
+	pos, sealed, err := h.store(ctx, rule, msg, cs)
 	if err != nil {
 		h.b.count.PublishErrors.Add(1)
 		return herald.Position{}, fmt.Errorf("%s: %w", what, err)
 	}
+	// Holding cs.mu: this node's publishes leave in offset order.
+	if sealed != nil { // the very bytes kept: their position is sealed in them
+		if h.b.closed.Load() || !h.b.nc.IsConnected() {
+			h.b.count.PublishErrors.Add(1)
+			return pos, broker.Unavailable("nats publish", nil)
+		}
+		return pos, h.b.publish(broker.Subject(h.b.cfg.Prefix, msg.App, msg.Channel), sealed)
+	}
 	msg.Epoch, msg.Offset = pos.Epoch, pos.Offset
-	return pos, h.b.Publish(ctx, msg) // holding cs.mu: this node's publishes leave in offset order
+	return pos, h.b.Publish(ctx, msg)
 }
 
-// store keeps msg's payload as the channel's next event and returns its position. The caller
-// holds cs.mu.
-func (h *History) store(ctx context.Context, rule herald.HistoryRule, msg herald.BusMessage, cs *chanState) (herald.Position, error) {
+// store keeps msg's payload as the channel's next event and returns its position. With a
+// cluster secret it keeps msg sealed, its position in it, and returns those bytes to publish
+// as they are. The caller holds cs.mu.
+func (h *History) store(ctx context.Context, rule herald.HistoryRule, msg herald.BusMessage, cs *chanState) (herald.Position, []byte, error) {
 	sk := streamKey{app: msg.App, rule: rule}
 	subject := h.subject(sk, msg.Channel)
 	var last error // why the previous attempt failed
 	for attempt := 1; ; attempt++ {
 		if attempt > maxAttempts {
-			return herald.Position{}, herald.Errorf(herald.CodeBusy, "channel %q: %d attempts in a row beaten by other nodes' publishes (last: %v)", msg.Channel, maxAttempts, last)
+			return herald.Position{}, nil, herald.Errorf(herald.CodeBusy, "channel %q: %d attempts in a row beaten by other nodes' publishes (last: %v)", msg.Channel, maxAttempts, last)
 		}
 		s, err := h.stream(ctx, sk, true)
 		if err != nil {
-			return herald.Position{}, err
+			return herald.Position{}, nil, err
 		}
 		if conn := h.b.count.Reconnects.Load(); !cs.known || cs.conn != conn {
 			cs.conn = conn
@@ -140,7 +149,7 @@ func (h *History) store(ctx context.Context, rule herald.HistoryRule, msg herald
 					last = err
 					continue
 				}
-				return herald.Position{}, unavailable(err)
+				return herald.Position{}, nil, unavailable(err)
 			}
 			if cs.seq == 0 {
 				cs.pos = herald.Position{Epoch: broker.NewEpoch()}
@@ -149,13 +158,19 @@ func (h *History) store(ctx context.Context, rule herald.HistoryRule, msg herald
 		}
 		next := herald.Position{Epoch: cs.pos.Epoch, Offset: cs.pos.Offset + 1}
 		m := &nats.Msg{Subject: subject, Data: msg.Payload, Header: nats.Header{}}
+		var sealed []byte
+		if a := h.b.auth; a != nil {
+			msg.Epoch, msg.Offset = next.Epoch, next.Offset
+			sealed = a.Seal(make([]byte, 0, broker.SealedSize(msg)), msg)
+			m.Data = sealed
+		}
 		m.Header.Set(epochHeader, next.Epoch)
 		m.Header.Set(offsetHeader, strconv.FormatUint(next.Offset, 10))
 		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(cs.seq, 10))
 		ack, err := h.js.PublishMsg(ctx, m, jetstream.WithRetryAttempts(0))
 		if err == nil {
 			cs.seq, cs.pos = ack.Sequence, next
-			return next, nil
+			return next, sealed, nil
 		}
 		cs.known, last = false, err
 		switch {
@@ -163,9 +178,9 @@ func (h *History) store(ctx context.Context, rule herald.HistoryRule, msg herald
 		case missing(err):
 			h.forget(sk, s)
 		case errors.Is(err, nats.ErrMaxPayload):
-			return herald.Position{}, fmt.Errorf("%w: %w", herald.Errorf(herald.CodeTooLarge, "message too large for the history stream"), err)
+			return herald.Position{}, nil, fmt.Errorf("%w: %w", herald.Errorf(herald.CodeTooLarge, "message too large for the history stream"), err)
 		default:
-			return herald.Position{}, unavailable(err)
+			return herald.Position{}, nil, unavailable(err)
 		}
 	}
 }

@@ -34,7 +34,7 @@ func (h *History) Read(ctx context.Context, rule herald.HistoryRule, app, channe
 			}
 			return herald.HistoryPage{}, err
 		}
-		page, err := h.read(ctx, s, rule, h.subject(k, channel), after, limit)
+		page, err := h.read(ctx, s, rule, app, channel, h.subject(k, channel), after, limit)
 		if missing(err) && attempt == 0 { // the stream is gone: look for it again
 			h.forget(k, s)
 			continue
@@ -46,7 +46,7 @@ func (h *History) Read(ctx context.Context, rule herald.HistoryRule, app, channe
 	}
 }
 
-func (h *History) read(ctx context.Context, s jetstream.Stream, rule herald.HistoryRule, subject string, after uint64, limit int) (herald.HistoryPage, error) {
+func (h *History) read(ctx context.Context, s jetstream.Stream, rule herald.HistoryRule, app, channel, subject string, after uint64, limit int) (herald.HistoryPage, error) {
 	var page herald.HistoryPage
 	last, latest, err := lastOf(ctx, s, subject)
 	if err != nil || last == 0 {
@@ -87,7 +87,19 @@ func (h *History) read(ctx context.Context, s jetstream.Stream, rule herald.Hist
 				len(page.Entries) == 0 && !md.Timestamp.After(oldest) {
 				continue
 			}
-			page.Entries = append(page.Entries, herald.HistoryEntry{Offset: p.Offset, At: md.Timestamp.UnixMilli(), Frame: m.Data()})
+			frame := m.Data()
+			if a := h.b.auth; a != nil {
+				if frame, err = a.OpenEntry(frame, app, channel, p); err != nil {
+					// Not kept by a node with the secret: the page ends before it, or
+					// when it is the first, starts after it (those events are gone).
+					h.b.count.Forged.Add(1)
+					if len(page.Entries) > 0 {
+						limit = len(page.Entries)
+					}
+					continue
+				}
+			}
+			page.Entries = append(page.Entries, herald.HistoryEntry{Offset: p.Offset, At: md.Timestamp.UnixMilli(), Frame: frame})
 		}
 		if err := batch.Error(); err != nil {
 			return page, err

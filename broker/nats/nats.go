@@ -18,8 +18,17 @@ var _ herald.Broker = (*Broker)(nil)
 // Config configures a NATS broker. Zero values mean the defaults noted; without RoundTrip
 // the connection is not probed.
 type Config struct {
-	URL string // nats://host:port (comma-separated for several servers); required
+	// URL is nats://host:port, or tls://host:port for TLS (comma-separated for several
+	// servers); required. A user and password (nats://user:password@host) or a token
+	// (nats://token@host) in it authenticate the node. Common.TLS, when set, configures TLS
+	// (and requires it of a nats:// server too).
+	URL string
 	broker.Common
+
+	// CredsFile (a .creds file: a user JWT and its nkey seed, for a server with decentralized
+	// auth) or NKeySeedFile (a file holding an nkey user's seed) authenticate the node;
+	// empty: neither.
+	CredsFile, NKeySeedFile string
 
 	// HistoryReplicas is the replicas of the JetStream streams a History creates (at most
 	// the servers of the JetStream cluster); default 1.
@@ -29,6 +38,7 @@ type Config struct {
 // Broker is one node's connection to a NATS bus.
 type Broker struct {
 	cfg       Config
+	auth      *broker.Auth // nil: messages travel unsealed
 	handler   herald.BusHandler
 	nc        *nats.Conn
 	in        chan *nats.Msg
@@ -57,19 +67,29 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 	if err := cfg.Check("nats", cfg.URL); err != nil {
 		return nil, err
 	}
-	b := &Broker{cfg: cfg, handler: h, in: make(chan *nats.Msg, cfg.QueueSize),
+	auth, err := cfg.NewAuth("nats")
+	if err != nil {
+		return nil, err
+	}
+	b := &Broker{cfg: cfg, auth: auth, handler: h, in: make(chan *nats.Msg, cfg.QueueSize),
 		subs: map[broker.Key]*nats.Subscription{}, kick: make(chan struct{}, 1), stop: make(chan struct{})}
 	b.interests = broker.NewInterests(b.sub, b.unsub)
 	log := cfg.Logger.With("bus", "nats", "url", broker.RedactURL(cfg.URL))
-	nc, err := nats.Connect(cfg.URL,
-		nats.Name("herald "+cfg.NodeID),
+	var failing atomic.Bool // a connection attempt failed since the last success: warned once
+	opts := []nats.Option{
+		nats.Name("herald " + cfg.NodeID),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
 		nats.CustomReconnectDelay(cfg.Reconnect),
 		nats.Timeout(cfg.Timeout),
-		nats.PingInterval(5*time.Second),
+		nats.PingInterval(5 * time.Second),
 		nats.MaxPingsOutstanding(3),
-		nats.ConnectHandler(func(*nats.Conn) { log.Info("cluster bus connected") }),
+		nats.ConnectHandler(func(*nats.Conn) { failing.Store(false); log.Info("cluster bus connected") }),
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
+			if !failing.Swap(true) && !b.closed.Load() { // once per outage: attempts never stop
+				log.Warn("cluster bus unreachable; retrying", "err", err)
+			}
+		}),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			b.interests.Unconfirm()
 			if !b.closed.Load() {
@@ -77,6 +97,7 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 			}
 		}),
 		nats.ReconnectHandler(func(*nats.Conn) {
+			failing.Store(false)
 			b.count.Reconnects.Add(1)
 			log.Info("cluster bus reconnected", "interests", b.interests.Len())
 		}),
@@ -87,7 +108,21 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 			}
 			log.Warn("cluster bus error", "err", err)
 		}),
-	)
+	}
+	if cfg.TLS != nil {
+		opts = append(opts, nats.Secure(cfg.TLS))
+	}
+	switch {
+	case cfg.CredsFile != "":
+		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+	case cfg.NKeySeedFile != "":
+		o, err := nats.NkeyOptionFromSeed(cfg.NKeySeedFile)
+		if err != nil {
+			return nil, fmt.Errorf("nats broker: nkey seed: %w", err)
+		}
+		opts = append(opts, o)
+	}
+	nc, err := nats.Connect(cfg.URL, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("nats broker: connect: %w", err)
 	}
@@ -95,7 +130,7 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 	b.wg.Add(2)
 	go func() {
 		defer b.wg.Done()
-		broker.Deliver(b.in, b.stop, func(m *nats.Msg) { b.count.Receive(m.Data, b.handler) })
+		broker.Deliver(b.in, b.stop, func(m *nats.Msg) { b.count.Receive(m.Data, b.auth, b.handler) })
 	}()
 	go b.flusher()
 	if cfg.RoundTrip != nil {
@@ -206,11 +241,23 @@ func (b *Broker) Publish(_ context.Context, msg herald.BusMessage) error {
 		return broker.Unavailable("nats publish", nil)
 	}
 	msg.Node = b.cfg.NodeID
-	buf := getBuf(broker.EncodedSize(msg))
-	*buf = broker.AppendMessage((*buf)[:0], msg)
-	err := b.nc.Publish(broker.Subject(b.cfg.Prefix, msg.App, msg.Channel), *buf) // copies the bytes
-	n := len(*buf)
+	var buf *[]byte
+	if b.auth != nil {
+		buf = getBuf(broker.SealedSize(msg))
+		*buf = b.auth.Seal((*buf)[:0], msg)
+	} else {
+		buf = getBuf(broker.EncodedSize(msg))
+		*buf = broker.AppendMessage((*buf)[:0], msg)
+	}
+	err := b.publish(broker.Subject(b.cfg.Prefix, msg.App, msg.Channel), *buf)
 	putBuf(buf)
+	return err
+}
+
+// publish publishes one encoded message on subject (nats.go copies the bytes) and counts it.
+func (b *Broker) publish(subject string, data []byte) error {
+	err := b.nc.Publish(subject, data)
+	n := len(data)
 	if err != nil {
 		b.count.PublishErrors.Add(1)
 		if errors.Is(err, nats.ErrMaxPayload) {

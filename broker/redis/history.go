@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/herald-rt/herald"
@@ -42,7 +43,25 @@ var _ herald.History = (*History)(nil)
 // pipelines concurrent ones on the one connection).
 type History struct {
 	b *Broker
+
+	mu    sync.Mutex
+	chans map[broker.Key]*chanState // with a cluster secret: what this node knows of each channel
 }
+
+// chanState is what a History with a cluster secret knows of one channel's history.
+type chanState struct {
+	mu    sync.Mutex // held by this node's one publish of the channel at a time
+	refs  int        // publishes holding or waiting for mu; guarded by History.mu
+	known bool       // pos is the channel's last position, as far as this node knows
+	pos   herald.Position
+}
+
+// maxChanStates bounds the channels whose position a History remembers while no publish
+// uses them; a channel forgotten costs its next publish one more round trip.
+const maxChanStates = 10_000
+
+// maxAttempts bounds the tries of one sealed publish that other nodes' publishes keep beating.
+const maxAttempts = 64
 
 // MetaTTL is how long a channel's epoch and last offset are kept after its last publish (or
 // its rule's TTL, when longer). For that long a client that comes back after the events
@@ -51,7 +70,7 @@ type History struct {
 const MetaTTL = 24 * time.Hour
 
 // NewHistory returns the History beside b, on b's Redis connection and prefix.
-func NewHistory(b *Broker) *History { return &History{b: b} }
+func NewHistory(b *Broker) *History { return &History{b: b, chans: map[broker.Key]*chanState{}} }
 
 // keys returns the names of (app, channel)'s stream and meta hash.
 func (h *History) keys(app, channel string) (stream, meta string) {
@@ -99,6 +118,9 @@ func (h *History) Publish(ctx context.Context, rule herald.HistoryRule, msg hera
 		return herald.Position{}, err
 	}
 	msg.Node = h.b.cfg.NodeID
+	if h.b.auth != nil {
+		return h.publishSealed(ctx, c, rule, msg)
+	}
 	msg.Epoch, msg.Offset = "", 0
 	payload := msg.Payload
 	msg.Payload = nil
@@ -117,6 +139,75 @@ func (h *History) Publish(ctx context.Context, rule herald.HistoryRule, msg hera
 	}
 	h.b.count.CountSent(len(head) + len(payload) + 2 + len(p.Epoch) + 8)
 	return p, nil
+}
+
+// publishSealed is Publish with a cluster secret. The message must be sealed with its
+// position in it, so this node gives the position (the last one it knows of the channel plus
+// one), and the script keeps and publishes it only if that is still the channel's next;
+// otherwise the script answers the channel's position and the node tries again with the one
+// after it. The publishes of one channel from this node so wait for one another (one round
+// trip each), as on NATS; those of different channels do not. A node's first publish of a
+// channel that has a history takes two round trips (it expects none).
+func (h *History) publishSealed(ctx context.Context, c rueidis.Client, rule herald.HistoryRule, msg herald.BusMessage) (herald.Position, error) {
+	const what = "redis history publish"
+	k := broker.Key{App: msg.App, Channel: msg.Channel}
+	cs := h.acquire(k)
+	defer h.release(k, cs)
+	stream, meta := h.keys(msg.App, msg.Channel)
+	channel := broker.Subject(h.b.cfg.Prefix, msg.App, msg.Channel)
+	size, ttl, metaTTL := strconv.Itoa(rule.Size), millis(rule.TTL), millis(max(rule.TTL, MetaTTL))
+	for attempt := 1; attempt <= maxAttempts; attempt++ {
+		fresh := "0"
+		if !cs.known || cs.pos.Epoch == "" {
+			cs.pos, fresh = herald.Position{Epoch: broker.NewEpoch()}, "1"
+		}
+		msg.Epoch, msg.Offset = cs.pos.Epoch, cs.pos.Offset+1
+		sealed := h.b.auth.Seal(make([]byte, 0, broker.SealedSize(msg)), msg)
+		res, err := h.exec(ctx, c, publishSealedScript, []string{stream, meta}, []string{size, ttl, metaTTL,
+			cs.pos.Epoch, strconv.FormatUint(cs.pos.Offset, 10), channel, rueidis.BinaryString(sealed), fresh})
+		var ok bool
+		var at herald.Position
+		if err == nil {
+			ok, at, err = sealedAnswer(res)
+		}
+		if err != nil {
+			cs.known = false
+			h.b.count.PublishErrors.Add(1)
+			return herald.Position{}, broker.Unavailable(what, err)
+		}
+		if ok {
+			cs.known, cs.pos = true, herald.Position{Epoch: msg.Epoch, Offset: msg.Offset}
+			h.b.count.CountSent(len(sealed))
+			return cs.pos, nil
+		}
+		cs.known, cs.pos = true, at // beaten by another node, or the history was lost: again
+	}
+	h.b.count.PublishErrors.Add(1)
+	return herald.Position{}, herald.Errorf(herald.CodeBusy, "%s: channel %q: %d attempts in a row beaten by other nodes' publishes", what, msg.Channel, maxAttempts)
+}
+
+// acquire returns k's state with its lock held, made when missing.
+func (h *History) acquire(k broker.Key) *chanState {
+	h.mu.Lock()
+	cs := h.chans[k]
+	if cs == nil {
+		cs = &chanState{}
+		h.chans[k] = cs
+	}
+	cs.refs++
+	h.mu.Unlock()
+	cs.mu.Lock()
+	return cs
+}
+
+// release unlocks cs, and forgets it when nobody else uses it and too many channels are known.
+func (h *History) release(k broker.Key, cs *chanState) {
+	cs.mu.Unlock()
+	h.mu.Lock()
+	if cs.refs--; cs.refs == 0 && len(h.chans) > maxChanStates {
+		delete(h.chans, k)
+	}
+	h.mu.Unlock()
 }
 
 // Read implements herald.History: one script, so Latest and the entries are of one moment.
@@ -142,7 +233,30 @@ func (h *History) Read(ctx context.Context, rule herald.HistoryRule, app, channe
 	if err != nil {
 		return herald.HistoryPage{}, herald.Errorf(herald.CodeInternal, "%s: %s/%s: %v", what, app, channel, err)
 	}
+	if h.b.auth != nil {
+		page.Entries = h.open(page, app, channel)
+	}
 	return page, nil
+}
+
+// open replaces each of page's sealed entries by its frame. An entry that is not a sealed
+// event of the channel at its position is dropped and counted (Forged): the page ends before
+// it or, when it is the first, starts after it (those events are gone).
+func (h *History) open(page herald.HistoryPage, app, channel string) []herald.HistoryEntry {
+	out := page.Entries[:0]
+	for _, e := range page.Entries {
+		f, err := h.b.auth.OpenEntry(e.Frame, app, channel, herald.Position{Epoch: page.Latest.Epoch, Offset: e.Offset})
+		if err != nil {
+			h.b.count.Forged.Add(1)
+			if len(out) > 0 {
+				break
+			}
+			continue
+		}
+		e.Frame = f
+		out = append(out, e)
+	}
+	return out
 }
 
 func millis(d time.Duration) string { return strconv.FormatInt(max(d.Milliseconds(), 1), 10) }

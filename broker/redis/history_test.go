@@ -19,13 +19,28 @@ func TestHistoryConformance(t *testing.T) {
 	historytest.Run(t, newHistoryCluster(servicetest.Redis(t)))
 }
 
+// TestHistoryConformanceSecret: the contract holds with a cluster secret, events kept and
+// published sealed (and encrypted).
+func TestHistoryConformanceSecret(t *testing.T) {
+	srv := servicetest.Redis(t)
+	for _, enc := range []bool{false, true} {
+		t.Run("encrypt="+strconv.FormatBool(enc), func(t *testing.T) {
+			historytest.Run(t, newSecretHistoryCluster(srv, broker.AuthConfig{Secret: testSecret, Encrypt: enc}))
+		})
+	}
+}
+
 func newHistoryCluster(srv *servicetest.Server) historytest.NewCluster {
+	return newSecretHistoryCluster(srv, broker.AuthConfig{})
+}
+
+func newSecretHistoryCluster(srv *servicetest.Server, auth broker.AuthConfig) historytest.NewCluster {
 	return func(t testing.TB, nodes []historytest.Node) historytest.Cluster {
 		c := historytest.Cluster{Ordered: true, Stop: srv.Stop, Start: srv.Start, Lose: func(t testing.TB) { flushAll(t, srv) }}
 		prefix := "test." + strconv.FormatInt(clusters.Add(1), 10)
 		var brokers []*redis.Broker
 		for _, n := range nodes {
-			b, err := redis.New(redis.Config{URL: srv.URL(), Common: broker.Common{NodeID: n.ID, Prefix: prefix}}, n.Handler)
+			b, err := redis.New(redis.Config{URL: srv.URL(), Common: broker.Common{NodeID: n.ID, Prefix: prefix, Auth: auth}}, n.Handler)
 			if err != nil {
 				t.Fatal(err)
 			}

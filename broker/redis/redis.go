@@ -21,7 +21,10 @@ var _ herald.Broker = (*Broker)(nil)
 // every Redis channel name; Timeout also bounds each publish pipeline; an idle connection
 // is PINGed every ProbeInterval.
 type Config struct {
-	URL string // redis://[user:password@]host:port[/db]; required
+	// URL is redis://[user:password@]host:port[/db], or rediss:// for TLS (Common.TLS, when
+	// set, is its configuration); required. The user and password are an ACL user's (Redis
+	// 6 and later) or, with no user, the server's requirepass.
+	URL string
 	broker.Common
 
 	OutboundSize int // publishes queued for the writer; default 16384
@@ -66,6 +69,7 @@ type outMsg struct {
 // Broker is one node's connection to a Redis bus.
 type Broker struct {
 	cfg       Config
+	auth      *broker.Auth // nil: messages travel unsealed
 	opt       rueidis.ClientOption
 	handler   herald.BusHandler
 	log       *slog.Logger
@@ -94,16 +98,30 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 	if err := cfg.Check("redis", cfg.URL); err != nil {
 		return nil, err
 	}
+	auth, err := cfg.NewAuth("redis")
+	if err != nil {
+		return nil, err
+	}
 	opt, err := rueidis.ParseURL(cfg.URL)
 	if err != nil {
 		return nil, fmt.Errorf("redis broker: url: %w", err)
+	}
+	if cfg.TLS != nil {
+		if opt.TLSConfig == nil {
+			return nil, errors.New("redis broker: a TLS configuration needs a rediss:// URL")
+		}
+		t := cfg.TLS.Clone()
+		if t.ServerName == "" {
+			t.ServerName = opt.TLSConfig.ServerName // the URL's host
+		}
+		opt.TLSConfig = t
 	}
 	opt.DisableCache = true
 	opt.ForceSingleClient = true
 	opt.ClientName = "herald-" + clientName(cfg.NodeID)
 	opt.ConnWriteTimeout = cfg.Timeout
 	opt.Dialer.Timeout = cfg.Timeout
-	b := &Broker{cfg: cfg, opt: opt, handler: h, log: cfg.Logger.With("bus", "redis", "url", opt.InitAddress),
+	b := &Broker{cfg: cfg, auth: auth, opt: opt, handler: h, log: cfg.Logger.With("bus", "redis", "url", opt.InitAddress),
 		in: make(chan []byte, cfg.QueueSize), out: make(chan outMsg, cfg.OutboundSize), stop: make(chan struct{})}
 	b.interests = broker.NewInterests(b.sub, b.unsub)
 	first, err := b.connect() // one attempt now, as nats.go does; the supervisor retries
@@ -112,7 +130,7 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 	go b.write()
 	go func() {
 		defer b.wg.Done()
-		broker.Deliver(b.in, b.stop, func(data []byte) { b.count.Receive(data, b.handler) })
+		broker.Deliver(b.in, b.stop, func(data []byte) { b.count.Receive(data, b.auth, b.handler) })
 	}()
 	return b, nil
 }
@@ -375,8 +393,12 @@ func (b *Broker) Publish(ctx context.Context, msg herald.BusMessage) error {
 		return broker.Unavailable("redis publish", nil)
 	}
 	msg.Node = b.cfg.NodeID
-	m := outMsg{channel: broker.Subject(b.cfg.Prefix, msg.App, msg.Channel),
-		data: broker.AppendMessage(make([]byte, 0, broker.EncodedSize(msg)), msg)}
+	m := outMsg{channel: broker.Subject(b.cfg.Prefix, msg.App, msg.Channel)}
+	if b.auth != nil {
+		m.data = b.auth.Seal(make([]byte, 0, broker.SealedSize(msg)), msg)
+	} else {
+		m.data = broker.AppendMessage(make([]byte, 0, broker.EncodedSize(msg)), msg)
+	}
 	select {
 	case b.out <- m:
 	default:

@@ -19,13 +19,31 @@ func TestConformance(t *testing.T) {
 	brokertest.Run(t, newCluster(srv))
 }
 
+// TestConformanceSecret: the contract holds with a cluster secret, messages sealed (and
+// encrypted).
+func TestConformanceSecret(t *testing.T) {
+	srv := servicetest.Redis(t)
+	for _, enc := range []bool{false, true} {
+		t.Run("encrypt="+strconv.FormatBool(enc), func(t *testing.T) {
+			brokertest.Run(t, newSecretCluster(srv, broker.AuthConfig{Secret: testSecret, Encrypt: enc}))
+		})
+	}
+}
+
+// testSecret is the cluster secret of the tests that have one.
+var testSecret = []byte("0123456789abcdef0123456789abcdef")
+
 func newCluster(srv *servicetest.Server) brokertest.NewCluster {
+	return newSecretCluster(srv, broker.AuthConfig{})
+}
+
+func newSecretCluster(srv *servicetest.Server, auth broker.AuthConfig) brokertest.NewCluster {
 	return func(t testing.TB, nodes []brokertest.Node) brokertest.Cluster {
 		c := brokertest.Cluster{Stop: srv.Stop, Start: srv.Start}
 		prefix := clusters.Add(1)
 		for _, n := range nodes {
 			b, err := redis.New(redis.Config{URL: srv.URL(), Common: broker.Common{NodeID: n.ID,
-				Prefix: "test." + strconv.FormatInt(prefix, 10), RoundTrip: n.RoundTrip}}, n.Handler)
+				Prefix: "test." + strconv.FormatInt(prefix, 10), RoundTrip: n.RoundTrip, Auth: auth}}, n.Handler)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -35,6 +35,36 @@ redis.call('PUBLISH', ARGV[5], '\3' .. string.char(#e) .. e .. string.char(unpac
 return {e, string.format('%d', o)}
 `)
 
+// publishSealedScript is publishScript for a node with a cluster secret, whose message is
+// sealed with its position in it (broker.Auth): the node gives the position, and the script
+// keeps and publishes the message only if that position is the channel's next. KEYS stream,
+// meta; ARGV size, ttl (ms), meta ttl (ms), the epoch, the last offset the node expects
+// (the message's offset less one), the pub/sub channel, the sealed message, and '1' when the
+// node expects no history (the epoch is then a new one, and the offset 0). It returns {1}
+// when it published, else {0, the channel's epoch (empty without a history), its last offset}.
+// The entry's field f is the sealed message, as published.
+var publishSealedScript = rueidis.NewLuaScript(`
+local e = redis.call('HGET', KEYS[2], 'e')
+local o = tonumber(redis.call('HGET', KEYS[2], 'o') or '0')
+if ARGV[8] == '1' then
+  if e then
+    return {0, e, string.format('%d', o)}
+  end
+  redis.call('DEL', KEYS[1])
+  redis.call('HSET', KEYS[2], 'e', ARGV[4], 'o', 0)
+elseif e ~= ARGV[4] or o ~= tonumber(ARGV[5]) then
+  return {0, e or '', string.format('%d', o)}
+end
+o = redis.call('HINCRBY', KEYS[2], 'o', 1)
+local t = redis.call('TIME')
+local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('XADD', KEYS[1], 'MAXLEN', ARGV[1], string.format('%d-0', o), 't', string.format('%d', ms), 'f', ARGV[7])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+redis.call('PUBLISH', ARGV[6], ARGV[7])
+return {1}
+`)
+
 // readScript: KEYS stream, meta; ARGV the first stream id to return, limit, ttl (ms). It
 // returns the epoch (” without a meta hash), the last offset, and the entries (id, time,
 // frame) from that id on, at most limit, skipping those kept ttl or longer ago (a prefix of
@@ -86,6 +116,32 @@ func position(res []rueidis.RedisMessage) (herald.Position, error) {
 		return herald.Position{}, errors.New("unexpected answer")
 	}
 	return herald.Position{Epoch: epoch, Offset: o}, nil
+}
+
+// sealedAnswer reads the sealed publish script's answer: ok, or the channel's position
+// (the zero Position without a history).
+func sealedAnswer(res []rueidis.RedisMessage) (ok bool, p herald.Position, err error) {
+	if len(res) == 0 {
+		return false, p, errors.New("unexpected answer")
+	}
+	n, err := res[0].AsInt64()
+	if err != nil || n == 1 && len(res) == 1 {
+		return n == 1, p, err
+	}
+	if len(res) != 3 {
+		return false, p, errors.New("unexpected answer")
+	}
+	if p.Epoch, err = res[1].ToString(); err != nil {
+		return false, p, err
+	}
+	s, err := res[2].ToString()
+	if err != nil {
+		return false, p, err
+	}
+	if p.Offset, err = strconv.ParseUint(s, 10, 64); err != nil {
+		return false, p, err
+	}
+	return false, p, nil
 }
 
 // readPage reads the read script's answer.

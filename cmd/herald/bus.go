@@ -62,7 +62,9 @@ func (b *clusterBus) newState() session.NewState {
 	if b.c == nil {
 		return cluster.LocalState(b.state)
 	}
-	return cluster.ReplicatedState(b.state, b.c.Broker, b.history(), b.c.mux.Handle, b.log)
+	cfg := b.state
+	cfg.ValidFrame = b.c.validFrame
+	return cluster.ReplicatedState(cfg, b.c.Broker, b.history(), b.c.mux.Handle, b.log)
 }
 
 // route registers, for a kind of message the bus brings, who receives it: nil when off.

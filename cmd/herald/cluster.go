@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 
 	"github.com/redis/rueidis"
 
@@ -18,33 +20,49 @@ import (
 	"github.com/herald-rt/herald/broker/redis"
 	"github.com/herald-rt/herald/httpapi"
 	"github.com/herald-rt/herald/metrics"
+	"github.com/herald-rt/herald/ws"
 )
 
 // busURL is a checked cluster.url.
 type busURL struct {
 	engine   string   // "nats" or "redis"
+	tls      bool     // rediss://, or a NATS server given as tls://
 	redacted string   // the URL with its passwords and tokens replaced by "xxxxx", for logs
 	secrets  []string // those passwords and tokens, which no log line may show
+	hosts    []string // the servers' host names or addresses
 }
 
-// parseBusURL checks cluster.url and picks the engine by its scheme: nats:// (several
-// servers comma-separated, as nats.go takes them), redis:// or rediss://. Its errors never
-// repeat the URL, which may hold a password.
+// loopback reports whether every server of the bus is on this machine: a loopback address
+// or localhost.
+func (u busURL) loopback() bool {
+	for _, h := range u.hosts {
+		if ip := net.ParseIP(h); !(strings.EqualFold(h, "localhost") || ip != nil && ip.IsLoopback()) {
+			return false
+		}
+	}
+	return true
+}
+
+// parseBusURL checks cluster.url and picks the engine by its scheme: nats:// or tls:// (NATS
+// over TLS; several servers comma-separated, as nats.go takes them), redis:// or rediss://.
+// Its errors never repeat the URL, which may hold a password.
 func parseBusURL(raw string) (busURL, error) {
 	scheme, _, ok := strings.Cut(raw, "://")
 	if !ok {
-		return busURL{}, errors.New("want nats://host:port, redis://host:port/db or rediss://host:port/db")
+		return busURL{}, errors.New("want nats://host:port, tls://host:port (NATS over TLS), redis://host:port/db or rediss://host:port/db")
 	}
 	switch strings.ToLower(scheme) {
-	case "nats":
+	case "nats", "tls":
 		b := busURL{engine: "nats"}
 		var shown []string
 		for i, s := range strings.Split(raw, ",") {
 			s = strings.TrimSpace(s)
-			u, err := parseServer(s, "nats")
+			u, err := parseServer(s, "nats", "tls")
 			if err != nil {
 				return busURL{}, fmt.Errorf("server %d: %w", i+1, err)
 			}
+			b.tls = b.tls || u.Scheme == "tls"
+			b.hosts = append(b.hosts, u.Hostname())
 			b.secrets = append(b.secrets, userSecrets(s, u, true)...)
 			if _, hasPassword := u.User.Password(); u.User != nil && !hasPassword {
 				u.User = url.User("xxxxx") // nats://token@host
@@ -63,9 +81,10 @@ func parseBusURL(raw string) (busURL, error) {
 		if _, err := rueidis.ParseURL(raw); err != nil {
 			return busURL{}, err
 		}
-		return busURL{engine: "redis", redacted: u.Redacted(), secrets: userSecrets(raw, u, false)}, nil
+		return busURL{engine: "redis", tls: u.Scheme == "rediss", hosts: []string{u.Hostname()}, redacted: u.Redacted(),
+			secrets: userSecrets(raw, u, false)}, nil
 	}
-	return busURL{}, fmt.Errorf("unknown scheme %q: want nats://, redis:// or rediss://", scheme)
+	return busURL{}, fmt.Errorf("unknown scheme %q: want nats://, tls://, redis:// or rediss://", scheme)
 }
 
 // userSecrets returns the password in server URL s (parsed as u), as written and decoded;
@@ -149,7 +168,22 @@ type busLink struct {
 	mux            *broker.Mux    // routes what the bus brings by kind; the console adds its own
 	engine, nodeID string
 	url            busURL
+	invalid        atomic.Uint64 // event frames from the bus or its store refused (validFrame)
 }
+
+// validFrame is the cluster layer's check of the event frames the bus brings and its store
+// keeps (cluster.Config.ValidFrame): one well-formed text frame, nothing else (a close frame
+// would close the subscribers' connections). It counts what it refuses.
+func (c *busLink) validFrame(frame []byte) bool {
+	if ws.ValidTextFrame(frame) {
+		return true
+	}
+	c.invalid.Add(1)
+	return false
+}
+
+// InvalidFrames is how many event frames validFrame refused (metrics.BusSource).
+func (c *busLink) InvalidFrames() uint64 { return c.invalid.Load() }
 
 // startCluster connects to the bus c names, its messages routed by kind (busLink.mux) to
 // whoever registers for them: the node's cluster.State and its console. Its round trips are
@@ -163,12 +197,19 @@ func startCluster(c ClusterConfig, reg *metrics.Registry, metricPrefix string, l
 	}
 	mux := new(broker.Mux)
 	common := broker.Common{NodeID: c.NodeID, Prefix: c.Prefix, RoundTrip: reg.BusRoundTrip(metricPrefix),
-		Logger: redactLogger(log, u.secrets)}
+		Logger: redactLogger(log, append(u.secrets, c.Secret, c.AcceptSecret)), Auth: c.auth()}
+	if files := (broker.TLSFiles{CA: c.TLSCAFile, Cert: c.TLSCertFile, Key: c.TLSKeyFile}); files.Set() {
+		if common.TLS, err = files.Config(""); err != nil { // validated already
+			return nil, fmt.Errorf("cluster.tls_*: %w", err)
+		}
+	}
+	warnUnauthenticated(c, u, log)
 	link := &busLink{mux: mux, engine: u.engine, nodeID: c.NodeID, url: u}
 	switch u.engine {
 	case "nats":
 		var b *nats.Broker
-		if b, err = nats.New(nats.Config{URL: c.URL, Common: common}, mux.Receive); err == nil {
+		cfg := nats.Config{URL: c.URL, Common: common, CredsFile: c.NATSCredsFile, NKeySeedFile: c.NATSNKeyFile}
+		if b, err = nats.New(cfg, mux.Receive); err == nil {
 			link.Broker = b
 			if link.history, err = nats.NewHistory(b); err != nil {
 				_ = b.Close(context.Background())
@@ -183,8 +224,32 @@ func startCluster(c ClusterConfig, reg *metrics.Registry, metricPrefix string, l
 	if err != nil {
 		return nil, errors.New(redact(err.Error(), u.secrets))
 	}
-	reg.AttachBus(metricPrefix, link.Broker)
+	reg.AttachBus(metricPrefix, link)
 	return link, nil
+}
+
+// warnUnauthenticated warns, loudly, of a bus off this machine that nodes believe without a
+// secret.
+func warnUnauthenticated(c ClusterConfig, u busURL, log *slog.Logger) {
+	if c.Secret != "" || u.loopback() {
+		return
+	}
+	log.Warn("CLUSTER BUS NOT AUTHENTICATED: cluster.secret is not set and the bus is not on this machine; "+
+		"whoever can publish on it can send any event to any client, add presence members and close connections, "+
+		"and whoever can read it reads every private and presence event: set cluster.secret on every node (docs/security.md)",
+		"engine", u.engine, "url", u.redacted)
+}
+
+// auth is the bus's authentication: none without a secret.
+func (c ClusterConfig) auth() broker.AuthConfig {
+	if c.Secret == "" {
+		return broker.AuthConfig{}
+	}
+	a := broker.AuthConfig{Secret: []byte(c.Secret), Encrypt: c.Encrypt, MaxSkew: c.ClockSkew.Duration}
+	if c.AcceptSecret != "" {
+		a.Accept = [][]byte{[]byte(c.AcceptSecret)}
+	}
+	return a
 }
 
 // health is the bus's part of /health.

@@ -12,6 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/broker"
 )
 
 // Config is everything `herald serve` needs, filled once by LoadConfig from defaults, the
@@ -145,6 +146,27 @@ type ClusterConfig struct {
 	// NodeTimeout is how long a node may go unheard, while this node has had its bus that
 	// long, before it is declared dead and its share dropped; at least 3 × Heartbeat.
 	NodeTimeout Duration
+
+	// Secret seals every bus message (broker.Auth): nodes refuse messages not sealed with
+	// it, and messages received before. Every node of a cluster shares it; empty = messages
+	// unsealed. SecretFile names a file holding it instead (validation reads it into
+	// Secret). AcceptSecret (or AcceptSecretFile) is a second secret whose messages are
+	// accepted, never used to seal: for a rotation.
+	Secret, SecretFile             string
+	AcceptSecret, AcceptSecretFile string
+	// Encrypt encrypts every message's payload with a key derived from Secret, and the
+	// history channels' events kept on the bus's server.
+	Encrypt bool
+	// ClockSkew is how far the nodes' clocks may disagree: a sealed message sent longer
+	// ago than that is refused.
+	ClockSkew Duration
+
+	// TLS to the bus server: a CA to verify it (empty: the system's), and this node's
+	// certificate and key (both or neither).
+	TLSCAFile, TLSCertFile, TLSKeyFile string
+	// NATSCredsFile (a .creds file: a user JWT and its nkey seed) or NATSNKeyFile (an nkey
+	// seed) authenticate the node to a NATS server.
+	NATSCredsFile, NATSNKeyFile string
 }
 
 // AppConfig is one app as configured; HeraldApps turns it into a herald.App.
@@ -199,12 +221,13 @@ func defaultConfig() Config {
 		Metrics:              MetricsConfig{Enabled: true, Host: "127.0.0.1", Port: 9601, Prefix: "herald_"},
 		Pprof:                PprofConfig{MutexFraction: 10, BlockRate: 100_000},
 		Log:                  LogConfig{Level: "info", Format: "text"},
-		Cluster:              ClusterConfig{Prefix: "herald", Heartbeat: Duration{2 * time.Second}, NodeTimeout: Duration{10 * time.Second}},
-		Apps:                 []AppConfig{devApp},
-		Shutdown:             defaultShutdown(),
-		Console:              ConsoleConfig{SessionLifetime: Duration{12 * time.Hour}},
-		Webhooks:             defaultWebhooks(),
-		AppStore:             defaultAppStore(),
+		Cluster: ClusterConfig{Prefix: "herald", Heartbeat: Duration{2 * time.Second}, NodeTimeout: Duration{10 * time.Second},
+			ClockSkew: Duration{broker.DefaultMaxSkew}},
+		Apps:     []AppConfig{devApp},
+		Shutdown: defaultShutdown(),
+		Console:  ConsoleConfig{SessionLifetime: Duration{12 * time.Hour}},
+		Webhooks: defaultWebhooks(),
+		AppStore: defaultAppStore(),
 
 		SocketSendBufferBytes: 64 << 10,
 		FrameTimeout:          Duration{20 * time.Second},
@@ -300,6 +323,17 @@ var settings = slices.Concat([]setting{
 	{"cluster.prefix", "first part of every bus subject or Redis channel, so clusters can share a bus", func(c *Config) any { return &c.Cluster.Prefix }},
 	{"cluster.heartbeat", "how often the node announces its share of the cluster's state (members, subscriptions)", func(c *Config) any { return &c.Cluster.Heartbeat }},
 	{"cluster.node_timeout", "a node unheard this long is dead: its members and subscriptions leave the cluster's state", func(c *Config) any { return &c.Cluster.NodeTimeout }},
+	{"cluster.secret", "secret every node shares: bus messages are sealed with it, others refused; empty = unsealed (prefer cluster.secret_file)", func(c *Config) any { return &c.Cluster.Secret }},
+	{"cluster.secret_file", "file holding cluster.secret", func(c *Config) any { return &c.Cluster.SecretFile }},
+	{"cluster.accept_secret", "a second secret whose bus messages are accepted, never sent with: for a rotation", func(c *Config) any { return &c.Cluster.AcceptSecret }},
+	{"cluster.accept_secret_file", "file holding cluster.accept_secret", func(c *Config) any { return &c.Cluster.AcceptSecretFile }},
+	{"cluster.encrypt", "encrypt bus payloads and the history events kept on the bus server (needs cluster.secret)", func(c *Config) any { return &c.Cluster.Encrypt }},
+	{"cluster.clock_skew", "how far the nodes' clocks may disagree: sealed messages sent longer ago are refused", func(c *Config) any { return &c.Cluster.ClockSkew }},
+	{"cluster.tls_ca_file", "CA certificates (PEM) that verify the bus server; empty = the system's", func(c *Config) any { return &c.Cluster.TLSCAFile }},
+	{"cluster.tls_cert_file", "this node's client certificate (PEM) for the bus server", func(c *Config) any { return &c.Cluster.TLSCertFile }},
+	{"cluster.tls_key_file", "the key (PEM) of cluster.tls_cert_file", func(c *Config) any { return &c.Cluster.TLSKeyFile }},
+	{"cluster.nats_creds_file", "NATS credentials file (.creds: user JWT and nkey seed)", func(c *Config) any { return &c.Cluster.NATSCredsFile }},
+	{"cluster.nats_nkey_file", "file holding a NATS user's nkey seed", func(c *Config) any { return &c.Cluster.NATSNKeyFile }},
 }, webhookSettings, appStoreSettings, tlsSettings)
 
 // env is the setting's environment variable.

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/broker"
 	"github.com/herald-rt/herald/ingest"
 	"github.com/herald-rt/herald/pusher"
 )
@@ -42,6 +43,19 @@ type IngestKafka struct {
 	// SessionTimeout is how long the group waits for a node that went silent before its
 	// partitions go to the others.
 	SessionTimeout Duration
+	// TLS connects to the brokers over TLS: TLSCAFile verifies them (empty: the system's
+	// roots), TLSCertFile and TLSKeyFile are this node's client certificate. Any file implies
+	// TLS.
+	TLS                                bool
+	TLSCAFile, TLSCertFile, TLSKeyFile string
+	// SASLMechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) authenticates as SASLUser with
+	// SASLPassword, or the content of SASLPasswordFile (read by validation).
+	SASLMechanism, SASLUser, SASLPassword, SASLPasswordFile string
+}
+
+// tlsFiles are the source's TLS files.
+func (k *IngestKafka) tlsFiles() broker.TLSFiles {
+	return broker.TLSFiles{CA: k.TLSCAFile, Cert: k.TLSCertFile, Key: k.TLSKeyFile}
 }
 
 // IngestRedis is a Redis source: a stream read by a consumer group, or pub/sub patterns.
@@ -77,7 +91,9 @@ func (l *loader) decodeIngest(v fileValue, src string) {
 			c.Kafka = k
 			l.scalarTable(v, at+".kafka", src, map[string]any{
 				"brokers": &k.Brokers, "topics": &k.Topics, "group": &k.Group, "start": &k.Start,
-				"session_timeout": &k.SessionTimeout,
+				"session_timeout": &k.SessionTimeout, "tls": &k.TLS, "tls_ca_file": &k.TLSCAFile,
+				"tls_cert_file": &k.TLSCertFile, "tls_key_file": &k.TLSKeyFile, "sasl_mechanism": &k.SASLMechanism,
+				"sasl_user": &k.SASLUser, "sasl_password": &k.SASLPassword, "sasl_password_file": &k.SASLPasswordFile,
 			})
 		}
 		fields["redis"] = func(v fileValue) {
@@ -167,6 +183,25 @@ func (l *loader) ingestKafka(at string, k *IngestKafka) {
 	}
 	if k.SessionTimeout.Duration != 0 {
 		l.longerThan(at+".session_timeout", k.SessionTimeout, ingestMinSession)
+	}
+	if f := k.tlsFiles(); f.Set() {
+		k.TLS = true
+		if _, err := f.Config(""); err != nil {
+			l.problem(at+".tls_cert_file", "%v", err)
+		}
+	}
+	l.secretFile(at+".sasl_password", &k.SASLPassword, k.SASLPasswordFile)
+	switch k.SASLMechanism {
+	case "":
+		if k.SASLUser != "" || k.SASLPassword != "" {
+			l.problem(at+".sasl_mechanism", "sasl_user and sasl_password need a mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512")
+		}
+	case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+		if k.SASLUser == "" || k.SASLPassword == "" {
+			l.problem(at+".sasl_user", "SASL %s needs sasl_user and sasl_password (or sasl_password_file)", k.SASLMechanism)
+		}
+	default:
+		l.problem(at+".sasl_mechanism", "%q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", k.SASLMechanism)
 	}
 }
 

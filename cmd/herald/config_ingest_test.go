@@ -174,3 +174,63 @@ func TestIngestDocs(t *testing.T) {
 		}
 	}
 }
+
+// TestIngestKafkaSecurity: a Kafka source's TLS files and SASL credentials, the password
+// from a file, and each mistake named by its key without showing the password.
+func TestIngestKafkaSecurity(t *testing.T) {
+	pw := writeFile(t, "pw", "s3cret-pw\n")
+	good := `
+apps:
+  - {id: app-id, key: app-key, secret: s}
+ingest:
+  - name: trades
+    app: app-id
+    kafka: {brokers: ["127.0.0.1:9093"], topics: [t], group: g, tls: true, sasl_mechanism: SCRAM-SHA-512, sasl_user: herald, sasl_password_file: "` + pw + `"}
+    channel: c
+    event: e
+`
+	cfg, err := load(t, []string{"--config", writeFile(t, "h.yaml", good)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := cfg.Ingest[0].Kafka; !k.TLS || k.SASLMechanism != "SCRAM-SHA-512" || k.SASLUser != "herald" || k.SASLPassword != "s3cret-pw" {
+		t.Fatalf("kafka %+v", k)
+	}
+	bad := `
+apps:
+  - {id: app-id, key: app-key, secret: s}
+ingest:
+  - name: a
+    app: app-id
+    kafka: {brokers: ["h:1"], topics: [t], group: g, sasl_mechanism: GSSAPI, tls_cert_file: "` + pw + `"}
+    channel: c
+    event: e
+  - name: b
+    app: app-id
+    kafka: {brokers: ["h:1"], topics: [t], group: g, sasl_user: herald, sasl_password: s3cret-pw}
+    channel: c
+    event: e
+  - name: c
+    app: app-id
+    kafka: {brokers: ["h:1"], topics: [t], group: g, sasl_mechanism: PLAIN, sasl_password: s3cret-pw, sasl_password_file: "` + pw + `"}
+    channel: c
+    event: e
+`
+	_, err = load(t, []string{"--config", writeFile(t, "h.yaml", bad)}, nil)
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{
+		`ingest[0].kafka.sasl_mechanism: "GSSAPI": want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512`,
+		`ingest[0].kafka.tls_cert_file: tls client certificate: give its certificate and its key, or neither`,
+		`ingest[1].kafka.sasl_mechanism: sasl_user and sasl_password need a mechanism`,
+		`ingest[2].kafka.sasl_password_file: set ingest[2].kafka.sasl_password or ingest[2].kafka.sasl_password_file, not both`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("errors lack %q:\n%v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("the errors show the password:\n%v", err)
+	}
+}

@@ -134,6 +134,8 @@ func (l *loader) cluster(c *ClusterConfig) {
 	if hb := c.Heartbeat.Duration; hb > 0 && !l.failed["cluster.heartbeat"] && c.NodeTimeout.Duration < 3*hb {
 		l.problem("cluster.node_timeout", "%v must be at least 3 × cluster.heartbeat (%v × 3 = %v)", c.NodeTimeout, c.Heartbeat, 3*hb)
 	}
+	l.clusterSecrets(c)
+	l.clusterTLS(c)
 }
 
 // problem records a problem with the field at path, unless reading it or a table holding it

@@ -67,10 +67,18 @@ func (s *ingestSources) build(pub ingest.Publisher) error {
 		switch {
 		case c.Kafka != nil:
 			pc.Kind = "kafka"
-			var p *ingest.Pipeline
-			if p, err = ingest.New(pc, pub); err == nil {
-				src, err = kafka.New(kafka.Config{Brokers: c.Kafka.Brokers, Topics: c.Kafka.Topics, Group: c.Kafka.Group,
-					Start: c.Kafka.Start, DeadLetter: c.DeadLetter, ClientID: s.nodeID, SessionTimeout: c.Kafka.SessionTimeout.Duration}, p)
+			kc := kafka.Config{Brokers: c.Kafka.Brokers, Topics: c.Kafka.Topics, Group: c.Kafka.Group,
+				Start: c.Kafka.Start, DeadLetter: c.DeadLetter, ClientID: s.nodeID, SessionTimeout: c.Kafka.SessionTimeout.Duration,
+				SASL: kafka.SASL{Mechanism: c.Kafka.SASLMechanism, User: c.Kafka.SASLUser, Password: c.Kafka.SASLPassword}}
+			if c.Kafka.TLS {
+				kc.TLS, err = c.Kafka.tlsFiles().Config("") // validated already
+			}
+			if err == nil {
+				pc.Logger = redactLogger(s.log, []string{c.Kafka.SASLPassword})
+				var p *ingest.Pipeline
+				if p, err = ingest.New(pc, pub); err == nil {
+					src, err = kafka.New(kc, p)
+				}
 			}
 		case c.Redis != nil:
 			pc.Kind = "redis_stream"

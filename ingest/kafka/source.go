@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,6 +10,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/herald-rt/herald/ingest"
 	"github.com/herald-rt/herald/internal/lograte"
@@ -34,6 +38,33 @@ type Config struct {
 	PollRecords int
 	// FetchMaxBytes bounds one fetch response, the only one buffered; default 4 MiB.
 	FetchMaxBytes int32
+	// TLS, when set, connects to the brokers over TLS with this configuration (a CA, a
+	// client certificate); nil: plain TCP.
+	TLS *tls.Config
+	// SASL, when its Mechanism is set, authenticates to the brokers (over TLS, unless the
+	// listener is SASL_PLAINTEXT).
+	SASL SASL
+}
+
+// SASL is a Kafka client's SASL authentication.
+type SASL struct {
+	Mechanism      string // "PLAIN", "SCRAM-SHA-256" or "SCRAM-SHA-512"; empty: none
+	User, Password string
+}
+
+// mechanism returns the franz-go mechanism of s, nil without one.
+func (s SASL) mechanism() (sasl.Mechanism, error) {
+	switch s.Mechanism {
+	case "":
+		return nil, nil
+	case "PLAIN":
+		return plain.Auth{User: s.User, Pass: s.Password}.AsMechanism(), nil
+	case "SCRAM-SHA-256":
+		return scram.Auth{User: s.User, Pass: s.Password}.AsSha256Mechanism(), nil
+	case "SCRAM-SHA-512":
+		return scram.Auth{User: s.User, Pass: s.Password}.AsSha512Mechanism(), nil
+	}
+	return nil, fmt.Errorf("kafka: SASL mechanism %q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", s.Mechanism)
 }
 
 // Source consumes a Kafka consumer group into a pipeline. Start joins the group and consumes
@@ -80,9 +111,13 @@ func New(cfg Config, p *ingest.Pipeline) (*Source, error) {
 	default:
 		return nil, fmt.Errorf("kafka: start %q: want earliest or latest", cfg.Start)
 	}
+	mech, err := cfg.SASL.mechanism()
+	if err != nil {
+		return nil, err
+	}
 	s := &Source{cfg: cfg, p: p, log: p.Logger()}
 	s.Lifecycle, s.ctx = ingest.NewLifecycle(p, func() { s.cl.Close() }, s.run, s.watch)
-	cl, err := kgo.NewClient(
+	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID(cfg.ClientID),
 		kgo.ConsumerGroup(cfg.Group),
@@ -95,12 +130,19 @@ func New(cfg Config, p *ingest.Pipeline) (*Source, error) {
 		kgo.MaxConcurrentFetches(1),
 		kgo.FetchMaxBytes(cfg.FetchMaxBytes),
 		kgo.FetchMaxPartitionBytes(min(cfg.FetchMaxBytes, 1<<20)),
-		kgo.FetchMaxWait(500*time.Millisecond),
+		kgo.FetchMaxWait(500 * time.Millisecond),
 		kgo.RetryBackoffFn(ingest.Backoff),
 		kgo.OnPartitionsRevoked(s.dropped),
 		kgo.OnPartitionsLost(s.dropped),
 		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)), // dead letters keep their key's partition
-	)
+	}
+	if cfg.TLS != nil {
+		opts = append(opts, kgo.DialTLSConfig(cfg.TLS.Clone()))
+	}
+	if mech != nil {
+		opts = append(opts, kgo.SASL(mech))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
 	}

@@ -32,7 +32,27 @@ type Kafka struct {
 	dir   string
 	libs  string
 	proc  process
+
+	// With security (StartKafkaSecure): SSLPort is a listener over TLS that requires a client
+	// certificate, SASLPort one over TLS that requires SASL (PLAIN, SCRAM-SHA-256 or
+	// SCRAM-SHA-512). Port stays plain, for the probe and for admin clients.
+	SSLPort, SASLPort int
+	sec               *KafkaSecurity
 }
+
+// KafkaSecurity is what a secured broker is given (StartKafkaSecure).
+type KafkaSecurity struct {
+	KeyStore   string            // a PEM file: the broker's PKCS #8 key, then its certificate
+	TrustStore string            // a PEM file: the CA certificates that clients' certificates chain to
+	Users      map[string]string // SASL users and their passwords, for every mechanism
+}
+
+// SSLAddr and SASLAddr are the secured listeners' host:port.
+func (k *Kafka) SSLAddr() string  { return "127.0.0.1:" + strconv.Itoa(k.SSLPort) }
+func (k *Kafka) SASLAddr() string { return "127.0.0.1:" + strconv.Itoa(k.SASLPort) }
+
+// StartKafkaSecure is StartKafka with two more listeners, secured as sec says.
+func StartKafkaSecure(sec KafkaSecurity) (*Kafka, error) { return startKafka(&sec) }
 
 // Addr is the broker's host:port.
 func (k *Kafka) Addr() string { return "127.0.0.1:" + strconv.Itoa(k.Port) }
@@ -43,7 +63,9 @@ var ErrNoJava = errors.New("java is not installed: apt-get install -y openjdk-17
 // StartKafka formats a fresh broker in a new temporary directory and starts it, fetching
 // Kafka's jars with Maven first if they are not cached (under the user cache directory,
 // herald-kafka/<version>).
-func StartKafka() (*Kafka, error) {
+func StartKafka() (*Kafka, error) { return startKafka(nil) }
+
+func startKafka(sec *KafkaSecurity) (*Kafka, error) {
 	java, err := exec.LookPath("java")
 	if err != nil {
 		return nil, ErrNoJava
@@ -56,7 +78,7 @@ func StartKafka() (*Kafka, error) {
 	if err != nil {
 		return nil, err
 	}
-	k := &Kafka{dir: dir, libs: libs, proc: process{name: "kafka", dir: dir, tail: 3000, every: 50 * time.Millisecond}}
+	k := &Kafka{dir: dir, libs: libs, sec: sec, proc: process{name: "kafka", dir: dir, tail: 3000, every: 50 * time.Millisecond}}
 	var errs []string
 	for attempt := 0; attempt < 5; attempt++ {
 		if k.Port, err = anyPort(); err != nil {
@@ -64,6 +86,14 @@ func StartKafka() (*Kafka, error) {
 		}
 		if k.cport, err = anyPort(); err != nil {
 			break
+		}
+		if sec != nil {
+			if k.SSLPort, err = anyPort(); err != nil {
+				break
+			}
+			if k.SASLPort, err = anyPort(); err != nil {
+				break
+			}
 		}
 		if err = k.format(java); err != nil {
 			break
@@ -83,15 +113,43 @@ func StartKafka() (*Kafka, error) {
 
 // format writes server.properties for the current ports and formats the log directory.
 func (k *Kafka) format(java string) error {
-	props := strings.Join([]string{
+	listeners := "PLAINTEXT://127.0.0.1:" + strconv.Itoa(k.Port)
+	protocols := "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+	var secure []string
+	var scram []string // StorageTool's arguments adding the SCRAM users
+	if sec := k.sec; sec != nil {
+		listeners += ",SSL://127.0.0.1:" + strconv.Itoa(k.SSLPort) + ",SASL_SSL://127.0.0.1:" + strconv.Itoa(k.SASLPort)
+		protocols += ",SSL:SSL,SASL_SSL:SASL_SSL"
+		var plain strings.Builder
+		plain.WriteString("org.apache.kafka.common.security.plain.PlainLoginModule required")
+		for user, pw := range sec.Users {
+			fmt.Fprintf(&plain, " user_%s=%q", user, pw)
+			for _, m := range []string{"SCRAM-SHA-256", "SCRAM-SHA-512"} {
+				scram = append(scram, "--add-scram", fmt.Sprintf("%s=[name=%s,password=%s]", m, user, pw))
+			}
+		}
+		plain.WriteString(";")
+		secure = []string{
+			"ssl.keystore.type=PEM",
+			"ssl.keystore.location=" + sec.KeyStore,
+			"ssl.truststore.type=PEM",
+			"ssl.truststore.location=" + sec.TrustStore,
+			"listener.name.ssl.ssl.client.auth=required",
+			"sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+			"listener.name.sasl_ssl.plain.sasl.jaas.config=" + plain.String(),
+			"listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;",
+			"listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;",
+		}
+	}
+	props := strings.Join(append([]string{
 		"process.roles=broker,controller",
 		"node.id=1",
 		"controller.quorum.voters=1@127.0.0.1:" + strconv.Itoa(k.cport),
-		"listeners=PLAINTEXT://127.0.0.1:" + strconv.Itoa(k.Port) + ",CONTROLLER://127.0.0.1:" + strconv.Itoa(k.cport),
-		"advertised.listeners=PLAINTEXT://127.0.0.1:" + strconv.Itoa(k.Port),
+		"listeners=" + listeners + ",CONTROLLER://127.0.0.1:" + strconv.Itoa(k.cport),
+		"advertised.listeners=" + listeners,
 		"controller.listener.names=CONTROLLER",
 		"inter.broker.listener.name=PLAINTEXT",
-		"listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+		"listener.security.protocol.map=" + protocols,
 		"log.dirs=" + filepath.Join(k.dir, "data"),
 		"offsets.topic.replication.factor=1",
 		"offsets.topic.num.partitions=4",
@@ -109,7 +167,7 @@ func (k *Kafka) format(java string) error {
 		// expired (9 s by default): 2 s keeps restart tests short.
 		"broker.session.timeout.ms=2000",
 		"broker.heartbeat.interval.ms=500",
-	}, "\n") + "\n"
+	}, secure...), "\n") + "\n"
 	if err := os.WriteFile(k.props(), []byte(props), 0o644); err != nil {
 		return err
 	}
@@ -117,8 +175,8 @@ func (k *Kafka) format(java string) error {
 	for {
 		_, _ = rand.Read(id)
 		if s := base64.RawURLEncoding.EncodeToString(id); s[0] != '-' {
-			out, err := exec.Command(java, "-cp", filepath.Join(k.libs, "*"), "kafka.tools.StorageTool",
-				"format", "-t", s, "-c", k.props()).CombinedOutput()
+			out, err := exec.Command(java, append([]string{"-cp", filepath.Join(k.libs, "*"), "kafka.tools.StorageTool",
+				"format", "-t", s, "-c", k.props()}, scram...)...).CombinedOutput()
 			if err != nil {
 				return fmt.Errorf("formatting kafka storage: %v: %s", err, out)
 			}

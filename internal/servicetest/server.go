@@ -23,6 +23,7 @@ type Server struct {
 	Name string // "redis-server", "nats-server"
 	Port int
 
+	tls   bool // a Redis server listening for TLS only (RedisTLS)
 	bin   string
 	args  func(port int, dir string) []string
 	ready func(c net.Conn) error // reads the server's first answer on a new connection
@@ -150,6 +151,9 @@ func Redis(t testing.TB) *Server {
 
 // URL is the address in the form herald's cluster.url takes.
 func (s *Server) URL() string {
+	if s.Name == "redis-server" && s.tls {
+		return "rediss://" + s.Addr() + "/0"
+	}
 	if s.Name == "redis-server" {
 		return "redis://" + s.Addr() + "/0"
 	}
