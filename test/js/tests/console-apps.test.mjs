@@ -40,7 +40,11 @@ after(async () => {
 const consoleUrl = () => `http://127.0.0.1:${server.config.metrics.port}/console`;
 
 test('the Apps page creates an app whose key connects at once, and disables it: its client gets 4003', async () => {
-  await page.goto(`${consoleUrl()}?token=${encodeURIComponent(TOKEN)}`);
+  // Logged in through the login form, as an operator is (a token in a URL opens nothing).
+  await page.goto(consoleUrl());
+  await page.waitFor(`location.pathname === '/console/login' && !!document.getElementById('token')`, 'the login form');
+  await page.evaluate(`document.getElementById('token').value = ${JSON.stringify(TOKEN)}; document.querySelector('form').submit()`);
+  await page.waitFor(`location.pathname === '/console' && !!document.getElementById('status')`, 'the page after the login');
   await page.waitFor(`document.getElementById('status').textContent === 'live'`, 'the stream open');
   await page.evaluate(`document.querySelector('nav button[data-tab=apps]').click()`);
   await page.waitFor(`document.body.dataset.appsWritable === 'yes' && document.getElementById('apps-note').textContent.startsWith('0 apps')`,
