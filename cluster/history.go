@@ -64,10 +64,13 @@ func (h *chanHist) firstLocked() uint64 {
 	return h.last + 1
 }
 
-// appendLocked keeps an event with the given offset, the next one, and returns its entry and
-// the entries evicted from the app's other channels to stay within its bound, to drop once h
-// is unlocked (histStore.drop).
-func (h *chanHist) appendLocked(offset uint64, at int64, buf []byte, split int) (e *histEntry, victims []*histEntry) {
+// appendLocked keeps frame as the event with the given offset, the next one, behind its
+// position frame (l encodes it), and returns its entry and the entries evicted from the app's
+// other channels to stay within its bound, to drop once h is unlocked (histStore.drop).
+func (h *chanHist) appendLocked(l Listener, offset uint64, at int64, frame []byte) (e *histEntry, victims []*histEntry) {
+	buf := l.AppendPosition(make([]byte, 0, 64+len(h.name)+len(h.epoch)+len(frame)), h.name, herald.Position{Epoch: h.epoch, Offset: offset})
+	split := len(buf)
+	buf = append(buf, frame...)
 	e = &histEntry{offset: offset, at: at, buf: buf, split: split, h: h, size: int64(cap(buf)) + histEntryOverhead}
 	h.last, h.used = offset, at
 	h.ents = append(h.ents, e)

@@ -13,12 +13,9 @@ func (n *node) keep(a *App, name string, rule herald.HistoryRule, frame []byte, 
 	now := n.eng.Now()
 	h := a.hist.get(name, rule, now)
 	off := h.last + 1
-	buf := n.l.AppendPosition(make([]byte, 0, 64+len(name)+len(h.epoch)+len(frame)), name, herald.Position{Epoch: h.epoch, Offset: off})
-	split := len(buf)
-	buf = append(buf, frame...)
-	_, victims := h.appendLocked(off, now, buf, split)
+	e, victims := h.appendLocked(n.l, off, now, frame)
 	if ch := a.table.lookup(name); ch != nil {
-		n.eng.Dispatch(&ch.Channel, buf, excl, s, m)
+		n.eng.Dispatch(&ch.Channel, e.buf, excl, s, m)
 	}
 	h.mu.Unlock()
 	a.hist.drop(victims)

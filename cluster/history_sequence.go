@@ -92,11 +92,8 @@ func (r *Replicated) sequenceLocked(a *App, ch *Channel, msg herald.BusMessage) 
 // keepCopyLocked keeps an event in ch's copy and delivers it with its position frame.
 func (r *Replicated) keepCopyLocked(a *App, ch *Channel, off uint64, at int64, frame []byte, excl uint64, origin int64) []*histEntry {
 	h := ch.hist
-	buf := r.l.AppendPosition(make([]byte, 0, 64+len(h.name)+len(h.epoch)+len(frame)), h.name, herald.Position{Epoch: h.epoch, Offset: off})
-	split := len(buf)
-	buf = append(buf, frame...)
-	_, victims := h.appendLocked(off, at, buf, split)
-	r.eng.Dispatch(&ch.Channel, buf, excl, nil, a.group.Measure(origin))
+	e, victims := h.appendLocked(r.l, off, at, frame)
+	r.eng.Dispatch(&ch.Channel, e.buf, excl, nil, a.group.Measure(origin))
 	return victims
 }
 
@@ -177,10 +174,7 @@ func (r *Replicated) fillLocked(h *chanHist, e herald.HistoryEntry) []*histEntry
 	if e.Offset != h.last+1 {
 		return nil
 	}
-	buf := r.l.AppendPosition(make([]byte, 0, 64+len(h.name)+len(h.epoch)+len(e.Frame)), h.name, herald.Position{Epoch: h.epoch, Offset: e.Offset})
-	split := len(buf)
-	buf = append(buf, e.Frame...)
-	_, victims := h.appendLocked(e.Offset, e.At, buf, split)
+	_, victims := h.appendLocked(r.l, e.Offset, e.At, e.Frame)
 	return victims
 }
 

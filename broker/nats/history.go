@@ -58,7 +58,7 @@ type History struct {
 
 	mu      sync.Mutex
 	streams map[streamKey]jetstream.Stream // the streams this History found or made
-	chans   map[broker.Key]*chanState
+	chans   broker.ChannelLocks[chanState]
 }
 
 // The headers of a stored event.
@@ -76,11 +76,9 @@ const maxAttempts = 64
 
 // chanState is what a History knows of one channel's last message.
 type chanState struct {
-	mu    sync.Mutex // held by this node's one publish of the channel at a time
-	refs  int        // publishes holding or waiting for mu; guarded by History.mu
-	known bool       // seq and pos are the channel's last message, as far as this node knows
-	conn  uint64     // the broker's reconnections when known was set (a restarted server may lose streams)
-	seq   uint64     // its stream sequence (0: the channel has none)
+	known bool   // seq and pos are the channel's last message, as far as this node knows
+	conn  uint64 // the broker's reconnections when known was set (a restarted server may lose streams)
+	seq   uint64 // its stream sequence (0: the channel has none)
 	pos   herald.Position
 }
 
@@ -90,7 +88,9 @@ func NewHistory(b *Broker) (*History, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nats history: %w", err)
 	}
-	return &History{b: b, js: js, streams: map[streamKey]jetstream.Stream{}, chans: map[broker.Key]*chanState{}}, nil
+	h := &History{b: b, js: js, streams: map[streamKey]jetstream.Stream{}}
+	h.chans.Max = maxChanStates
+	return h, nil
 }
 
 // Publish implements herald.History. With the bus down it fails at once, having given no
@@ -107,8 +107,8 @@ func (h *History) Publish(ctx context.Context, rule herald.HistoryRule, msg hera
 	ctx, cancel := h.deadline(ctx)
 	defer cancel()
 	k := broker.Key{App: msg.App, Channel: msg.Channel}
-	cs := h.acquire(k)
-	defer h.release(k, cs)
+	cs, unlock := h.chans.Lock(k)
+	defer unlock()
 	pos, sealed, err := h.store(ctx, rule, msg, cs)
 	if err != nil {
 		h.b.count.PublishErrors.Add(1)
@@ -210,30 +210,6 @@ func positionOf(hdr nats.Header) (herald.Position, error) {
 		return herald.Position{}, herald.Errorf(herald.CodeInternal, "no position in its headers: not an event herald stored")
 	}
 	return herald.Position{Epoch: e, Offset: o}, nil
-}
-
-// acquire returns k's state with its lock held, made when missing.
-func (h *History) acquire(k broker.Key) *chanState {
-	h.mu.Lock()
-	cs := h.chans[k]
-	if cs == nil {
-		cs = &chanState{}
-		h.chans[k] = cs
-	}
-	cs.refs++
-	h.mu.Unlock()
-	cs.mu.Lock()
-	return cs
-}
-
-// release unlocks cs, and forgets it when nobody else uses it and too many channels are known.
-func (h *History) release(k broker.Key, cs *chanState) {
-	cs.mu.Unlock()
-	h.mu.Lock()
-	if cs.refs--; cs.refs == 0 && len(h.chans) > maxChanStates {
-		delete(h.chans, k)
-	}
-	h.mu.Unlock()
 }
 
 // wrongLast reports whether err is JetStream's refusal of a publish whose expected last

@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/herald-rt/herald"
@@ -44,15 +43,12 @@ var _ herald.History = (*History)(nil)
 type History struct {
 	b *Broker
 
-	mu    sync.Mutex
-	chans map[broker.Key]*chanState // with a cluster secret: what this node knows of each channel
+	chans broker.ChannelLocks[chanState] // with a cluster secret: what this node knows of each channel
 }
 
 // chanState is what a History with a cluster secret knows of one channel's history.
 type chanState struct {
-	mu    sync.Mutex // held by this node's one publish of the channel at a time
-	refs  int        // publishes holding or waiting for mu; guarded by History.mu
-	known bool       // pos is the channel's last position, as far as this node knows
+	known bool // pos is the channel's last position, as far as this node knows
 	pos   herald.Position
 }
 
@@ -70,7 +66,11 @@ const maxAttempts = 64
 const MetaTTL = 24 * time.Hour
 
 // NewHistory returns the History beside b, on b's Redis connection and prefix.
-func NewHistory(b *Broker) *History { return &History{b: b, chans: map[broker.Key]*chanState{}} }
+func NewHistory(b *Broker) *History {
+	h := &History{b: b}
+	h.chans.Max = maxChanStates
+	return h
+}
 
 // keys returns the names of (app, channel)'s stream and meta hash.
 func (h *History) keys(app, channel string) (stream, meta string) {
@@ -151,8 +151,8 @@ func (h *History) Publish(ctx context.Context, rule herald.HistoryRule, msg hera
 func (h *History) publishSealed(ctx context.Context, c rueidis.Client, rule herald.HistoryRule, msg herald.BusMessage) (herald.Position, error) {
 	const what = "redis history publish"
 	k := broker.Key{App: msg.App, Channel: msg.Channel}
-	cs := h.acquire(k)
-	defer h.release(k, cs)
+	cs, unlock := h.chans.Lock(k)
+	defer unlock()
 	stream, meta := h.keys(msg.App, msg.Channel)
 	channel := broker.Subject(h.b.cfg.Prefix, msg.App, msg.Channel)
 	size, ttl, metaTTL := strconv.Itoa(rule.Size), millis(rule.TTL), millis(max(rule.TTL, MetaTTL))
@@ -184,30 +184,6 @@ func (h *History) publishSealed(ctx context.Context, c rueidis.Client, rule hera
 	}
 	h.b.count.PublishErrors.Add(1)
 	return herald.Position{}, herald.Errorf(herald.CodeBusy, "%s: channel %q: %d attempts in a row beaten by other nodes' publishes", what, msg.Channel, maxAttempts)
-}
-
-// acquire returns k's state with its lock held, made when missing.
-func (h *History) acquire(k broker.Key) *chanState {
-	h.mu.Lock()
-	cs := h.chans[k]
-	if cs == nil {
-		cs = &chanState{}
-		h.chans[k] = cs
-	}
-	cs.refs++
-	h.mu.Unlock()
-	cs.mu.Lock()
-	return cs
-}
-
-// release unlocks cs, and forgets it when nobody else uses it and too many channels are known.
-func (h *History) release(k broker.Key, cs *chanState) {
-	cs.mu.Unlock()
-	h.mu.Lock()
-	if cs.refs--; cs.refs == 0 && len(h.chans) > maxChanStates {
-		delete(h.chans, k)
-	}
-	h.mu.Unlock()
 }
 
 // Read implements herald.History: one script, so Latest and the entries are of one moment.
