@@ -93,6 +93,12 @@ type BusKind uint8
 // to a user is a BusEvent on the user's channel). Parts other than the cluster layer define their own
 // kinds from 32 up (console.BusKind).
 const (
+	// BusDrained is never on the bus: an engine calls its handler with a message of this
+	// kind, nothing else set, each time it has handed over every received message it had
+	// ready (one or many), so a receiver may hold what it got until then and send each
+	// connection everything one drain brought in one write. Received from the bus, it is
+	// dropped as undecodable.
+	BusDrained BusKind = 0
 	// BusEvent: deliver Payload to the subscribers of Channel, except ExcludeSocket.
 	BusEvent BusKind = 1
 	// BusState: a node's share of the cluster's state (subscription counts, presence

@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"sync/atomic"
+	"time"
 
 	"github.com/herald-rt/herald"
 )
@@ -50,6 +51,9 @@ func (c *Counters) Receive(data []byte, a *Auth, h herald.BusHandler) {
 		msg, err = DecodeMessage(data)
 	}
 	switch {
+	case err == nil && msg.Kind == herald.BusDrained:
+		c.Dropped.Add(1) // not a kind a node sends
+		return
 	case err == nil:
 	case errors.Is(err, ErrForged):
 		c.Forged.Add(1)
@@ -65,16 +69,50 @@ func (c *Counters) Receive(data []byte, a *Auth, h herald.BusHandler) {
 	h(msg)
 }
 
+// Drained tells h that the engine has handed over every message it had ready: a
+// herald.BusDrained message.
+func Drained(h herald.BusHandler) { h(herald.BusMessage{Kind: herald.BusDrained}) }
+
+// MaxDrain bounds how many messages Deliver hands over between two drained calls, and
+// MaxDrainTime how long it takes (checked every 64 messages), so that a bus that never
+// pauses cannot hold back what was received.
+const (
+	MaxDrain     = 1024
+	MaxDrainTime = time.Millisecond
+)
+
 // Deliver is the loop of an engine's delivery goroutine, the one that calls the handler:
-// until stop is closed it takes each received message from in, in arrival order, and
-// passes it to deliver (Counters.Receive, for an engine that queues encoded messages).
-func Deliver[T any](in <-chan T, stop <-chan struct{}, deliver func(T)) {
+// until stop is closed it takes each received message from ctl and from in, each in arrival
+// order, and passes it to deliver (Counters.Receive, for an engine that queues encoded
+// messages); after each drain, once both are empty (or MaxDrain messages or MaxDrainTime
+// on), it calls drained (Drained, with the engine's handler). ctl is the internal keys'
+// queue (Internal): the state stream's heartbeats must not wait behind, nor be dropped
+// with, a flood of events; nil when the engine keeps one queue.
+func Deliver[T any](ctl, in <-chan T, stop <-chan struct{}, deliver func(T), drained func()) {
 	for {
 		select {
+		case m := <-ctl:
+			deliver(m)
 		case m := <-in:
 			deliver(m)
 		case <-stop:
 			return
 		}
+		start := time.Now()
+	drain:
+		for i := 1; i < MaxDrain; i++ {
+			if i%64 == 0 && time.Since(start) > MaxDrainTime {
+				break
+			}
+			select {
+			case m := <-ctl:
+				deliver(m)
+			case m := <-in:
+				deliver(m)
+			default:
+				break drain
+			}
+		}
+		drained()
 	}
 }

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -12,10 +13,11 @@ import (
 func TestDeliver(t *testing.T) {
 	var c Counters
 	in, stop, done := make(chan []byte, 8), make(chan struct{}), make(chan struct{})
-	got := make(chan herald.BusMessage)
+	got := make(chan herald.BusMessage, 16)
+	h := func(m herald.BusMessage) { got <- m }
 	go func() {
 		defer close(done)
-		Deliver(in, stop, func(b []byte) { c.Receive(b, nil, func(m herald.BusMessage) { got <- m }) })
+		Deliver(nil, in, stop, func(b []byte) { c.Receive(b, nil, h) }, func() { Drained(h) })
 	}()
 	var size int
 	for i, p := range []string{"a", "bb", "ccc"} {
@@ -29,6 +31,9 @@ func TestDeliver(t *testing.T) {
 	for _, want := range []string{"a", "bb", "ccc"} {
 		select {
 		case m := <-got:
+			for m.Kind == herald.BusDrained {
+				m = <-got
+			}
 			if string(m.Payload) != want || m.App != "app" || m.Channel != "ch" || m.Node != "n" {
 				t.Fatalf("handed on %+v; want payload %q", m, want)
 			}
@@ -67,5 +72,58 @@ func TestReceiveAuth(t *testing.T) {
 	if len(got) != 1 || string(got[0].Payload) != "p" || got[0].Node != "n1" || st.MessagesReceived != 1 ||
 		st.Forged != 1 || st.Replayed != 1 || st.Dropped != 0 {
 		t.Fatalf("handed on %+v, stats %+v; want 1 handed on, 1 forged, 1 replayed", got, st)
+	}
+}
+
+// TestDeliverDrains: everything queued when the loop wakes is handed on before one drained
+// call; internal keys' messages on ctl are handed on with them; a BusDrained kind received
+// from the bus is dropped.
+func TestDeliverDrains(t *testing.T) {
+	var c Counters
+	ctl, in, stop, done := make(chan []byte, 8), make(chan []byte, 64), make(chan struct{}), make(chan struct{})
+	var got []string
+	batches := make(chan []string, 4)
+	h := func(m herald.BusMessage) {
+		if m.Kind == herald.BusDrained {
+			batches <- got
+			got = nil
+			return
+		}
+		got = append(got, string(m.Payload))
+	}
+	enc := func(p string) []byte {
+		return AppendMessage(nil, herald.BusMessage{Kind: herald.BusEvent, App: "app", Channel: "ch", Node: "n", Payload: []byte(p)})
+	}
+	for i := range 50 {
+		in <- enc(strconv.Itoa(i))
+	}
+	ctl <- enc("state")
+	in <- AppendMessage(nil, herald.BusMessage{Kind: herald.BusDrained, App: "app", Channel: "ch"})
+	go func() {
+		defer close(done)
+		Deliver(ctl, in, stop, func(b []byte) { c.Receive(b, nil, h) }, func() { Drained(h) })
+	}()
+	select {
+	case b := <-batches:
+		if len(b) != 51 {
+			t.Fatalf("one drain handed on %d messages, want 51: %v", len(b), b)
+		}
+		n := 0
+		for _, p := range b {
+			if p == "state" {
+				continue
+			}
+			if p != strconv.Itoa(n) {
+				t.Fatalf("out of order: %v", b)
+			}
+			n++
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no drained call")
+	}
+	close(stop)
+	<-done
+	if st := c.Stats(); st.Dropped != 1 || st.MessagesReceived != 51 {
+		t.Errorf("stats %+v; want 51 received, 1 dropped (the BusDrained kind from the bus)", st)
 	}
 }

@@ -48,7 +48,9 @@ func (m *Mux) Receive(msg herald.BusMessage) {
 			return
 		}
 	}
-	m.unhandled.Add(1)
+	if msg.Kind != herald.BusDrained { // a signal, for whoever wants it
+		m.unhandled.Add(1)
+	}
 }
 
 // Unhandled is how many messages Receive dropped because no handler had their kind.

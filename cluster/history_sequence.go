@@ -34,6 +34,9 @@ type HistoryStats struct {
 	GapsRepaired atomic.Int64 // gaps whose events were read from the store and delivered
 	GapsLost     atomic.Int64 // gaps whose events were gone: the channel's subscribers were closed
 	Duplicates   atomic.Int64 // events received twice, dropped
+	// Missed counts the channels without history whose events this node dropped from the
+	// bus (it could not keep up): their subscribers here were closed (Listener.Missed).
+	Missed atomic.Int64
 }
 
 // receiveHistory puts an event of a history channel in its place in the channel's copy.

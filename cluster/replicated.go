@@ -29,6 +29,10 @@ type Replicated struct {
 	ops    busOps
 	stream *stream
 	echo   echoes // cache-channel publishes waiting for the bus to bring them back
+	// batch holds the events of channels without history received since the bus last
+	// drained (herald.BusDrained), so each connection gets them in one write. Only the bus's
+	// delivery goroutine touches it.
+	batch *fanout.Batch
 }
 
 var _ State = (*Replicated)(nil)
@@ -44,7 +48,7 @@ func NewReplicated(cfg Config, eng *fanout.Engine, bus herald.Broker, hist heral
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Replicated{node: newNode(cfg, eng), bus: bus, hist: hist, log: log}
+	r := &Replicated{node: newNode(cfg, eng), bus: bus, hist: hist, log: log, batch: eng.NewBatch()}
 	r.copies = hist != nil
 	r.ops.ctx, r.ops.cancel = context.WithCancel(context.Background())
 	r.stream = newStream(r)
@@ -53,6 +57,7 @@ func NewReplicated(cfg Config, eng *fanout.Engine, bus herald.Broker, hist heral
 	handle(herald.BusState, r.receiveState)
 	handle(herald.BusCache, r.receiveCache)
 	handle(herald.BusTerminate, r.receiveTerminate)
+	handle(herald.BusDrained, func(herald.BusMessage) { r.batch.Send() })
 	return r
 }
 
@@ -74,9 +79,7 @@ func (r *Replicated) Start(l Listener) {
 	}
 	cancel()
 	r.ops.run(r.stream.run)
-	if r.hist != nil {
-		r.ops.run(r.watchLosses)
-	}
+	r.ops.run(r.watchLosses)
 }
 
 // Stop implements State: the stream says goodbye, the bus operations in flight end.
@@ -93,11 +96,23 @@ func (r *Replicated) receiveEvent(msg herald.BusMessage) {
 	if !r.validFrame(msg.Payload) {
 		return
 	}
-	if a := r.app(msg.App); a != nil && msg.Offset != 0 {
-		r.receiveHistory(a, msg)
-	} else if a != nil {
-		r.deliver(a, msg.Channel, false, msg.Payload, r.eng.Local(msg.ExcludeSocket), nil, msg.Origin)
+	a := r.app(msg.App)
+	if a == nil {
+		return
 	}
+	if msg.Offset != 0 {
+		r.receiveHistory(a, msg)
+		return
+	}
+	// Events of channels without history wait in the batch for the bus to drain; a history
+	// channel's are delivered at once, in the order its history lock gives them with
+	// replays and repairs.
+	ch := a.table.lookup(msg.Channel)
+	if ch != nil && ch.hist == nil && (r.copies || len(a.hist.rules) == 0) {
+		r.batch.Add(&ch.Channel, msg.Payload, r.eng.Local(msg.ExcludeSocket), a.group.Measure(msg.Origin))
+		return
+	}
+	r.deliver(a, msg.Channel, false, msg.Payload, r.eng.Local(msg.ExcludeSocket), nil, msg.Origin)
 }
 
 // receiveCache keeps and delivers a cache channel's event.
@@ -358,26 +373,4 @@ func (r *Replicated) History(ctx context.Context, a *App, channel string, after 
 		return herald.HistoryPage{}, herald.Errorf(herald.CodeNotFound, "channel %s keeps no history", channel)
 	}
 	return r.read(ctx, rule, a.id, channel, after, limit)
-}
-
-// watchLosses runs check whenever the bus reports messages it lost: dropped ones, refused
-// as replayed, or those of an outage it reconnected from.
-func (r *Replicated) watchLosses(ctx context.Context) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	var seen herald.BrokerStats
-	for {
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return
-		}
-		st := r.bus.Stats()
-		// A history event refused as replayed came too late (past the sender's replay
-		// window): lost, as a dropped one.
-		if st.Dropped != seen.Dropped || st.Reconnects != seen.Reconnects || st.Replayed != seen.Replayed {
-			seen = st
-			r.check(ctx)
-		}
-	}
 }

@@ -99,6 +99,10 @@ type Listener interface {
 	// lost before they reached this node, and are gone from the history too. Called holding
 	// the channel's history.
 	Lost(app string, ch *Channel)
+	// Missed closes this node's connections subscribed to ch, a channel without history:
+	// this node dropped some of its events from the bus (it could not keep up), so they
+	// must be told rather than miss them silently.
+	Missed(app string, ch *Channel)
 }
 
 // Config tunes a State. Zero values mean the defaults noted.

@@ -177,3 +177,4 @@ func (nopListener) RemoteUser(string, string, bool)                             
 func (nopListener) Terminate(string, string)                                      {}
 func (nopListener) AppendPosition(dst []byte, _ string, _ herald.Position) []byte { return dst }
 func (nopListener) Lost(string, *Channel)                                         {}
+func (nopListener) Missed(string, *Channel)                                       {}

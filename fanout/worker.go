@@ -10,6 +10,7 @@ const (
 	opSub                  // add c to ch's subscribers here, then queue frame and extra
 	opUnsub                // remove c from ch's subscribers here
 	opPublish              // queue frame for every subscriber of ch here but the excluded one
+	opBatch                // opPublish for each publish in pubs, in order (Batch)
 	opClose                // queue frame (error + close) for c and shut it down once it is out
 	opCloseAll             // close every connection with the engine's drain frame
 	opCloseGroup           // close every connection of group g with frame, its code in excl
@@ -29,6 +30,7 @@ type cmd struct {
 	excl  uint64    // opPublish: Conn.num not to deliver to
 	track *pubTrack // opPublish: measures publish → last frame queued; may be nil
 	g     *Group    // opCloseGroup
+	pubs  *[]pub    // opBatch
 }
 
 // worker owns a fixed share of the connections: their outbound queues, their writes and
@@ -95,19 +97,10 @@ func (w *worker) handle(m cmd) {
 		if m.slot {
 			<-w.slots
 		}
-		subs := w.subs[m.ch]
-		n := 0
-		for _, c := range subs {
-			if c.num != m.excl {
-				w.enqueue(c, m.frame)
-				n++
-			}
-		}
-		if n > 0 {
-			// Every subscriber here is of the channel's group and this worker: one shard.
-			subs[0].m.Sent.Add(int64(n))
-		}
+		w.publish(m.ch, m.frame, m.excl)
 		m.track.done()
+	case opBatch:
+		w.publishBatch(m.pubs)
 	case opSend:
 		w.enqueue(m.c, m.frame)
 		m.c.m.Sent.Add(1)
@@ -149,6 +142,22 @@ func (w *worker) handle(m cmd) {
 		w.flush(m.c)
 	case opHangup:
 		w.hangup(m.c)
+	}
+}
+
+// publish queues frame for every subscriber of ch here but the connection numbered excl.
+func (w *worker) publish(ch *Channel, frame []byte, excl uint64) {
+	subs := w.subs[ch]
+	n := 0
+	for _, c := range subs {
+		if c.num != excl {
+			w.enqueue(c, frame)
+			n++
+		}
+	}
+	if n > 0 {
+		// Every subscriber here is of the channel's group and this worker: one shard.
+		subs[0].m.Sent.Add(int64(n))
 	}
 }
 

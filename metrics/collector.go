@@ -11,16 +11,16 @@ type collector struct {
 	src  Source
 	http *HTTP
 
-	connected, newConns, disconnects         *prometheus.Desc
-	sent, received, sentBytes, receivedBytes *prometheus.Desc
-	httpCalls, httpReceived, httpTransmitted *prometheus.Desc
-	slow, eventsLimited, channels, subs      *prometheus.Desc
-	subsLimited                              *prometheus.Desc
-	refused, queueDepth, pongTimeouts        *prometheus.Desc
-	capacity, refusing, nodeConns, nodeChans *prometheus.Desc
-	cacheBytes, cacheEntries, cacheEvictions *prometheus.Desc
-	histBytes, histEntries, histEvictions    *prometheus.Desc
-	recoveries, gapsRepaired, gapsLost, dups *prometheus.Desc
+	connected, newConns, disconnects                 *prometheus.Desc
+	sent, received, sentBytes, receivedBytes         *prometheus.Desc
+	httpCalls, httpReceived, httpTransmitted         *prometheus.Desc
+	slow, eventsLimited, channels, subs              *prometheus.Desc
+	subsLimited                                      *prometheus.Desc
+	refused, queueDepth, pongTimeouts                *prometheus.Desc
+	capacity, refusing, nodeConns, nodeChans         *prometheus.Desc
+	cacheBytes, cacheEntries, cacheEvictions         *prometheus.Desc
+	histBytes, histEntries, histEvictions            *prometheus.Desc
+	recoveries, gapsRepaired, gapsLost, dups, missed *prometheus.Desc
 }
 
 func newCollector(prefix string, src Source, http *HTTP) *collector {
@@ -61,6 +61,7 @@ func newCollector(prefix string, src Source, http *HTTP) *collector {
 		gapsRepaired:  d("history_gaps_repaired_total", "Gaps in a history channel's offsets that the bus left on this node, repaired from the history."),
 		gapsLost:      d("history_gaps_lost_total", "Gaps whose events were gone from the history: the channel's subscribers here were closed with 4200."),
 		dups:          d("history_duplicates_total", "Events of history channels the bus brought twice, dropped."),
+		missed:        d("bus_missed_channels_total", "Channels without history whose events this node dropped from the bus (it could not keep up): their subscribers here were closed with 4100."),
 
 		refused:      d("refused_connections_total", "Connections refused at the handshake, by reason.", "reason"),
 		queueDepth:   d("fanout_queue_depth", "Commands waiting in each fan-out worker's queue.", "worker"),
@@ -78,7 +79,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.receivedBytes, c.httpCalls, c.httpReceived, c.httpTransmitted, c.slow, c.eventsLimited, c.subsLimited, c.channels, c.subs,
 		c.refused, c.queueDepth, c.pongTimeouts, c.capacity, c.refusing, c.nodeConns, c.nodeChans,
 		c.cacheBytes, c.cacheEntries, c.cacheEvictions, c.histBytes, c.histEntries, c.histEvictions,
-		c.recoveries, c.gapsRepaired, c.gapsLost, c.dups} {
+		c.recoveries, c.gapsRepaired, c.gapsLost, c.dups, c.missed} {
 		ch <- d
 	}
 }
@@ -131,6 +132,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.gapsRepaired, st.GapsRepaired)
 	counter(c.gapsLost, st.GapsLost)
 	counter(c.dups, st.Duplicates)
+	counter(c.missed, st.Missed)
 	counter(c.pongTimeouts, st.PongTimeouts)
 	gauge(c.capacity, float64(st.MaxConnections))
 	gauge(c.nodeConns, float64(st.Connections))

@@ -46,6 +46,7 @@ type NodeStats struct {
 	GapsRepaired   int64     // history_gaps_repaired_total
 	GapsLost       int64     // history_gaps_lost_total
 	Duplicates     int64     // history_duplicates_total
+	Missed         int64     // bus_missed_channels_total
 }
 
 // Outcome is how many recovery requests had one outcome.

@@ -115,9 +115,16 @@ func startNode(t *testing.T, bus *memory.Bus, id string, cfg session.Config, sc 
 func startNodeTap(t *testing.T, bus *memory.Bus, id string, cfg session.Config, sc cluster.Config, wrap func(herald.Broker) herald.Broker,
 	tap func(m herald.BusMessage, deliver herald.BusHandler), apps ...*herald.App) *node {
 	t.Helper()
+	return startNodeQueue(t, bus, memory.Config{NodeID: id}, cfg, sc, wrap, tap, apps...)
+}
+
+// startNodeQueue is startNodeTap with the memory broker's config mc (its node id, its queue).
+func startNodeQueue(t *testing.T, bus *memory.Bus, mc memory.Config, cfg session.Config, sc cluster.Config, wrap func(herald.Broker) herald.Broker,
+	tap func(m herald.BusMessage, deliver herald.BusHandler), apps ...*herald.App) *node {
+	t.Helper()
 	nd := &node{}
 	mux := new(broker.Mux)
-	mb := bus.Attach(memory.Config{NodeID: id}, func(m herald.BusMessage) {
+	mb := bus.Attach(mc, func(m herald.BusMessage) {
 		if m.Kind == herald.BusEvent {
 			nd.events.Add(1)
 		}

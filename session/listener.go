@@ -48,3 +48,7 @@ func (l listener) AppendPosition(dst []byte, channel string, p herald.Position) 
 }
 
 func (l listener) Lost(_ string, ch *cluster.Channel) { l.s.eng.CloseChannel(&ch.Channel, l.s.lost) }
+
+func (l listener) Missed(_ string, ch *cluster.Channel) {
+	l.s.eng.CloseChannel(&ch.Channel, l.s.missed)
+}

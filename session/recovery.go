@@ -48,6 +48,10 @@ func (s *Server) HistoryStats() (gapsRepaired, gapsLost, duplicates int64) {
 	return st.GapsRepaired.Load(), st.GapsLost.Load(), st.Duplicates.Load()
 }
 
+// MissedChannels is how many times this node closed the subscribers of a channel without
+// history because it dropped events of it from the bus (it could not keep up).
+func (s *Server) MissedChannels() int64 { return s.st.HistoryStats().Missed.Load() }
+
 // replay is what a subscriber of a history channel gets after its subscription_succeeded:
 // the events it recovers, each with its position frame, then pusher_internal:recovery, in one
 // buffer.

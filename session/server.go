@@ -119,6 +119,7 @@ type Server struct {
 	pongFrame []byte       // the answer to pusher:ping
 	shutdown  fanout.Close // 4200 to every client at shutdown
 	lost      fanout.Close // 4200 to the subscribers of a channel whose events are gone
+	missed    fanout.Close // 4100 to the subscribers of a channel without history this node dropped events of
 
 	recoveries recoveries // outcomes of recovery requests (recovery.go)
 
@@ -179,6 +180,7 @@ func New(cfg Config, store herald.AppStore, newState NewState, log *slog.Logger)
 	s := &Server{cfg: cfg, log: log, store: store, pongFrame: ws.TextFrame(pusher.PongPayload), stop: make(chan struct{}),
 		shutdown:  closing(herald.CodeReconnect, "server shutting down, reconnect"),
 		lost:      closing(herald.CodeReconnect, "events of a subscribed channel were lost on this node, reconnect to recover them"),
+		missed:    closing(herald.CodeBusy, "this node could not keep up and dropped events of a subscribed channel, reconnect"),
 		subCounts: &subCounts{dirty: map[chanKey]struct{}{}}}
 	s.stale, _ = store.(herald.AppStoreStale)
 	apps := store.Apps()

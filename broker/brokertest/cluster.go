@@ -44,14 +44,31 @@ type recorder struct {
 	trips atomic.Int64
 	mu    sync.Mutex
 	msgs  []herald.BusMessage
+	// drains counts the herald.BusDrained signals; undrained is how many messages arrived
+	// since the last one.
+	drains, undrained int
 }
 
 func (r *recorder) roundTrip(time.Duration) { r.trips.Add(1) }
 
 func (r *recorder) handle(m herald.BusMessage) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	if m.Kind == herald.BusDrained {
+		r.drains++
+		r.undrained = 0
+		return
+	}
 	r.msgs = append(r.msgs, m)
-	r.mu.Unlock()
+	r.undrained++
+}
+
+// drained returns how many BusDrained signals r received, and how many messages since the
+// last one.
+func (r *recorder) drained() (drains, undrained int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.drains, r.undrained
 }
 
 func (r *recorder) snapshot() []herald.BusMessage {

@@ -27,6 +27,7 @@ func Run(t *testing.T, newCluster NewCluster) {
 		{"Unsubscribe", testUnsubscribe},
 		{"Echo", testEcho},
 		{"Order", testOrder},
+		{"Drained", testDrained},
 		{"ConcurrentPublishers", testConcurrentPublishers},
 		{"ChannelNames", testChannelNames},
 		{"LargePayload", testLargePayload},
@@ -40,6 +41,24 @@ func Run(t *testing.T, newCluster NewCluster) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newCluster) })
 	}
+}
+
+// testDrained: once the engine has handed over what it received, the handler gets a
+// herald.BusDrained signal: after a burst, no message waits for one.
+func testDrained(t *testing.T, nc NewCluster) {
+	c := start(t, nc, 2)
+	subscribe(t, c.Brokers[1], "app1", "burst")
+	ctx := context.Background()
+	for i := range 200 {
+		if err := c.Brokers[0].Publish(ctx, herald.BusMessage{Kind: herald.BusEvent, App: "app1", Channel: "burst", Payload: []byte(strconv.Itoa(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.rec[1].waitCount(t, "burst", 200)
+	poll.Until(t, Wait, "a BusDrained signal after the last message", func() (bool, string) {
+		drains, undrained := c.rec[1].drained()
+		return drains > 0 && undrained == 0, fmt.Sprintf("%d signals, %d messages since the last", drains, undrained)
+	})
 }
 
 // testInterestRouting: only nodes with interest receive, and the counters say so.

@@ -34,12 +34,14 @@ type Broker struct {
 	handler   herald.BusHandler
 	interests *broker.Interests
 	inbox     chan herald.BusMessage
+	ctl       chan herald.BusMessage // internal keys' messages (app id "")
 	stop      chan struct{}
 	done      chan struct{}
 	closing   sync.Once
 	closed    atomic.Bool
 
 	count broker.Counters
+	lost  broker.Losses
 }
 
 // New returns the Broker of a single node: a Bus of its own.
@@ -55,7 +57,7 @@ func (bus *Bus) Attach(cfg Config, h herald.BusHandler) *Broker {
 		cfg.QueueSize = broker.DefaultQueueSize
 	}
 	b := &Broker{bus: bus, node: cfg.NodeID, handler: h, inbox: make(chan herald.BusMessage, cfg.QueueSize),
-		stop: make(chan struct{}), done: make(chan struct{})}
+		ctl: make(chan herald.BusMessage, cfg.QueueSize), stop: make(chan struct{}), done: make(chan struct{})}
 	b.interests = broker.NewInterests(b.attach, b.detach)
 	go b.run()
 	return b
@@ -63,10 +65,10 @@ func (bus *Bus) Attach(cfg Config, h herald.BusHandler) *Broker {
 
 func (b *Broker) run() {
 	defer close(b.done)
-	broker.Deliver(b.inbox, b.stop, func(m herald.BusMessage) {
+	broker.Deliver(b.ctl, b.inbox, b.stop, func(m herald.BusMessage) {
 		b.count.CountReceived(broker.EncodedSize(m))
 		b.handler(m)
-	})
+	}, func() { broker.Drained(b.handler) })
 }
 
 func (b *Broker) attach(_ context.Context, k broker.Key) error {
@@ -118,14 +120,23 @@ func (b *Broker) Publish(_ context.Context, msg herald.BusMessage) error {
 	list := bus.subs[broker.Key{App: msg.App, Channel: msg.Channel}]
 	bus.mu.RUnlock()
 	for _, r := range list {
+		q := r.inbox
+		if msg.App == "" {
+			q = r.ctl
+		}
 		select {
-		case r.inbox <- msg:
+		case q <- msg:
 		default:
 			r.count.Dropped.Add(1)
+			r.lost.Add(broker.Key{App: msg.App, Channel: msg.Channel})
 		}
 	}
 	return nil
 }
+
+// Losses calls f with each (app, channel) whose received messages this node dropped since
+// the last call, its queue full; false (f not called) when too many did to remember.
+func (b *Broker) Losses(f func(app, channel string)) bool { return b.lost.Take(f) }
 
 // Flush implements herald.Broker. Publish puts its message in every receiving node's queue
 // before it returns, and each node's goroutine drains its queue in order, so whatever any

@@ -42,11 +42,13 @@ type Broker struct {
 	handler   herald.BusHandler
 	nc        *nats.Conn
 	in        chan *nats.Msg
+	ctl       chan *nats.Msg // internal keys' messages (app id "")
 	interests *broker.Interests
 
 	mu          sync.Mutex
 	subs        map[broker.Key]*nats.Subscription
-	lostDropped uint64 // drops counted by subscriptions since removed
+	lostDropped uint64             // drops counted by subscriptions since removed
+	seenDropped map[broker.Key]int // each subscription's drops as Losses last saw them
 
 	flushMu sync.Mutex    // a leaf, held only to read or swap next
 	next    *broker.Round // the round trip that Flush calls arriving now wait for; nil: none yet
@@ -58,6 +60,7 @@ type Broker struct {
 	closed  atomic.Bool
 
 	count broker.Counters
+	lost  broker.Losses // keys whose drops were seen when their subscription went
 }
 
 // New connects to the NATS bus. It returns at once even when the server is unreachable:
@@ -71,7 +74,7 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Broker{cfg: cfg, auth: auth, handler: h, in: make(chan *nats.Msg, cfg.QueueSize),
+	b := &Broker{cfg: cfg, auth: auth, handler: h, in: make(chan *nats.Msg, cfg.QueueSize), ctl: make(chan *nats.Msg, cfg.QueueSize),
 		subs: map[broker.Key]*nats.Subscription{}, kick: make(chan struct{}, 1), stop: make(chan struct{})}
 	b.interests = broker.NewInterests(b.sub, b.unsub)
 	log := cfg.Logger.With("bus", "nats", "url", broker.RedactURL(cfg.URL))
@@ -130,7 +133,8 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 	b.wg.Add(2)
 	go func() {
 		defer b.wg.Done()
-		broker.Deliver(b.in, b.stop, func(m *nats.Msg) { b.count.Receive(m.Data, b.auth, b.handler) })
+		broker.Deliver(b.ctl, b.in, b.stop, func(m *nats.Msg) { b.count.Receive(m.Data, b.auth, b.handler) },
+			func() { broker.Drained(b.handler) })
 	}()
 	go b.flusher()
 	if cfg.RoundTrip != nil {
@@ -204,7 +208,11 @@ func (b *Broker) sub(ctx context.Context, k broker.Key) error {
 	}
 	b.mu.Lock()
 	if b.subs[k] == nil {
-		s, err := b.nc.ChanSubscribe(broker.Subject(b.cfg.Prefix, k.App, k.Channel), b.in)
+		q := b.in
+		if k.App == "" {
+			q = b.ctl
+		}
+		s, err := b.nc.ChanSubscribe(broker.Subject(b.cfg.Prefix, k.App, k.Channel), q)
 		if err != nil {
 			b.mu.Unlock()
 			return broker.Unavailable("nats subscribe", err)
@@ -222,7 +230,11 @@ func (b *Broker) unsub(ctx context.Context, k broker.Key) error {
 	if s != nil {
 		if n, err := s.Dropped(); err == nil {
 			b.lostDropped += uint64(n)
+			if n > b.seenDropped[k] {
+				b.lost.Add(k)
+			}
 		}
+		delete(b.seenDropped, k)
 	}
 	b.mu.Unlock()
 	if s == nil {
@@ -305,6 +317,24 @@ func (b *Broker) Unsubscribe(ctx context.Context, app, channel string) error {
 
 // Connected implements herald.Broker.
 func (b *Broker) Connected() bool { return !b.closed.Load() && b.nc.IsConnected() }
+
+// Losses calls f with each (app, channel) whose received messages this node dropped since
+// the last call (nats.go drops what arrives for a subscription while the handler's queue is
+// full, and counts it per subscription); false (f not called) when too many did to remember.
+func (b *Broker) Losses(f func(app, channel string)) bool {
+	b.mu.Lock()
+	for k, s := range b.subs {
+		if n, err := s.Dropped(); err == nil && n > b.seenDropped[k] {
+			if b.seenDropped == nil {
+				b.seenDropped = map[broker.Key]int{}
+			}
+			b.seenDropped[k] = n
+			b.lost.Add(k)
+		}
+	}
+	b.mu.Unlock()
+	return b.lost.Take(f)
+}
 
 // Stats implements herald.Broker.
 func (b *Broker) Stats() herald.BrokerStats {

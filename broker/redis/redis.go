@@ -75,6 +75,7 @@ type Broker struct {
 	log       *slog.Logger
 	interests *broker.Interests
 	in        chan []byte
+	ctl       chan []byte // internal keys' messages (app id "")
 	out       chan outMsg
 	pipelines atomic.Uint64 // pipelines the writer has ended, failed or not
 
@@ -89,6 +90,7 @@ type Broker struct {
 	closed  atomic.Bool
 
 	count broker.Counters
+	lost  broker.Losses
 }
 
 // New returns a broker connected to Redis or, when Redis does not answer within Timeout,
@@ -122,7 +124,7 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 	opt.ConnWriteTimeout = cfg.Timeout
 	opt.Dialer.Timeout = cfg.Timeout
 	b := &Broker{cfg: cfg, auth: auth, opt: opt, handler: h, log: cfg.Logger.With("bus", "redis", "url", opt.InitAddress),
-		in: make(chan []byte, cfg.QueueSize), out: make(chan outMsg, cfg.OutboundSize), stop: make(chan struct{})}
+		in: make(chan []byte, cfg.QueueSize), ctl: make(chan []byte, cfg.QueueSize), out: make(chan outMsg, cfg.OutboundSize), stop: make(chan struct{})}
 	b.interests = broker.NewInterests(b.sub, b.unsub)
 	first, err := b.connect() // one attempt now, as nats.go does; the supervisor retries
 	b.wg.Add(3)
@@ -130,7 +132,8 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 	go b.write()
 	go func() {
 		defer b.wg.Done()
-		broker.Deliver(b.in, b.stop, func(data []byte) { b.count.Receive(data, b.auth, b.handler) })
+		broker.Deliver(b.ctl, b.in, b.stop, func(data []byte) { b.count.Receive(data, b.auth, b.handler) },
+			func() { broker.Drained(b.handler) })
 	}()
 	return b, nil
 }
@@ -244,14 +247,26 @@ func (b *Broker) hold(s *session) error {
 }
 
 // onMessage runs on rueidis's reader goroutine: it queues the message for the delivery
-// goroutine, or drops it while the queue is full.
+// goroutine (an internal key's on a queue of its own), or drops it while the queue is full
+// and records whose it was.
 func (b *Broker) onMessage(m rueidis.PubSubMessage) {
+	q := b.in
+	if broker.Internal(b.cfg.Prefix, m.Channel) {
+		q = b.ctl
+	}
 	select {
-	case b.in <- []byte(m.Message):
+	case q <- []byte(m.Message):
 	default:
 		b.count.Dropped.Add(1)
+		if k, ok := broker.ParseSubject(b.cfg.Prefix, m.Channel); ok {
+			b.lost.Add(k)
+		}
 	}
 }
+
+// Losses calls f with each (app, channel) whose received messages this node dropped since
+// the last call, its queue full; false (f not called) when too many did to remember.
+func (b *Broker) Losses(f func(app, channel string)) bool { return b.lost.Take(f) }
 
 // write sends queued publishes, as many as have queued (up to MaxBatch), in one pipeline,
 // then ends the Flush calls queued among them. Pipelines are numbered from 1 in the order

@@ -248,6 +248,8 @@ func (r *recorder) AppendPosition(dst []byte, channel string, p herald.Position)
 
 func (r *recorder) Lost(_ string, ch *cluster.Channel) { r.add("lost " + ch.Name()) }
 
+func (r *recorder) Missed(_ string, ch *cluster.Channel) { r.add("missed " + ch.Name()) }
+
 // seen returns what the recorder was told that starts with prefix.
 func (r *recorder) seen(prefix string) []string {
 	r.mu.Lock()

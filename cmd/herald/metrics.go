@@ -62,6 +62,7 @@ func (m nodeMetrics) NodeStats() metrics.NodeStats {
 		GapsRepaired:   repaired,
 		GapsLost:       lost,
 		Duplicates:     dups,
+		Missed:         m.h.MissedChannels(),
 		Connections:    st.Connections,
 		MaxConnections: st.MaxConnections,
 		Channels:       st.Channels,
