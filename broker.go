@@ -14,7 +14,10 @@ import (
 // called from the broker's own goroutine (one per broker in every engine here), never from
 // Publish; messages one node published for one (app, channel) reach it in publish order. The
 // handler must not block for long: the engines queue a bounded number of received messages
-// and drop (and count, see BrokerStats.Dropped) what arrives while that queue is full.
+// and drop (and count, see BrokerStats.Dropped) what arrives while that queue is full; the
+// internal keys' messages (app id "") have a queue of their own. After handing over what it
+// had ready the engine calls the handler with a BusDrained signal, so a receiver can send
+// what one drain brought in one batch.
 //
 // All methods are safe for concurrent use.
 type Broker interface {
