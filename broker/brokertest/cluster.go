@@ -21,6 +21,9 @@ type Node struct {
 	// makes round trips to a bus server, and the suite counts its calls to check that
 	// concurrent Flushes share round trips.
 	RoundTrip herald.BusObserver
+	// QueueSize, when not 0, is the size the engine must give its receive queues (the
+	// Losses case fills them).
+	QueueSize int
 }
 
 // Cluster is what a factory returns: one connected broker per Node, in the same order, all
@@ -42,6 +45,7 @@ const Wait = 20 * time.Second
 type recorder struct {
 	id    string
 	trips atomic.Int64
+	hold  chan struct{} // when set, the handler waits for it to close before a message of channel "held"
 	mu    sync.Mutex
 	msgs  []herald.BusMessage
 	// drains counts the herald.BusDrained signals; undrained is how many messages arrived
@@ -52,6 +56,9 @@ type recorder struct {
 func (r *recorder) roundTrip(time.Duration) { r.trips.Add(1) }
 
 func (r *recorder) handle(m herald.BusMessage) {
+	if r.hold != nil && m.Channel == "held" {
+		<-r.hold
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if m.Kind == herald.BusDrained {
@@ -128,13 +135,19 @@ type cluster struct {
 }
 
 func start(t testing.TB, newCluster NewCluster, n int) *cluster {
+	return startWith(t, newCluster, n, 0, nil)
+}
+
+// startWith is start with the engines' receive queues of queueSize (0: their default), and
+// hold, when set, in front of each node's handler for messages of channel "held".
+func startWith(t testing.TB, newCluster NewCluster, n, queueSize int, hold chan struct{}) *cluster {
 	t.Helper()
 	c := &cluster{}
 	nodes := make([]Node, n)
 	for i := range nodes {
-		r := &recorder{id: fmt.Sprintf("node%d", i)}
+		r := &recorder{id: fmt.Sprintf("node%d", i), hold: hold}
 		c.rec = append(c.rec, r)
-		nodes[i] = Node{ID: r.id, Handler: r.handle, RoundTrip: r.roundTrip}
+		nodes[i] = Node{ID: r.id, Handler: r.handle, RoundTrip: r.roundTrip, QueueSize: queueSize}
 	}
 	c.Cluster = newCluster(t, nodes)
 	if len(c.Brokers) != n {

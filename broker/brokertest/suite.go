@@ -28,6 +28,7 @@ func Run(t *testing.T, newCluster NewCluster) {
 		{"Echo", testEcho},
 		{"Order", testOrder},
 		{"Drained", testDrained},
+		{"Losses", testLosses},
 		{"ConcurrentPublishers", testConcurrentPublishers},
 		{"ChannelNames", testChannelNames},
 		{"LargePayload", testLargePayload},
@@ -59,6 +60,59 @@ func testDrained(t *testing.T, nc NewCluster) {
 		drains, undrained := c.rec[1].drained()
 		return drains > 0 && undrained == 0, fmt.Sprintf("%d signals, %d messages since the last", drains, undrained)
 	})
+}
+
+// lossReporter is what every engine here implements: whose received messages it dropped.
+type lossReporter interface {
+	Losses(f func(app, channel string)) bool
+}
+
+// testLosses: a node whose handler is held while its receive queue overflows drops what
+// does not fit, counts it, and says whose it was (Losses): the channel's, once, not the
+// internal keys', whose messages (app id "") wait on a queue of their own and all arrive.
+func testLosses(t *testing.T, nc NewCluster) {
+	hold := make(chan struct{})
+	c := startWith(t, nc, 2, 8, hold)
+	lr, ok := c.Brokers[1].(lossReporter)
+	if !ok {
+		t.Fatalf("%T does not say whose messages it dropped (Losses)", c.Brokers[1])
+	}
+	subscribe(t, c.Brokers[1], "app1", "held")
+	subscribe(t, c.Brokers[1], "", "internal")
+	ctx := context.Background()
+	for i := range 200 {
+		if err := c.Brokers[0].Publish(ctx, herald.BusMessage{Kind: herald.BusEvent, App: "app1", Channel: "held", Payload: []byte(strconv.Itoa(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush(t, c.Brokers[0])
+	for i := range 5 {
+		if err := c.Brokers[0].Publish(ctx, herald.BusMessage{Kind: herald.BusState, Channel: "internal", Payload: []byte(strconv.Itoa(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush(t, c.Brokers[0])
+	poll.Until(t, Wait, "the held node to drop what its queue cannot take", func() (bool, string) {
+		st := c.Brokers[1].Stats()
+		return st.Dropped > 0, fmt.Sprintf("%d dropped", st.Dropped)
+	})
+	close(hold)
+	c.rec[1].waitCount(t, "internal", 5)
+	var lost []string
+	poll.Until(t, Wait, "Losses to name the held channel", func() (bool, string) {
+		if !lr.Losses(func(app, channel string) { lost = append(lost, app+"/"+channel) }) {
+			t.Fatal("Losses could not say whose messages were dropped (2 keys)")
+		}
+		return len(lost) > 0, fmt.Sprint(lost)
+	})
+	if len(lost) != 1 || lost[0] != "app1/held" {
+		t.Fatalf("Losses named %v, want [app1/held]", lost)
+	}
+	got := len(c.rec[1].on("held"))
+	if st := c.Brokers[1].Stats(); got+int(st.Dropped) != 200 || got >= 200 {
+		t.Errorf("received %d and dropped %d of 200 on the held channel", got, st.Dropped)
+	}
+	lr.Losses(func(app, channel string) { t.Errorf("Losses named %s/%s again", app, channel) })
 }
 
 // testInterestRouting: only nodes with interest receive, and the counters say so.

@@ -15,7 +15,7 @@ func newCluster(t testing.TB, nodes []brokertest.Node) brokertest.Cluster {
 	bus := memory.NewBus()
 	var c brokertest.Cluster
 	for _, n := range nodes {
-		b := bus.Attach(memory.Config{NodeID: n.ID}, n.Handler)
+		b := bus.Attach(memory.Config{NodeID: n.ID, QueueSize: n.QueueSize}, n.Handler)
 		t.Cleanup(func() { _ = b.Close(context.Background()) })
 		c.Brokers = append(c.Brokers, b)
 	}

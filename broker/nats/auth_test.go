@@ -91,7 +91,7 @@ func TestTLSUsers(t *testing.T) {
 					prefix := "test." + strconv.FormatInt(clusters.Add(1), 10)
 					for _, n := range nodes {
 						b, err := nats.New(c.cfg(nats.Config{Common: broker.Common{NodeID: n.ID, Prefix: prefix, RoundTrip: n.RoundTrip,
-							TLS: tc, Auth: auth}}), n.Handler)
+							TLS: tc, Auth: auth, QueueSize: n.QueueSize}}), n.Handler)
 						if err != nil {
 							t.Fatal(err)
 						}

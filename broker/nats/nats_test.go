@@ -41,7 +41,7 @@ func newSecretCluster(srv *servicetest.Server, auth broker.AuthConfig) brokertes
 		prefix := clusters.Add(1)
 		for _, n := range nodes {
 			b, err := nats.New(nats.Config{URL: srv.URL(), Common: broker.Common{NodeID: n.ID,
-				Prefix: "test." + strconv.FormatInt(prefix, 10), RoundTrip: n.RoundTrip, Auth: auth}}, n.Handler)
+				Prefix: "test." + strconv.FormatInt(prefix, 10), RoundTrip: n.RoundTrip, Auth: auth, QueueSize: n.QueueSize}}, n.Handler)
 			if err != nil {
 				t.Fatal(err)
 			}

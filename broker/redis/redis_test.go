@@ -43,7 +43,7 @@ func newSecretCluster(srv *servicetest.Server, auth broker.AuthConfig) brokertes
 		prefix := clusters.Add(1)
 		for _, n := range nodes {
 			b, err := redis.New(redis.Config{URL: srv.URL(), Common: broker.Common{NodeID: n.ID,
-				Prefix: "test." + strconv.FormatInt(prefix, 10), RoundTrip: n.RoundTrip, Auth: auth}}, n.Handler)
+				Prefix: "test." + strconv.FormatInt(prefix, 10), RoundTrip: n.RoundTrip, Auth: auth, QueueSize: n.QueueSize}}, n.Handler)
 			if err != nil {
 				t.Fatal(err)
 			}

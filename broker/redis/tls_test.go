@@ -73,7 +73,7 @@ func TestTLSAndACL(t *testing.T) {
 		prefix := "test." + strconv.FormatInt(clusters.Add(1), 10)
 		for _, n := range nodes {
 			b, err := redis.New(redis.Config{URL: tlsURL(srv, "herald:pw"), Common: broker.Common{NodeID: n.ID,
-				Prefix: prefix, RoundTrip: n.RoundTrip, TLS: tc, Auth: auth}}, n.Handler)
+				Prefix: prefix, RoundTrip: n.RoundTrip, TLS: tc, Auth: auth, QueueSize: n.QueueSize}}, n.Handler)
 			if err != nil {
 				t.Fatal(err)
 			}
