@@ -49,6 +49,7 @@ type Broker struct {
 	subs        map[broker.Key]*nats.Subscription
 	lostDropped uint64             // drops counted by subscriptions since removed
 	seenDropped map[broker.Key]int // each subscription's drops as Losses last saw them
+	slowUntil   atomic.Int64       // Unix ms until which Losses looks at every subscription: nats.go reported a slow consumer
 
 	flushMu sync.Mutex    // a leaf, held only to read or swap next
 	next    *broker.Round // the round trip that Flush calls arriving now wait for; nil: none yet
@@ -106,6 +107,9 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			if errors.Is(err, nats.ErrSlowConsumer) {
+				// Once per episode (nats.go reports the first drop after a delivery): look
+				// for the subscriptions that drop for a while.
+				b.slowUntil.Store(time.Now().Add(10 * time.Second).UnixMilli())
 				log.Warn("cluster bus: handler queue full, dropping messages", "queue", cfg.QueueSize)
 				return
 			}
@@ -322,6 +326,9 @@ func (b *Broker) Connected() bool { return !b.closed.Load() && b.nc.IsConnected(
 // the last call (nats.go drops what arrives for a subscription while the handler's queue is
 // full, and counts it per subscription); false (f not called) when too many did to remember.
 func (b *Broker) Losses(f func(app, channel string)) bool {
+	if time.Now().UnixMilli() > b.slowUntil.Load() {
+		return b.lost.Take(f) // no slow consumer reported lately: no subscription to look at
+	}
 	b.mu.Lock()
 	for k, s := range b.subs {
 		if n, err := s.Dropped(); err == nil && n > b.seenDropped[k] {
