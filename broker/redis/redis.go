@@ -209,23 +209,30 @@ func (b *Broker) Publish(ctx context.Context, msg herald.BusMessage) error {
 	return nil
 }
 
-// Flush implements herald.Broker: on every shard with publishes accepted since its last
-// flush, it queues a marker behind them and waits until the writer has ended the pipeline
-// that carried the last of them (Redis routes a PUBLISH to the subscribers before it
-// replies); the shards are flushed together. It fails when any of those shards is down or
-// fails; shards with nothing pending are not waited for, down or not.
+// Flush implements herald.Broker: on every shard with publishes pending (accepted and not
+// yet sent, or lost in a failed pipeline that no successful one has followed), it queues a
+// marker behind them and waits until the writer has ended the pipeline that carried the
+// last of them (Redis routes a PUBLISH to the subscribers before it replies); the shards
+// are flushed together. It fails when any of those shards is down or fails; shards with
+// nothing pending are not waited for, down or not. With nothing pending it fails only when
+// every shard is down.
 func (b *Broker) Flush(ctx context.Context) error {
-	if b.closed.Load() || !b.Connected() {
+	if b.closed.Load() {
 		return broker.Unavailable("redis flush", nil)
 	}
 	var pending []*shard
+	anyUp := false
 	for _, s := range b.shards {
-		if s.accepted.Load() > s.flushed.Load() {
+		anyUp = anyUp || s.up.Load()
+		if s.pending() {
 			pending = append(pending, s)
 		}
 	}
 	switch len(pending) {
 	case 0:
+		if !anyUp {
+			return broker.Unavailable("redis flush", nil)
+		}
 		return nil
 	case 1:
 		return pending[0].flush(ctx)

@@ -28,10 +28,11 @@ type shard struct {
 	out       chan outMsg
 	pipelines atomic.Uint64 // pipelines the writer has ended, failed or not
 
-	// accepted counts the publishes Publish queued here; flushed is the count a successful
-	// Flush of this shard covered, so Broker.Flush waits only for shards with publishes
-	// pending.
-	accepted, flushed atomic.Uint64
+	// accepted counts the publishes Publish queued here, written those the writer has sent
+	// (or failed to), and failed says the last pipeline failed: Broker.Flush waits only for
+	// the shards with publishes pending or a failure not yet followed by a success (pending).
+	accepted, written atomic.Uint64
+	failed            atomic.Bool
 	up                atomic.Bool // a session is held (Connected)
 	reconnects        atomic.Uint64
 
@@ -236,6 +237,8 @@ func (s *shard) write() {
 			if cmds, err = s.pipeline(batch, cmds); err != nil {
 				lastFailed, failure = n, err
 			}
+			s.failed.Store(err != nil)
+			s.written.Add(uint64(len(batch)))
 			s.pipelines.Store(n)
 		}
 		for _, f := range flushes {
@@ -357,14 +360,20 @@ func (s *shard) enqueue(ctx context.Context, m outMsg) error {
 	}
 }
 
+// pending reports whether a Flush must wait for this shard: publishes accepted and not yet
+// sent, or a failed pipeline that no successful one has followed.
+func (s *shard) pending() bool { return s.accepted.Load() > s.written.Load() || s.failed.Load() }
+
 // flush waits until the writer has ended the pipeline that carried the last publish queued
-// before it, and then counts the publishes accepted before the call as flushed.
+// before it. A failed pipeline with nothing queued after it is reported once, to this call.
 func (s *shard) flush(ctx context.Context) error {
 	b := s.b
+	if s.accepted.Load() <= s.written.Load() && s.failed.Swap(false) {
+		return broker.Unavailable("redis flush", errors.New("shard "+s.id+": a publish pipeline failed"))
+	}
 	if s.sess.Load() == nil {
 		return broker.Unavailable("redis flush", errors.New("shard "+s.id+" is down"))
 	}
-	upTo := s.accepted.Load()
 	m := outMsg{flush: broker.NewRound(), since: s.pipelines.Load()}
 	if err := s.enqueue(ctx, m); err != nil {
 		if ctx.Err() != nil {
@@ -372,15 +381,7 @@ func (s *shard) flush(ctx context.Context) error {
 		}
 		return broker.Unavailable("redis flush", err)
 	}
-	if err := m.flush.Wait(ctx, b.stop, "redis flush"); err != nil {
-		return err
-	}
-	for {
-		old := s.flushed.Load()
-		if old >= upTo || s.flushed.CompareAndSwap(old, upTo) {
-			return nil
-		}
-	}
+	return m.flush.Wait(ctx, b.stop, "redis flush")
 }
 
 // ShardState is one shard's part of a Broker's health.
