@@ -256,3 +256,19 @@ func TestShardDown(t *testing.T) {
 		t.Error("no reconnect counted")
 	}
 }
+
+// TestConformanceCluster: the contract holds on a 3-master Redis Cluster, sharded pub/sub.
+func TestConformanceCluster(t *testing.T) {
+	c := servicetest.RedisCluster(t)
+	brokertest.Run(t, newURLCluster(c.URL(), c.Nodes, broker.AuthConfig{}))
+}
+
+func TestHistoryConformanceCluster(t *testing.T) {
+	c := servicetest.RedisCluster(t)
+	historytest.Run(t, newURLHistoryCluster(c.URL(), c.Nodes, broker.AuthConfig{}))
+}
+
+func TestHistoryConformanceClusterSecret(t *testing.T) {
+	c := servicetest.RedisCluster(t)
+	historytest.Run(t, newURLHistoryCluster(c.URL(), c.Nodes, broker.AuthConfig{Secret: testSecret}))
+}

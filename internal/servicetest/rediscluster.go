@@ -69,8 +69,10 @@ func (c *RedisClusterSet) URL() string {
 func RedisCluster(t testing.TB) *RedisClusterSet {
 	t.Helper()
 	c := &RedisClusterSet{}
+	var busPorts []int
 	for range 3 {
 		busPort := freePort(t)
+		busPorts = append(busPorts, busPort)
 		c.Nodes = append(c.Nodes, redisServer(t, func(port int, dir string) []string {
 			return []string{"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes-"+strconv.Itoa(port)+".conf"),
 				"--cluster-port", strconv.Itoa(busPort), "--cluster-node-timeout", "2000"}
@@ -86,8 +88,8 @@ func RedisCluster(t testing.TB) *RedisClusterSet {
 		}
 		do(t, ctx, n.Addr(), "CLUSTER", "ADDSLOTSRANGE", strconv.Itoa(first), strconv.Itoa(last))
 	}
-	for _, n := range c.Nodes[1:] {
-		do(t, ctx, c.Nodes[0].Addr(), "CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(n.Port), strconv.Itoa(busPortOf(t, ctx, n)))
+	for i, n := range c.Nodes[1:] {
+		do(t, ctx, c.Nodes[0].Addr(), "CLUSTER", "MEET", "127.0.0.1", strconv.Itoa(n.Port), strconv.Itoa(busPorts[i+1]))
 	}
 	for _, n := range c.Nodes {
 		for {
@@ -104,23 +106,11 @@ func RedisCluster(t testing.TB) *RedisClusterSet {
 	return c
 }
 
-// busPortOf reads a cluster node's cluster bus port from its configuration.
-func busPortOf(t testing.TB, ctx context.Context, n *Server) int {
-	t.Helper()
-	out := do(t, ctx, n.Addr(), "CONFIG", "GET", "cluster-port")
-	f := strings.Fields(out)
-	p, err := strconv.Atoi(f[len(f)-1])
-	if err != nil {
-		t.Fatalf("cluster-port of %s: %q", n.Addr(), out)
-	}
-	return p
-}
-
 // do runs one command on the server at addr and returns its answer as text (arrays joined
 // by spaces); it fails the test on an error.
 func do(t testing.TB, ctx context.Context, addr string, args ...string) string {
 	t.Helper()
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true, ForceSingleClient: true})
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true, ForceSingleClient: true, AlwaysRESP2: true})
 	if err != nil {
 		t.Fatalf("%s: %v", addr, err)
 	}
