@@ -20,7 +20,9 @@ var _ herald.History = (*History)(nil)
 //	<prefix>.history.{<app>.<channel>}.stream  a stream of the entries, id <offset>-0,
 //	                                           fields t (Unix ms) and f (the frame)
 //
-// (app and channel escaped as in broker.Subject). Publish runs one script that atomically
+// (app and channel escaped as in broker.Subject), on the channel's shard; on a Redis Cluster
+// both start with the channel's group tag instead ({<prefix>.<group>}<prefix>.history.<app>.<channel>.stream),
+// the tag of its pub/sub channel, so the script touches one slot. Publish runs one script that atomically
 // makes the meta hash when it is missing (a new random epoch, and the stream deleted), adds
 // one to the offset, adds the entry to the stream capped at exactly the rule's Size, sets the
 // stream to expire after the rule's TTL and the meta hash after MetaTTL or the TTL if longer,
@@ -30,6 +32,12 @@ var _ herald.History = (*History)(nil)
 // offset order, whichever node published them (Redis does not undo a script that fails half
 // way, which only a key of another type under these names could make it do). Times are
 // Redis's clock (TIME), not the nodes'.
+//
+// With Sentinel or a Redis Cluster, where a replica promoted by a failover may lack the
+// primary's last writes, the meta hash also holds r, the replication id (INFO's
+// master_replid) of the primary that made it: a script that runs on a primary with another id
+// treats the history as lost (Read: none; Publish: a new epoch at offset 1), so no offset is
+// ever given twice to different events within one epoch.
 //
 // What is lost when: an entry past Size at once; entries older than TTL are not returned by
 // Read (the stream itself expires TTL after the channel's last publish); when the meta hash
