@@ -72,8 +72,8 @@ func pick(seeds []uint64, app, channel string) int {
 	return best
 }
 
-// clusterGroup returns the group, from 0 to ClusterSlots-1, of (app, channel) on a Redis
-// Cluster.
-func clusterGroup(app, channel string) int {
+// ClusterGroup returns the group, from 0 to ClusterSlots-1, of (app, channel) on a Redis
+// Cluster: its keys and pub/sub channel start with the hash tag {<prefix>.<group>}.
+func ClusterGroup(app, channel string) int {
 	return int(channelHash(fnvOffset, app, channel) % ClusterSlots)
 }

@@ -149,7 +149,7 @@ func (b *Broker) option(opt rueidis.ClientOption) (rueidis.ClientOption, error) 
 // standalone shards, by group on a Redis Cluster (place.go).
 func (b *Broker) shardOf(app, channel string) *shard {
 	if b.topo.Mode == Cluster {
-		return b.shards[clusterGroup(app, channel)]
+		return b.shards[ClusterGroup(app, channel)]
 	}
 	return b.shards[pick(b.seeds, app, channel)]
 }

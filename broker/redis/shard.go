@@ -49,6 +49,10 @@ type session struct {
 	sub    rueidis.DedicatedClient
 	cancel func()       // gives sub back; called once the session ends
 	lost   <-chan error // receives when the subscriber connection is lost
+	// moved receives when Redis Cluster unsubscribed the group's own channel: its slot moved
+	// to another node (Redis then ends every subscription of the slot), so the session ends
+	// and the next one subscribes on the slot's new owner.
+	moved chan struct{}
 }
 
 func (s *session) close() {
@@ -131,15 +135,27 @@ func (s *shard) connect() (*session, error) {
 		return nil, err
 	}
 	sub, cancel := client.Dedicate()
-	sess := &session{client: client, sub: sub, cancel: cancel}
-	sess.lost = sub.SetPubSubHooks(rueidis.PubSubHooks{OnMessage: b.onMessage})
+	sess := &session{client: client, sub: sub, cancel: cancel, moved: make(chan struct{}, 1)}
+	hooks := rueidis.PubSubHooks{OnMessage: b.onMessage}
+	if s.sharded() {
+		anchor := s.tag + "group"
+		hooks.OnSubscription = func(ps rueidis.PubSubSubscription) {
+			if ps.Kind == "sunsubscribe" && ps.Channel == anchor {
+				select {
+				case sess.moved <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}
+	sess.lost = sub.SetPubSubHooks(hooks)
 	s.sessMu.Lock()
 	defer s.sessMu.Unlock()
 	// The subscriber connection is up even with no interest: on a cluster its first command
 	// must name the group's slot, so it subscribes to the group's own channel.
 	first := sub.B().Ping().Build()
 	if s.sharded() {
-		first = sub.B().Ssubscribe().Channel(s.tag + "group").Build()
+		first = sub.B().Ssubscribe().Channel(s.tag + "group").Build() // the anchor (moved)
 	}
 	if err := b.roundTrip(sub, first); err != nil {
 		sess.close()
@@ -180,6 +196,8 @@ func (s *shard) hold(sess *session) error {
 				err = errors.New("subscriber connection closed")
 			}
 			return err
+		case <-sess.moved:
+			return errors.New("the group's hash slot moved to another node")
 		case <-b.stop:
 			return nil
 		case <-t.C:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/herald-rt/herald"
@@ -271,4 +272,82 @@ func TestHistoryConformanceCluster(t *testing.T) {
 func TestHistoryConformanceClusterSecret(t *testing.T) {
 	c := servicetest.RedisCluster(t)
 	historytest.Run(t, newURLHistoryCluster(c.URL(), c.Nodes, broker.AuthConfig{Secret: testSecret}))
+}
+
+// TestClusterSlotMoved: when the hash slot of a channel's group moves to another node of the
+// Redis Cluster (which ends the slot's sharded subscriptions), the group's connection
+// subscribes again on the new owner and the channel delivers again.
+func TestClusterSlotMoved(t *testing.T) {
+	c := servicetest.RedisCluster(t)
+	var got atomic.Int64
+	cfg := redis.Config{URL: c.URL(), Common: broker.Common{NodeID: "n0", Prefix: "moved"}}
+	a, err := redis.New(cfg, func(herald.BusMessage) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close(context.Background())
+	cfg.NodeID = "n1"
+	b, err := redis.New(cfg, func(herald.BusMessage) { got.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), brokertest.Wait)
+	defer cancel()
+	if err := b.Subscribe(ctx, "app", "ch"); err != nil {
+		t.Fatal(err)
+	}
+	g := redis.ClusterGroup("app", "ch")
+	slot := adminInt(t, c.Nodes[0], "CLUSTER", "KEYSLOT", "{moved."+strconv.Itoa(g)+"}group")
+	from := int(slot) / (16384 / 3)
+	if from > 2 {
+		from = 2
+	}
+	to := (from + 1) % 3
+	ids := make([]string, 3)
+	for i, n := range c.Nodes {
+		ids[i] = adminString(t, n, "CLUSTER", "MYID")
+	}
+	s := strconv.FormatInt(slot, 10)
+	adminString(t, c.Nodes[to], "CLUSTER", "SETSLOT", s, "IMPORTING", ids[from])
+	adminString(t, c.Nodes[from], "CLUSTER", "SETSLOT", s, "MIGRATING", ids[to])
+	for _, i := range []int{to, from, 3 - to - from} {
+		adminString(t, c.Nodes[i], "CLUSTER", "SETSLOT", s, "NODE", ids[to])
+	}
+	t.Logf("slot %d of group %d moved from node %d to node %d", slot, g, from, to)
+	poll.Until(t, brokertest.Wait, "the group to subscribe again and deliver", func() (bool, string) {
+		n := got.Load()
+		_ = a.Publish(ctx, herald.BusMessage{Kind: herald.BusEvent, App: "app", Channel: "ch", Payload: []byte("x")})
+		_ = a.Flush(ctx)
+		return b.Shards()[g].Reconnects > 0 && got.Load() > n, fmt.Sprintf("%+v", b.Shards()[g])
+	})
+}
+
+func admin(t *testing.T, s *servicetest.Server, args ...string) rueidis.RedisResult {
+	t.Helper()
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Addr()}, DisableCache: true, ForceSingleClient: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	res := c.Do(context.Background(), c.B().Arbitrary(args[0]).Args(args[1:]...).Build())
+	if err := res.Error(); err != nil {
+		t.Fatalf("%v: %v", args, err)
+	}
+	return res
+}
+
+func adminString(t *testing.T, s *servicetest.Server, args ...string) string {
+	t.Helper()
+	v, _ := admin(t, s, args...).ToString()
+	return v
+}
+
+func adminInt(t *testing.T, s *servicetest.Server, args ...string) int64 {
+	t.Helper()
+	v, err := admin(t, s, args...).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
