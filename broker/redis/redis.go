@@ -59,6 +59,13 @@ type Broker struct {
 	seeds   []uint64 // the standalone shards' placement seeds (pick)
 	in      chan []byte
 
+	// shared is the one client of a Redis Cluster's groups, made by the first group to
+	// connect (sharedClient) and closed by Close once the groups have stopped: rueidis
+	// follows the cluster's topology and reconnects to its nodes by itself. Each group holds
+	// its own dedicated subscriber connection from it.
+	sharedMu sync.Mutex
+	shared   rueidis.Client
+
 	stop    chan struct{}
 	wg      sync.WaitGroup
 	closing sync.Once
@@ -103,12 +110,19 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 		b.shards = append(b.shards, newShard(b, spec.ID, "", opt))
 	}
 	b.seeds = seeds(ids)
+	// One attempt per shard now, together, as nats.go does; the supervisors retry.
+	var first sync.WaitGroup
 	for _, s := range b.shards {
-		first, err := s.connect() // one attempt now, as nats.go does; the supervisor retries
 		b.wg.Add(2)
-		go s.supervise(first, err)
+		first.Add(1)
+		go func() {
+			sess, err := s.connect()
+			first.Done()
+			s.supervise(sess, err)
+		}()
 		go s.write()
 	}
+	first.Wait()
 	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
@@ -143,6 +157,21 @@ func (b *Broker) option(opt rueidis.ClientOption) (rueidis.ClientOption, error) 
 		opt.Sentinel.ClientName = opt.ClientName
 	}
 	return opt, nil
+}
+
+// sharedClient returns the Redis Cluster client the groups share, made on first use.
+func (b *Broker) sharedClient(opt rueidis.ClientOption) (rueidis.Client, error) {
+	b.sharedMu.Lock()
+	defer b.sharedMu.Unlock()
+	if b.shared != nil {
+		return b.shared, nil
+	}
+	c, err := rueidis.NewClient(opt)
+	if err != nil {
+		return nil, err
+	}
+	b.shared = c
+	return c, nil
 }
 
 // shardOf returns the shard that holds (app, channel): by rendezvous hashing over the
@@ -296,7 +325,16 @@ func (b *Broker) Close(ctx context.Context) error {
 		close(b.stop)
 	})
 	done := make(chan struct{})
-	go func() { b.wg.Wait(); close(done) }()
+	go func() {
+		b.wg.Wait()
+		b.sharedMu.Lock()
+		if b.shared != nil {
+			b.shared.Close()
+			b.shared = nil
+		}
+		b.sharedMu.Unlock()
+		close(done)
+	}()
 	select {
 	case <-done:
 		return nil

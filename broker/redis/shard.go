@@ -47,6 +47,7 @@ type shard struct {
 type session struct {
 	client rueidis.Client
 	sub    rueidis.DedicatedClient
+	shared bool         // client is the Broker's shared one (a Redis Cluster): not closed here
 	cancel func()       // gives sub back; called once the session ends
 	lost   <-chan error // receives when the subscriber connection is lost
 	// moved receives when Redis Cluster unsubscribed the group's own channel: its slot moved
@@ -58,7 +59,9 @@ type session struct {
 func (s *session) close() {
 	s.sub.Close()
 	s.cancel()
-	s.client.Close()
+	if !s.shared {
+		s.client.Close()
+	}
 }
 
 // outMsg is one entry of the writer's queue: a PUBLISH, or when flush is set a Flush
@@ -130,12 +133,18 @@ func (s *shard) connect() (*session, error) {
 	if b.closed.Load() {
 		return nil, errors.New("closed")
 	}
-	client, err := rueidis.NewClient(s.opt)
+	var client rueidis.Client
+	var err error
+	if s.sharded() {
+		client, err = b.sharedClient(s.opt)
+	} else {
+		client, err = rueidis.NewClient(s.opt)
+	}
 	if err != nil {
 		return nil, err
 	}
 	sub, cancel := client.Dedicate()
-	sess := &session{client: client, sub: sub, cancel: cancel, moved: make(chan struct{}, 1)}
+	sess := &session{client: client, shared: s.sharded(), sub: sub, cancel: cancel, moved: make(chan struct{}, 1)}
 	hooks := rueidis.PubSubHooks{OnMessage: b.onMessage}
 	if s.sharded() {
 		anchor := s.tag + "group"
