@@ -57,7 +57,7 @@ func newURLHistoryCluster(url string, srvs []*servicetest.Server, auth broker.Au
 		stop, start := servers(srvs)
 		c := historytest.Cluster{Ordered: true, Stop: stop, Start: start, Lose: func(t testing.TB) {
 			for _, s := range srvs {
-				flushAll(t, s)
+				admin(t, s, "FLUSHALL")
 			}
 		}}
 		prefix := "test." + strconv.FormatInt(clusters.Add(1), 10)
@@ -323,7 +323,8 @@ func TestClusterSlotMoved(t *testing.T) {
 	})
 }
 
-func admin(t *testing.T, s *servicetest.Server, args ...string) rueidis.RedisResult {
+// admin runs a command on server s itself (not routed elsewhere, even in a Redis Cluster).
+func admin(t testing.TB, s *servicetest.Server, args ...string) rueidis.RedisResult {
 	t.Helper()
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{s.Addr()}, DisableCache: true, ForceSingleClient: true})
 	if err != nil {
