@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,7 +53,6 @@ type Broker struct {
 	topo    Topology
 	auth    *broker.Auth // nil: messages travel unsealed
 	handler herald.BusHandler
-	log     *slog.Logger
 	shards  []*shard
 	seeds   []uint64 // the standalone shards' placement seeds (pick)
 	in      chan []byte
@@ -92,7 +90,7 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Broker{cfg: cfg, topo: topo, auth: auth, handler: h, log: cfg.Logger.With("bus", "redis"),
+	b := &Broker{cfg: cfg, topo: topo, auth: auth, handler: h,
 		in: make(chan []byte, cfg.QueueSize), stop: make(chan struct{})}
 	var ids []string
 	for _, spec := range topo.Shards {
