@@ -31,11 +31,27 @@ func servers(srvs []*servicetest.Server) (stop, start func(testing.TB)) {
 		}
 }
 
-// newURLCluster builds brokers on url, the bus servers srvs.
+// newURLCluster builds brokers on url, the bus servers srvs. Its Start returns once every
+// broker has every shard back: a broker's Connected follows the shard of the internal keys
+// alone, and the suite's outage case checks it as soon as the channels it uses deliver
+// again, which the reconnect of another shard (its own backoff) may trail.
 func newURLCluster(url string, srvs []*servicetest.Server, auth broker.AuthConfig) brokertest.NewCluster {
 	return func(t testing.TB, nodes []brokertest.Node) brokertest.Cluster {
 		stop, start := servers(srvs)
-		c := brokertest.Cluster{Stop: stop, Start: start}
+		var brokers []*redis.Broker
+		c := brokertest.Cluster{Stop: stop, Start: func(t testing.TB) {
+			start(t)
+			poll.Until(t, brokertest.Wait, "every shard back", func() (bool, string) {
+				for _, b := range brokers {
+					for _, s := range b.Shards() {
+						if !s.Connected {
+							return false, s.ID + " down"
+						}
+					}
+				}
+				return true, ""
+			})
+		}}
 		prefix := clusters.Add(1)
 		for _, n := range nodes {
 			b, err := redis.New(redis.Config{URL: url, Common: broker.Common{NodeID: n.ID,
@@ -44,6 +60,7 @@ func newURLCluster(url string, srvs []*servicetest.Server, auth broker.AuthConfi
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = b.Close(context.Background()) })
+			brokers = append(brokers, b)
 			c.Brokers = append(c.Brokers, b)
 		}
 		return c
