@@ -80,6 +80,18 @@ type ClusterHealth struct {
 	NodeID    string `json:"node_id"`
 	Connected bool   `json:"connected"`
 	Interests int    `json:"interests"` // (app, channel) pairs this node is subscribed to on the bus
+	// Mode and Shards, on a Redis bus of several connections (shards, a Redis Cluster's
+	// channel groups): how it is reached, and each connection's state. Connected is then
+	// the state of the one that carries the cluster's internal keys.
+	Mode   string        `json:"mode,omitempty"`
+	Shards []ShardHealth `json:"shards,omitempty"`
+}
+
+// ShardHealth is one connection of a bus of several.
+type ShardHealth struct {
+	ID        string `json:"id"`
+	Connected bool   `json:"connected"`
+	Interests int    `json:"interests"`
 }
 
 // Capacity is how many connections the node holds and can hold: max is the smaller of the

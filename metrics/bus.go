@@ -18,6 +18,10 @@ type BusSource interface {
 // invalidFrames is the optional part of a BusSource.
 type invalidFrames interface{ InvalidFrames() uint64 }
 
+// busShards is the optional part of a BusSource whose bus has several shards (Redis past
+// one server): how many there are and how many are connected now.
+type busShards interface{ ShardsConnected() (connected, total int) }
+
 // BusRoundTrip registers <prefix>bus_round_trip_seconds and returns its observer, for the
 // RoundTrip of a broker's config. Call it once, on clustered nodes only.
 func (r *Registry) BusRoundTrip(prefix string) herald.BusObserver {
@@ -44,6 +48,7 @@ type busCollector struct {
 	sent, sentBytes, received, recvBytes  *prometheus.Desc
 	publishErrors, dropped, reconnections *prometheus.Desc
 	forged, replayed, invalid             *prometheus.Desc
+	shards, shardsUp                      *prometheus.Desc
 }
 
 func newBusCollector(prefix string, src BusSource) *busCollector {
@@ -62,13 +67,15 @@ func newBusCollector(prefix string, src BusSource) *busCollector {
 		forged:        d("bus_forged_total", "Received bus messages and stored history events refused: not sealed with the cluster secret (unauthenticated, altered or forged)."),
 		replayed:      d("bus_replayed_total", "Received bus messages refused: sealed with the cluster secret, but received before or sent too long ago."),
 		invalid:       d("bus_invalid_frames_total", "Event frames from the bus or its history store refused: not one well-formed text frame."),
+		shards:        d("bus_shards", "Connections of a bus with several (Redis shards, or a Redis Cluster's channel groups); absent otherwise."),
+		shardsUp:      d("bus_shards_connected", "Of bus_shards, those connected now: the channels of the others fail until they come back."),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *busCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.connected, c.interests, c.sent, c.sentBytes, c.received, c.recvBytes,
-		c.publishErrors, c.dropped, c.reconnections, c.forged, c.replayed, c.invalid} {
+		c.publishErrors, c.dropped, c.reconnections, c.forged, c.replayed, c.invalid, c.shards, c.shardsUp} {
 		ch <- d
 	}
 }
@@ -99,4 +106,10 @@ func (c *busCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(c.invalid, invalid)
 	counter(c.reconnections, st.Reconnects)
+	if s, ok := c.src.(busShards); ok {
+		if up, total := s.ShardsConnected(); total > 0 {
+			ch <- prometheus.MustNewConstMetric(c.shards, prometheus.GaugeValue, float64(total))
+			ch <- prometheus.MustNewConstMetric(c.shardsUp, prometheus.GaugeValue, float64(up))
+		}
+	}
 }

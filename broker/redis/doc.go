@@ -9,14 +9,22 @@
 // round trip of their own. A node receives its own messages on the channels it has
 // interest in, like every other node.
 //
-// A supervisor goroutine owns the connections: when the subscriber connection is lost the
-// broker reports not connected, and the supervisor reconnects forever with capped backoff,
-// SUBSCRIBEs every interest again before it reports connected, and carries on.
+// Past one server (Config.URL, ParseTopology), the broker holds one shard per standalone
+// server, per channel group of a Redis Cluster (SSUBSCRIBE and SPUBLISH, the group's names
+// sharing one hash slot) or one for a primary found through Sentinel. A channel's interest,
+// publishes and history go to the shard that holds it (place.go: rendezvous hashing); the
+// internal keys likewise, so every node finds them on one shard. Received messages of every
+// shard go to one delivery goroutine.
+//
+// Each shard's supervisor goroutine owns its connections: when the subscriber connection is
+// lost the shard reports not connected (Shards; Connected follows the shard of the internal
+// keys), and the supervisor reconnects forever with capped backoff, SUBSCRIBEs every interest
+// of the shard again before it reports connected, and carries on. Only the channels of a
+// shard that is down fail meanwhile.
 //
 // Redis pub/sub is at most once: messages published while a node's subscriber connection is
 // down are not replayed, and Redis itself disconnects a subscriber that falls behind its
 // client-output-buffer-limit for pubsub (then the supervisor reconnects as after any loss).
-// One Redis server (or a replica set's primary) is expected, not Redis Cluster.
 //
 // Beside a Broker, a History (NewHistory) keeps the history channels' events on the same
 // server, and publishes them with their positions from a script: see History.

@@ -20,7 +20,9 @@ var _ herald.History = (*History)(nil)
 //	<prefix>.history.{<app>.<channel>}.stream  a stream of the entries, id <offset>-0,
 //	                                           fields t (Unix ms) and f (the frame)
 //
-// (app and channel escaped as in broker.Subject). Publish runs one script that atomically
+// (app and channel escaped as in broker.Subject), on the channel's shard; on a Redis Cluster
+// both start with the channel's group tag instead ({<prefix>.<group>}<prefix>.history.<app>.<channel>.stream),
+// the tag of its pub/sub channel, so the script touches one slot. Publish runs one script that atomically
 // makes the meta hash when it is missing (a new random epoch, and the stream deleted), adds
 // one to the offset, adds the entry to the stream capped at exactly the rule's Size, sets the
 // stream to expire after the rule's TTL and the meta hash after MetaTTL or the TTL if longer,
@@ -30,6 +32,12 @@ var _ herald.History = (*History)(nil)
 // offset order, whichever node published them (Redis does not undo a script that fails half
 // way, which only a key of another type under these names could make it do). Times are
 // Redis's clock (TIME), not the nodes'.
+//
+// With Sentinel or a Redis Cluster, where a replica promoted by a failover may lack the
+// primary's last writes, the meta hash also holds r, the replication id (INFO's
+// master_replid) of the primary that made it: a script that runs on a primary with another id
+// treats the history as lost (Read: none; Publish: a new epoch at offset 1), so no offset is
+// ever given twice to different events within one epoch.
 //
 // What is lost when: an entry past Size at once; entries older than TTL are not returned by
 // Read (the stream itself expires TTL after the channel's last publish); when the meta hash
@@ -72,20 +80,40 @@ func NewHistory(b *Broker) *History {
 	return h
 }
 
-// keys returns the names of (app, channel)'s stream and meta hash.
-func (h *History) keys(app, channel string) (stream, meta string) {
+// keys returns the names of (app, channel)'s stream and meta hash on shard s. On a Redis
+// Cluster they start with the group's hash tag instead, the one of the channel's pub/sub
+// name, so that the script that keeps an event and publishes it touches one slot.
+func (h *History) keys(s *shard, app, channel string) (stream, meta string) {
 	base := h.b.cfg.Prefix + ".history.{" + broker.Token(app) + "." + broker.Token(channel) + "}"
+	if s.sharded() {
+		base = s.tag + h.b.cfg.Prefix + ".history." + broker.Token(app) + "." + broker.Token(channel)
+	}
 	return base + ".stream", base + ".meta"
 }
 
-// client returns the connection's client, or the error of an operation (what) while the bus
-// is down.
-func (h *History) client(what string) (rueidis.Client, error) {
-	s := h.b.sess.Load()
+// client returns the client of (app, channel)'s shard, or the error of an operation (what)
+// while that shard is down.
+func (h *History) client(what, app, channel string) (*shard, rueidis.Client, error) {
+	sh := h.b.shardOf(app, channel)
+	s := sh.sess.Load()
 	if h.b.closed.Load() || s == nil {
-		return nil, broker.Unavailable(what, nil)
+		return nil, nil, broker.Unavailable(what, nil)
 	}
-	return s.client, nil
+	return sh, s.client, nil
+}
+
+// scriptArgs are the arguments every script takes last: the command that publishes
+// (SPUBLISH on a Redis Cluster) and whether the history is bound to the primary's
+// replication id (Sentinel, Cluster: a failover changes the epoch, see History).
+func (h *History) scriptArgs(s *shard) (verb, check string) {
+	verb, check = "PUBLISH", "0"
+	if s.sharded() {
+		verb = "SPUBLISH"
+	}
+	if h.b.topo.Mode != Standalone {
+		check = "1"
+	}
+	return verb, check
 }
 
 // exec runs script with a deadline (the broker's Timeout when ctx has none) and observes its
@@ -112,23 +140,24 @@ func (h *History) Publish(ctx context.Context, rule herald.HistoryRule, msg hera
 	if err := broker.CheckRule(rule); err != nil {
 		return herald.Position{}, err
 	}
-	c, err := h.client(what)
+	sh, c, err := h.client(what, msg.App, msg.Channel)
 	if err != nil {
 		h.b.count.PublishErrors.Add(1)
 		return herald.Position{}, err
 	}
 	msg.Node = h.b.cfg.NodeID
 	if h.b.auth != nil {
-		return h.publishSealed(ctx, c, rule, msg)
+		return h.publishSealed(ctx, sh, c, rule, msg)
 	}
 	msg.Epoch, msg.Offset = "", 0
 	payload := msg.Payload
 	msg.Payload = nil
 	head := broker.AppendPlain(make([]byte, 0, broker.EncodedSize(msg)), msg)
-	stream, meta := h.keys(msg.App, msg.Channel)
+	stream, meta := h.keys(sh, msg.App, msg.Channel)
+	verb, check := h.scriptArgs(sh)
 	res, err := h.exec(ctx, c, publishScript, []string{stream, meta}, []string{
 		strconv.Itoa(rule.Size), millis(rule.TTL), millis(max(rule.TTL, MetaTTL)), broker.NewEpoch(),
-		broker.Subject(h.b.cfg.Prefix, msg.App, msg.Channel), rueidis.BinaryString(head), rueidis.BinaryString(payload)})
+		sh.subject(msg.App, msg.Channel), rueidis.BinaryString(head), rueidis.BinaryString(payload), verb, check})
 	var p herald.Position
 	if err == nil {
 		p, err = position(res)
@@ -148,13 +177,14 @@ func (h *History) Publish(ctx context.Context, rule herald.HistoryRule, msg hera
 // after it. The publishes of one channel from this node so wait for one another (one round
 // trip each), as on NATS; those of different channels do not. A node's first publish of a
 // channel that has a history takes two round trips (it expects none).
-func (h *History) publishSealed(ctx context.Context, c rueidis.Client, rule herald.HistoryRule, msg herald.BusMessage) (herald.Position, error) {
+func (h *History) publishSealed(ctx context.Context, sh *shard, c rueidis.Client, rule herald.HistoryRule, msg herald.BusMessage) (herald.Position, error) {
 	const what = "redis history publish"
 	k := broker.Key{App: msg.App, Channel: msg.Channel}
 	cs, unlock := h.chans.Lock(k)
 	defer unlock()
-	stream, meta := h.keys(msg.App, msg.Channel)
-	channel := broker.Subject(h.b.cfg.Prefix, msg.App, msg.Channel)
+	stream, meta := h.keys(sh, msg.App, msg.Channel)
+	channel := sh.subject(msg.App, msg.Channel)
+	verb, check := h.scriptArgs(sh)
 	size, ttl, metaTTL := strconv.Itoa(rule.Size), millis(rule.TTL), millis(max(rule.TTL, MetaTTL))
 	for attempt := 1; attempt <= maxAttempts; attempt++ {
 		fresh := "0"
@@ -164,7 +194,7 @@ func (h *History) publishSealed(ctx context.Context, c rueidis.Client, rule hera
 		msg.Epoch, msg.Offset = cs.pos.Epoch, cs.pos.Offset+1
 		sealed := h.b.auth.Seal(make([]byte, 0, broker.SealedSize(msg)), msg)
 		res, err := h.exec(ctx, c, publishSealedScript, []string{stream, meta}, []string{size, ttl, metaTTL,
-			cs.pos.Epoch, strconv.FormatUint(cs.pos.Offset, 10), channel, rueidis.BinaryString(sealed), fresh})
+			cs.pos.Epoch, strconv.FormatUint(cs.pos.Offset, 10), channel, rueidis.BinaryString(sealed), fresh, verb, check})
 		var ok bool
 		var at herald.Position
 		if err == nil {
@@ -192,16 +222,17 @@ func (h *History) Read(ctx context.Context, rule herald.HistoryRule, app, channe
 	if err := broker.CheckRule(rule); err != nil {
 		return herald.HistoryPage{}, err
 	}
-	c, err := h.client(what)
+	sh, c, err := h.client(what, app, channel)
 	if err != nil {
 		return herald.HistoryPage{}, err
 	}
 	if after == ^uint64(0) {
 		limit = 0 // nothing can come after it
 	}
-	stream, meta := h.keys(app, channel)
+	stream, meta := h.keys(sh, app, channel)
+	_, check := h.scriptArgs(sh)
 	res, err := h.exec(ctx, c, readScript, []string{stream, meta},
-		[]string{strconv.FormatUint(after+1, 10) + "-0", strconv.Itoa(max(limit, 0)), millis(rule.TTL)})
+		[]string{strconv.FormatUint(after+1, 10) + "-0", strconv.Itoa(max(limit, 0)), millis(rule.TTL), check})
 	if err != nil {
 		return herald.HistoryPage{}, broker.Unavailable(what, err)
 	}

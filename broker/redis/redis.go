@@ -1,11 +1,11 @@
 package redis
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,7 +23,10 @@ var _ herald.Broker = (*Broker)(nil)
 type Config struct {
 	// URL is redis://[user:password@]host:port[/db], or rediss:// for TLS (Common.TLS, when
 	// set, is its configuration); required. The user and password are an ACL user's (Redis
-	// 6 and later) or, with no user, the server's requirepass.
+	// 6 and later) or, with no user, the server's requirepass. Several such URLs,
+	// comma-separated, are shards (place.go); redis+cluster://[user:password@]host:port,...
+	// is a Redis Cluster and redis+sentinel://[user:password@]host:port,.../master[/db] a
+	// primary found through Redis Sentinel (rediss+ for TLS): see ParseTopology.
 	URL string
 	broker.Common
 
@@ -42,47 +45,25 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// session is one connected period: a client for PUBLISH and a dedicated subscriber
-// connection.
-type session struct {
-	client rueidis.Client
-	sub    rueidis.DedicatedClient
-	cancel func()       // gives sub back; called once the session ends
-	lost   <-chan error // receives when the subscriber connection is lost
-}
-
-func (s *session) close() {
-	s.sub.Close()
-	s.cancel()
-	s.client.Close()
-}
-
-// outMsg is one entry of the writer's queue: a PUBLISH, or when flush is set a Flush
-// waiting for the pipelines of the publishes queued before it.
-type outMsg struct {
-	channel string
-	data    []byte
-	flush   *broker.Round
-	since   uint64 // for a Flush: pipelines ended when it was called
-}
-
-// Broker is one node's connection to a Redis bus.
+// Broker is one node's connection to a Redis bus: one shard per standalone server, one per
+// group of a Redis Cluster, or one for a sentinel set's primary. A channel's messages,
+// interest and history go to the shard that holds it (shardOf).
 type Broker struct {
-	cfg       Config
-	auth      *broker.Auth // nil: messages travel unsealed
-	opt       rueidis.ClientOption
-	handler   herald.BusHandler
-	log       *slog.Logger
-	interests *broker.Interests
-	in        chan []byte
-	ctl       chan []byte // internal keys' messages (app id "")
-	out       chan outMsg
-	pipelines atomic.Uint64 // pipelines the writer has ended, failed or not
+	cfg     Config
+	topo    Topology
+	auth    *broker.Auth // nil: messages travel unsealed
+	handler herald.BusHandler
+	shards  []*shard
+	seeds   []uint64 // the standalone shards' placement seeds (pick)
+	in      chan []byte
+	ctl     chan []byte // internal keys' messages (app id "")
 
-	// sessMu is held for reading by each SUBSCRIBE/UNSUBSCRIBE for its round trip, and for
-	// writing by the supervisor while it swaps sessions and subscribes every interest again.
-	sessMu sync.RWMutex
-	sess   atomic.Pointer[session]
+	// shared is the one client of a Redis Cluster's groups, made by the first group to
+	// connect (sharedClient) and closed by Close once the groups have stopped: rueidis
+	// follows the cluster's topology and reconnects to its nodes by itself. Each group holds
+	// its own dedicated subscriber connection from it.
+	sharedMu sync.Mutex
+	shared   rueidis.Client
 
 	stop    chan struct{}
 	wg      sync.WaitGroup
@@ -93,43 +74,56 @@ type Broker struct {
 	lost  broker.Losses
 }
 
-// New returns a broker connected to Redis or, when Redis does not answer within Timeout,
-// one that reports not connected and keeps trying in the background.
+// New returns a broker connected to Redis or, when a shard does not answer within Timeout,
+// one whose shard reports not connected and keeps trying in the background.
 func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 	cfg = cfg.withDefaults()
 	if err := cfg.Check("redis", cfg.URL); err != nil {
 		return nil, err
 	}
+	topo, err := ParseTopology(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("redis broker: url: %w", err)
+	}
+	if topo.Mode == Cluster && strings.ContainsAny(cfg.Prefix, "{}") {
+		return nil, fmt.Errorf("redis broker: prefix %q: a Redis Cluster's prefix may not hold { or } (they make hash tags)", cfg.Prefix)
+	}
 	auth, err := cfg.NewAuth("redis")
 	if err != nil {
 		return nil, err
 	}
-	opt, err := rueidis.ParseURL(cfg.URL)
-	if err != nil {
-		return nil, fmt.Errorf("redis broker: url: %w", err)
-	}
-	if cfg.TLS != nil {
-		if opt.TLSConfig == nil {
-			return nil, errors.New("redis broker: a TLS configuration needs a rediss:// URL")
+	b := &Broker{cfg: cfg, topo: topo, auth: auth, handler: h,
+		in: make(chan []byte, cfg.QueueSize), ctl: make(chan []byte, cfg.QueueSize), stop: make(chan struct{})}
+	var ids []string
+	for _, spec := range topo.Shards {
+		opt, err := b.option(spec.Option)
+		if err != nil {
+			return nil, err
 		}
-		t := cfg.TLS.Clone()
-		if t.ServerName == "" {
-			t.ServerName = opt.TLSConfig.ServerName // the URL's host
+		if topo.Mode == Cluster {
+			for g := range ClusterSlots {
+				b.shards = append(b.shards, newShard(b, "cluster/"+strconv.Itoa(g), groupTag(cfg.Prefix, g), opt))
+			}
+			continue
 		}
-		opt.TLSConfig = t
+		ids = append(ids, spec.ID)
+		b.shards = append(b.shards, newShard(b, spec.ID, "", opt))
 	}
-	opt.DisableCache = true
-	opt.ForceSingleClient = true
-	opt.ClientName = "herald-" + clientName(cfg.NodeID)
-	opt.ConnWriteTimeout = cfg.Timeout
-	opt.Dialer.Timeout = cfg.Timeout
-	b := &Broker{cfg: cfg, auth: auth, opt: opt, handler: h, log: cfg.Logger.With("bus", "redis", "url", opt.InitAddress),
-		in: make(chan []byte, cfg.QueueSize), ctl: make(chan []byte, cfg.QueueSize), out: make(chan outMsg, cfg.OutboundSize), stop: make(chan struct{})}
-	b.interests = broker.NewInterests(b.sub, b.unsub)
-	first, err := b.connect() // one attempt now, as nats.go does; the supervisor retries
-	b.wg.Add(3)
-	go b.supervise(first, err)
-	go b.write()
+	b.seeds = seeds(ids)
+	// One attempt per shard now, together, as nats.go does; the supervisors retry.
+	var first sync.WaitGroup
+	for _, s := range b.shards {
+		b.wg.Add(2)
+		first.Add(1)
+		go func() {
+			sess, err := s.connect()
+			first.Done()
+			s.supervise(sess, err)
+		}()
+		go s.write()
+	}
+	first.Wait()
+	b.wg.Add(1)
 	go func() {
 		defer b.wg.Done()
 		broker.Deliver(b.ctl, b.in, b.stop, func(data []byte) { b.count.Receive(data, b.auth, b.handler) },
@@ -138,76 +132,61 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 	return b, nil
 }
 
-// supervise holds the session New made (or, when New's attempt failed with err, none),
-// waits until its connection is lost, and connects again, forever.
-func (b *Broker) supervise(s *session, err error) {
-	defer b.wg.Done()
-	wasUp, attempt := false, 0
-	for {
-		if s != nil {
-			if wasUp {
-				b.count.Reconnects.Add(1)
-				b.log.Info("cluster bus reconnected", "interests", b.interests.Len())
-			} else {
-				b.log.Info("cluster bus connected")
-			}
-			wasUp, attempt = true, 0
-			err = b.hold(s)
-			b.sessMu.Lock()
-			b.sess.Store(nil)
-			b.sessMu.Unlock()
-			b.interests.Unconfirm()
-			s.close()
-			if b.closed.Load() {
-				return
-			}
-			b.log.Warn("cluster bus disconnected; reconnecting", "err", err)
-		} else if attempt++; attempt == 1 {
-			b.log.Warn("cluster bus unreachable; retrying", "err", err)
+// option completes one shard's client option with the broker's configuration.
+func (b *Broker) option(opt rueidis.ClientOption) (rueidis.ClientOption, error) {
+	cfg := b.cfg
+	if cfg.TLS != nil {
+		if opt.TLSConfig == nil {
+			return opt, errors.New("redis broker: a TLS configuration needs a rediss:// URL")
 		}
-		select {
-		case <-b.stop:
-			return
-		case <-time.After(b.cfg.Reconnect(attempt)):
+		t := cfg.TLS.Clone()
+		if t.ServerName == "" {
+			t.ServerName = opt.TLSConfig.ServerName // the URL's host
 		}
-		s, err = b.connect()
+		opt.TLSConfig = t
+		if opt.Sentinel.MasterSet != "" {
+			opt.Sentinel.TLSConfig = t
+		}
 	}
+	opt.DisableCache = true
+	opt.ForceSingleClient = b.topo.Mode == Standalone
+	opt.ClientName = "herald-" + clientName(cfg.NodeID)
+	opt.ConnWriteTimeout = cfg.Timeout
+	opt.Dialer.Timeout = cfg.Timeout
+	if opt.Sentinel.MasterSet != "" {
+		opt.Sentinel.Dialer.Timeout = cfg.Timeout
+		opt.Sentinel.ClientName = opt.ClientName
+	}
+	return opt, nil
 }
 
-// connect opens a session and SUBSCRIBEs every interest on it before publishing it.
-func (b *Broker) connect() (*session, error) {
-	if b.closed.Load() {
-		return nil, errors.New("closed")
+// sharedClient returns the Redis Cluster client the groups share, made on first use.
+func (b *Broker) sharedClient(opt rueidis.ClientOption) (rueidis.Client, error) {
+	b.sharedMu.Lock()
+	defer b.sharedMu.Unlock()
+	if b.shared != nil {
+		return b.shared, nil
 	}
-	client, err := rueidis.NewClient(b.opt)
+	c, err := rueidis.NewClient(opt)
 	if err != nil {
 		return nil, err
 	}
-	sub, cancel := client.Dedicate()
-	s := &session{client: client, sub: sub, cancel: cancel}
-	s.lost = sub.SetPubSubHooks(rueidis.PubSubHooks{OnMessage: b.onMessage})
-	b.sessMu.Lock()
-	defer b.sessMu.Unlock()
-	keys := b.interests.Keys()
-	for len(keys) > 0 {
-		n := min(len(keys), 1000)
-		names := make([]string, n)
-		for i, k := range keys[:n] {
-			names[i] = broker.Subject(b.cfg.Prefix, k.App, k.Channel)
-		}
-		keys = keys[n:]
-		if err := b.roundTrip(sub, sub.B().Subscribe().Channel(names...).Build()); err != nil {
-			s.close()
-			return nil, fmt.Errorf("subscribing again: %w", err)
-		}
-	}
-	if err := b.roundTrip(sub, sub.B().Ping().Build()); err != nil { // the connection is up even with no interest
-		s.close()
-		return nil, err
-	}
-	b.sess.Store(s)
-	return s, nil
+	b.shared = c
+	return c, nil
 }
+
+// shardOf returns the shard that holds (app, channel): by rendezvous hashing over the
+// standalone shards, by group on a Redis Cluster (place.go).
+func (b *Broker) shardOf(app, channel string) *shard {
+	if b.topo.Mode == Cluster {
+		return b.shards[ClusterGroup(app, channel)]
+	}
+	return b.shards[pick(b.seeds, app, channel)]
+}
+
+// internal is the shard of the internal keys (app id ""): the state stream's, which every
+// node has interest in. The same hash places it, so every node finds it on the same shard.
+func (b *Broker) internal() *shard { return b.shardOf("", "state") }
 
 type doer interface {
 	Do(context.Context, rueidis.Completed) rueidis.RedisResult
@@ -224,41 +203,25 @@ func (b *Broker) roundTrip(c doer, cmd rueidis.Completed) error {
 	return err
 }
 
-// hold waits until the session's subscriber connection is lost or the broker closes,
-// PINGing it while idle.
-func (b *Broker) hold(s *session) error {
-	t := time.NewTicker(b.cfg.ProbeInterval)
-	defer t.Stop()
-	for {
-		select {
-		case err := <-s.lost:
-			if err == nil {
-				err = errors.New("subscriber connection closed")
-			}
-			return err
-		case <-b.stop:
-			return nil
-		case <-t.C:
-			if err := b.roundTrip(s.client, s.client.B().Ping().Build()); err != nil {
-				return err
-			}
-		}
-	}
-}
-
 // onMessage runs on rueidis's reader goroutine: it queues the message for the delivery
 // goroutine (an internal key's on a queue of its own), or drops it while the queue is full
 // and records whose it was.
 func (b *Broker) onMessage(m rueidis.PubSubMessage) {
+	subject := m.Channel
+	if strings.HasPrefix(subject, "{") { // a Redis Cluster group's hash tag first (groupTag)
+		if i := strings.IndexByte(subject, '}'); i >= 0 {
+			subject = subject[i+1:]
+		}
+	}
 	q := b.in
-	if broker.Internal(b.cfg.Prefix, m.Channel) {
+	if broker.Internal(b.cfg.Prefix, subject) {
 		q = b.ctl
 	}
 	select {
 	case q <- []byte(m.Message):
 	default:
 		b.count.Dropped.Add(1)
-		if k, ok := broker.ParseSubject(b.cfg.Prefix, m.Channel); ok {
+		if k, ok := broker.ParseSubject(b.cfg.Prefix, subject); ok {
 			b.lost.Add(k)
 		}
 	}
@@ -268,205 +231,109 @@ func (b *Broker) onMessage(m rueidis.PubSubMessage) {
 // the last call, its queue full; false (f not called) when too many did to remember.
 func (b *Broker) Losses(f func(app, channel string)) bool { return b.lost.Take(f) }
 
-// write sends queued publishes, as many as have queued (up to MaxBatch), in one pipeline,
-// then ends the Flush calls queued among them. Pipelines are numbered from 1 in the order
-// they end. A Flush fails when any pipeline from the last one ended before its call to the
-// one ended with it failed: every pipeline that can carry the caller's publish, unless the
-// caller let a whole pipeline end between its Publish and its Flush.
-func (b *Broker) write() {
-	defer b.wg.Done()
-	batch := make([]outMsg, 0, b.cfg.MaxBatch)
-	var flushes []outMsg
-	cmds := make(rueidis.Commands, 0, b.cfg.MaxBatch)
-	var lastFailed uint64 // number of the last pipeline that failed; 0: none has
-	var failure error     // its error
-	take := func(m outMsg) {
-		if m.flush != nil {
-			flushes = append(flushes, m)
-		} else {
-			batch = append(batch, m)
-		}
-	}
-	for {
-		batch, flushes = batch[:0], flushes[:0]
-		select {
-		case m := <-b.out:
-			take(m)
-		case <-b.stop:
-			return
-		}
-	fill:
-		for len(batch) < b.cfg.MaxBatch {
-			select {
-			case m := <-b.out:
-				take(m)
-			default:
-				break fill
-			}
-		}
-		if len(batch) > 0 {
-			n := b.pipelines.Load() + 1
-			var err error
-			if cmds, err = b.pipeline(batch, cmds); err != nil {
-				lastFailed, failure = n, err
-			}
-			b.pipelines.Store(n)
-		}
-		for _, f := range flushes {
-			if lastFailed != 0 && lastFailed >= f.since {
-				f.flush.End(failure)
-			} else {
-				f.flush.End(nil)
-			}
-		}
-	}
-}
-
-// pipeline sends batch as one pipeline of PUBLISH commands, built in cmds (returned for
-// reuse), and returns the first error.
-func (b *Broker) pipeline(batch []outMsg, cmds rueidis.Commands) (rueidis.Commands, error) {
-	cmds = cmds[:0]
-	s := b.sess.Load()
-	if s == nil {
-		b.count.PublishErrors.Add(uint64(len(batch)))
-		return cmds, broker.Unavailable("redis publish", nil)
-	}
-	for _, m := range batch {
-		cmds = append(cmds, s.client.B().Publish().Channel(m.channel).Message(rueidis.BinaryString(m.data)).Build())
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Timeout)
-	t0 := time.Now()
-	res := s.client.DoMulti(ctx, cmds...)
-	cancel()
-	var first error
-	failed := 0
-	for _, r := range res {
-		if err := r.Error(); err != nil {
-			failed++
-			first = cmp.Or(first, err)
-		}
-	}
-	if failed > 0 {
-		b.count.PublishErrors.Add(uint64(failed))
-		return cmds, broker.Unavailable("redis publish", first)
-	}
-	if b.cfg.RoundTrip != nil {
-		b.cfg.RoundTrip(time.Since(t0))
-	}
-	return cmds, nil
-}
-
-func (b *Broker) sub(ctx context.Context, k broker.Key) error {
-	return b.subCmd(ctx, k, true)
-}
-
-func (b *Broker) unsub(ctx context.Context, k broker.Key) error {
-	return b.subCmd(ctx, k, false)
-}
-
-// subCmd SUBSCRIBEs or UNSUBSCRIBEs k on the current session and waits for Redis's reply.
-// With no session it fails at once (an unsubscribe then has nothing to undo: the next
-// session subscribes only the keys with references).
-func (b *Broker) subCmd(ctx context.Context, k broker.Key, on bool) error {
-	what := "redis subscribe"
-	if !on {
-		what = "redis unsubscribe"
-	}
-	b.sessMu.RLock()
-	defer b.sessMu.RUnlock()
-	s := b.sess.Load()
-	if s == nil || b.closed.Load() {
-		if !on {
-			return nil
-		}
-		return broker.Unavailable(what, nil)
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, b.cfg.Timeout)
-		defer cancel()
-	}
-	name := broker.Subject(b.cfg.Prefix, k.App, k.Channel)
-	cmd := s.sub.B().Subscribe().Channel(name).Build()
-	if !on {
-		cmd = s.sub.B().Unsubscribe().Channel(name).Build()
-	}
-	t0 := time.Now()
-	if err := s.sub.Do(ctx, cmd).Error(); err != nil {
-		return broker.Unavailable(what, err)
-	}
-	if b.cfg.RoundTrip != nil {
-		b.cfg.RoundTrip(time.Since(t0))
-	}
-	return nil
-}
-
-// Publish implements herald.Broker: it queues msg for the writer's next pipeline.
+// Publish implements herald.Broker: it queues msg for the writer of its channel's shard.
 func (b *Broker) Publish(ctx context.Context, msg herald.BusMessage) error {
-	if b.closed.Load() || b.sess.Load() == nil {
+	sh := b.shardOf(msg.App, msg.Channel)
+	if b.closed.Load() || sh.sess.Load() == nil {
 		b.count.PublishErrors.Add(1)
 		return broker.Unavailable("redis publish", nil)
 	}
 	msg.Node = b.cfg.NodeID
-	m := outMsg{channel: broker.Subject(b.cfg.Prefix, msg.App, msg.Channel)}
+	m := outMsg{channel: sh.subject(msg.App, msg.Channel)}
 	if b.auth != nil {
 		m.data = b.auth.Seal(make([]byte, 0, broker.SealedSize(msg)), msg)
 	} else {
 		m.data = broker.AppendMessage(make([]byte, 0, broker.EncodedSize(msg)), msg)
 	}
-	select {
-	case b.out <- m:
-	default:
-		select {
-		case b.out <- m:
-		case <-ctx.Done():
-			b.count.PublishErrors.Add(1)
-			return fmt.Errorf("redis publish: %w", herald.Errorf(herald.CodeBusy, "cluster bus queue is full, retry later"))
+	if err := sh.enqueue(ctx, m); err != nil {
+		b.count.PublishErrors.Add(1)
+		if ctx.Err() == nil {
+			return broker.Unavailable("redis publish", err)
 		}
+		return fmt.Errorf("redis publish: %w", herald.Errorf(herald.CodeBusy, "cluster bus queue is full, retry later"))
 	}
+	sh.accepted.Add(1)
 	b.count.CountSent(len(m.data))
 	return nil
 }
 
-// Flush implements herald.Broker: it queues a marker behind the publishes accepted so far
-// and waits until the writer has ended the pipeline that carried the last of them (Redis
-// routes a PUBLISH to the subscribers before it replies).
+// Flush implements herald.Broker: on every shard with publishes pending (accepted and not
+// yet sent, or lost in a failed pipeline that no successful one has followed), it queues a
+// marker behind them and waits until the writer has ended the pipeline that carried the
+// last of them (Redis routes a PUBLISH to the subscribers before it replies); the shards
+// are flushed together. It fails when any of those shards is down or fails; shards with
+// nothing pending are not waited for, down or not. With nothing pending it fails only when
+// every shard is down.
 func (b *Broker) Flush(ctx context.Context) error {
-	if b.closed.Load() || b.sess.Load() == nil {
+	if b.closed.Load() {
 		return broker.Unavailable("redis flush", nil)
 	}
-	m := outMsg{flush: broker.NewRound(), since: b.pipelines.Load()}
-	select {
-	case b.out <- m:
-	default:
-		select {
-		case b.out <- m:
-		case <-ctx.Done():
-			return fmt.Errorf("redis flush: %w", ctx.Err())
-		case <-b.stop:
-			return broker.Unavailable("redis flush", errors.New("broker closed"))
+	var pending []*shard
+	anyUp := false
+	for _, s := range b.shards {
+		anyUp = anyUp || s.up.Load()
+		if s.pending() {
+			pending = append(pending, s)
 		}
 	}
-	return m.flush.Wait(ctx, b.stop, "redis flush")
+	switch len(pending) {
+	case 0:
+		if !anyUp {
+			return broker.Unavailable("redis flush", nil)
+		}
+		return nil
+	case 1:
+		return pending[0].flush(ctx)
+	}
+	errs := make([]error, len(pending))
+	var wg sync.WaitGroup
+	for i, s := range pending {
+		wg.Go(func() { errs[i] = s.flush(ctx) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// Subscribe implements herald.Broker.
+// Subscribe implements herald.Broker, on the channel's shard.
 func (b *Broker) Subscribe(ctx context.Context, app, channel string) error {
-	return b.interests.Acquire(ctx, broker.Key{App: app, Channel: channel})
+	return b.shardOf(app, channel).interests.Acquire(ctx, broker.Key{App: app, Channel: channel})
 }
 
-// Unsubscribe implements herald.Broker.
+// Unsubscribe implements herald.Broker, on the channel's shard.
 func (b *Broker) Unsubscribe(ctx context.Context, app, channel string) error {
-	return b.interests.Release(ctx, broker.Key{App: app, Channel: channel})
+	return b.shardOf(app, channel).interests.Release(ctx, broker.Key{App: app, Channel: channel})
 }
 
-// Connected implements herald.Broker.
-func (b *Broker) Connected() bool { return !b.closed.Load() && b.sess.Load() != nil }
+// Connected implements herald.Broker: whether the shard of the internal keys (the state
+// stream, which tells every node of every other) is connected. While another shard is down
+// only its channels fail (their publishes and subscribes report CodeUnavailable): Shards
+// says which.
+func (b *Broker) Connected() bool { return !b.closed.Load() && b.internal().up.Load() }
 
-// Stats implements herald.Broker.
+// Shards reports each shard's state, in the order the broker holds them.
+func (b *Broker) Shards() []ShardState {
+	out := make([]ShardState, len(b.shards))
+	for i, s := range b.shards {
+		out[i] = s.state()
+	}
+	return out
+}
+
+// Mode is how the broker reaches Redis (from its URL's form).
+func (b *Broker) Mode() Mode { return b.topo.Mode }
+
+// Stats implements herald.Broker: the counters of every shard together.
 func (b *Broker) Stats() herald.BrokerStats {
 	st := b.count.Stats()
-	st.Connected, st.Interests = b.Connected(), b.interests.Len()
+	st.Connected = b.Connected()
+	for _, s := range b.shards {
+		st.Interests += s.interests.Len()
+	}
 	return st
 }
 
@@ -477,7 +344,16 @@ func (b *Broker) Close(ctx context.Context) error {
 		close(b.stop)
 	})
 	done := make(chan struct{})
-	go func() { b.wg.Wait(); close(done) }()
+	go func() {
+		b.wg.Wait()
+		b.sharedMu.Lock()
+		if b.shared != nil {
+			b.shared.Close()
+			b.shared = nil
+		}
+		b.sharedMu.Unlock()
+		close(done)
+	}()
 	select {
 	case <-done:
 		return nil

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -9,16 +10,37 @@ import (
 	"github.com/redis/rueidis"
 )
 
+// replid is the Lua that sets r to the replication id of the primary running the script and,
+// when the history is bound to it (ARGV[check] is '1') and the meta hash was made under
+// another one (a failover promoted a replica, which may lack the last writes), sets e
+// (the meta hash's epoch, as read) to false: the history is then treated as lost, and a new
+// epoch begins.
+const replid = `
+local r = ''
+if ARGV[%d] == '1' then
+  r = string.match(redis.call('INFO', 'replication'), 'master_replid:(%%w+)') or ''
+  if e and redis.call('HGET', KEYS[2], 'r') ~= r then
+    e = false
+  end
+end
+`
+
 // publishScript: KEYS stream, meta; ARGV size, ttl (ms), meta ttl (ms), the epoch of a new
 // history, the pub/sub channel, the message's plain encoding without its payload, the
-// payload. The message it publishes is broker.AppendMessage's version 3: 3, the epoch's
-// length and bytes, the offset as 8 bytes big-endian, then the plain encoding.
+// payload, the publish command (PUBLISH, or SPUBLISH on a Redis Cluster), and '1' when the
+// history is bound to the primary's replication id (replid). The message it publishes is
+// broker.AppendMessage's version 3: 3, the epoch's length and bytes, the offset as 8 bytes
+// big-endian, then the plain encoding.
 var publishScript = rueidis.NewLuaScript(`
 local e = redis.call('HGET', KEYS[2], 'e')
+` + fmt.Sprintf(replid, 9) + `
 if not e then
   e = ARGV[4]
-  redis.call('DEL', KEYS[1])
+  redis.call('DEL', KEYS[1], KEYS[2])
   redis.call('HSET', KEYS[2], 'e', e)
+  if ARGV[9] == '1' then
+    redis.call('HSET', KEYS[2], 'r', r)
+  end
 end
 local o = redis.call('HINCRBY', KEYS[2], 'o', 1)
 local t = redis.call('TIME')
@@ -31,7 +53,7 @@ for i = 8, 1, -1 do
   b[i] = n % 256
   n = math.floor(n / 256)
 end
-redis.call('PUBLISH', ARGV[5], '\3' .. string.char(#e) .. e .. string.char(unpack(b)) .. ARGV[6] .. ARGV[7])
+redis.call(ARGV[8], ARGV[5], '\3' .. string.char(#e) .. e .. string.char(unpack(b)) .. ARGV[6] .. ARGV[7])
 return {e, string.format('%d', o)}
 `)
 
@@ -40,18 +62,26 @@ return {e, string.format('%d', o)}
 // keeps and publishes the message only if that position is the channel's next. KEYS stream,
 // meta; ARGV size, ttl (ms), meta ttl (ms), the epoch, the last offset the node expects
 // (the message's offset less one), the pub/sub channel, the sealed message, and '1' when the
-// node expects no history (the epoch is then a new one, and the offset 0). It returns {1}
+// node expects no history (the epoch is then a new one, and the offset 0), the publish
+// command, and the replication id check (as publishScript's). It returns {1}
 // when it published, else {0, the channel's epoch (empty without a history), its last offset}.
 // The entry's field f is the sealed message, as published.
 var publishSealedScript = rueidis.NewLuaScript(`
 local e = redis.call('HGET', KEYS[2], 'e')
 local o = tonumber(redis.call('HGET', KEYS[2], 'o') or '0')
+` + fmt.Sprintf(replid, 10) + `
+if not e then
+  o = 0
+end
 if ARGV[8] == '1' then
   if e then
     return {0, e, string.format('%d', o)}
   end
-  redis.call('DEL', KEYS[1])
+  redis.call('DEL', KEYS[1], KEYS[2])
   redis.call('HSET', KEYS[2], 'e', ARGV[4], 'o', 0)
+  if ARGV[10] == '1' then
+    redis.call('HSET', KEYS[2], 'r', r)
+  end
 elseif e ~= ARGV[4] or o ~= tonumber(ARGV[5]) then
   return {0, e or '', string.format('%d', o)}
 end
@@ -61,16 +91,18 @@ local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('XADD', KEYS[1], 'MAXLEN', ARGV[1], string.format('%d-0', o), 't', string.format('%d', ms), 'f', ARGV[7])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
-redis.call('PUBLISH', ARGV[6], ARGV[7])
+redis.call(ARGV[9], ARGV[6], ARGV[7])
 return {1}
 `)
 
-// readScript: KEYS stream, meta; ARGV the first stream id to return, limit, ttl (ms). It
+// readScript: KEYS stream, meta; ARGV the first stream id to return, limit, ttl (ms), the
+// replication id check (as publishScript's: a history made under another primary's is none). It
 // returns the epoch (” without a meta hash), the last offset, and the entries (id, time,
 // frame) from that id on, at most limit, skipping those kept ttl or longer ago (a prefix of
 // the stream, so those returned have consecutive offsets).
 var readScript = rueidis.NewLuaScript(`
 local e = redis.call('HGET', KEYS[2], 'e')
+` + fmt.Sprintf(replid, 4) + `
 if not e then
   return {'', '0', {}}
 end

@@ -12,8 +12,6 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/redis/rueidis"
-
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/broker"
 	"github.com/herald-rt/herald/broker/nats"
@@ -44,12 +42,13 @@ func (u busURL) loopback() bool {
 }
 
 // parseBusURL checks cluster.url and picks the engine by its scheme: nats:// or tls:// (NATS
-// over TLS; several servers comma-separated, as nats.go takes them), redis:// or rediss://.
+// over TLS; several servers comma-separated, as nats.go takes them), redis:// or rediss://
+// (several comma-separated: shards), redis+cluster:// or redis+sentinel:// (parseRedisURL).
 // Its errors never repeat the URL, which may hold a password.
 func parseBusURL(raw string) (busURL, error) {
 	scheme, _, ok := strings.Cut(raw, "://")
 	if !ok {
-		return busURL{}, errors.New("want nats://host:port, tls://host:port (NATS over TLS), redis://host:port/db or rediss://host:port/db")
+		return busURL{}, errors.New("want nats://host:port, tls://host:port (NATS over TLS), redis://host:port/db or rediss://host:port/db (several: shards), redis+cluster://host:port,host:port or redis+sentinel://host:port,host:port/master")
 	}
 	switch strings.ToLower(scheme) {
 	case "nats", "tls":
@@ -71,20 +70,58 @@ func parseBusURL(raw string) (busURL, error) {
 		}
 		b.redacted = strings.Join(shown, ",")
 		return b, nil
-	case "redis", "rediss":
-		u, err := parseServer(raw, "redis", "rediss")
-		if err != nil {
-			return busURL{}, err
-		}
-		// The engine's own parser checks the rest (database number, options); its errors
-		// name the part at fault, never the password.
-		if _, err := rueidis.ParseURL(raw); err != nil {
-			return busURL{}, err
-		}
-		return busURL{engine: "redis", tls: u.Scheme == "rediss", hosts: []string{u.Hostname()}, redacted: u.Redacted(),
-			secrets: userSecrets(raw, u, false)}, nil
+	case "redis", "rediss", "redis+cluster", "rediss+cluster", "redis+sentinel", "rediss+sentinel":
+		return parseRedisURL(raw)
 	}
-	return busURL{}, fmt.Errorf("unknown scheme %q: want nats://, tls://, redis:// or rediss://", scheme)
+	return busURL{}, fmt.Errorf("unknown scheme %q: want nats://, tls://, redis://, rediss://, redis+cluster:// or redis+sentinel://", scheme)
+}
+
+// parseRedisURL checks a Redis cluster.url: one server, several comma-separated (shards),
+// redis+cluster:// (a Redis Cluster) or redis+sentinel:// (a primary behind sentinels), as
+// the engine reads them (redis.ParseTopology).
+func parseRedisURL(raw string) (busURL, error) {
+	topo, err := redis.ParseTopology(raw)
+	if err != nil {
+		return busURL{}, err
+	}
+	scheme, rest, _ := strings.Cut(raw, "://")
+	b := busURL{engine: "redis", tls: strings.HasPrefix(strings.ToLower(scheme), "rediss"), redacted: redis.Redacted(raw)}
+	if topo.Mode == redis.Standalone {
+		var shown []string
+		for _, s := range strings.Split(raw, ",") {
+			s = strings.TrimSpace(s)
+			u, err := parseServer(s, "redis", "rediss")
+			if err != nil {
+				return busURL{}, err
+			}
+			b.tls = b.tls || u.Scheme == "rediss"
+			b.hosts = append(b.hosts, u.Hostname())
+			b.secrets = append(b.secrets, userSecrets(s, u, false)...)
+			shown = append(shown, u.Redacted())
+		}
+		b.redacted = strings.Join(shown, ",")
+		return b, nil
+	}
+	// [user[:password]@]host:port,host:port/...: the password, as written and decoded.
+	authority := rest
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		authority = rest[:i]
+	}
+	if at := strings.LastIndex(authority, "@"); at >= 0 {
+		if _, pass, ok := strings.Cut(authority[:at], ":"); ok {
+			b.secrets = append(b.secrets, pass)
+			if p, err := url.PathUnescape(pass); err == nil {
+				b.secrets = append(b.secrets, p)
+			}
+		}
+	}
+	for _, spec := range topo.Shards {
+		for _, a := range spec.Option.InitAddress {
+			h, _, _ := net.SplitHostPort(a)
+			b.hosts = append(b.hosts, h)
+		}
+	}
+	return b, nil
 }
 
 // userSecrets returns the password in server URL s (parsed as u), as written and decoded;
@@ -252,10 +289,33 @@ func (c ClusterConfig) auth() broker.AuthConfig {
 	return a
 }
 
-// health is the bus's part of /health.
+// health is the bus's part of /health: with several Redis shards, each one's state.
 func (c *busLink) health() *httpapi.ClusterHealth {
 	st := c.Stats()
-	return &httpapi.ClusterHealth{Engine: c.engine, NodeID: c.nodeID, Connected: st.Connected, Interests: st.Interests}
+	h := &httpapi.ClusterHealth{Engine: c.engine, NodeID: c.nodeID, Connected: st.Connected, Interests: st.Interests}
+	if rb, ok := c.Broker.(*redis.Broker); ok && len(rb.Shards()) > 1 {
+		h.Mode = string(rb.Mode())
+		for _, s := range rb.Shards() {
+			h.Shards = append(h.Shards, httpapi.ShardHealth{ID: s.ID, Connected: s.Connected, Interests: s.Interests})
+		}
+	}
+	return h
+}
+
+// ShardsConnected is how many of the bus's shards are connected, of how many: 0, 0 for a bus
+// of one connection (metrics' bus_shards).
+func (c *busLink) ShardsConnected() (connected, total int) {
+	rb, ok := c.Broker.(*redis.Broker)
+	if !ok || len(rb.Shards()) < 2 {
+		return 0, 0
+	}
+	for _, s := range rb.Shards() {
+		total++
+		if s.Connected {
+			connected++
+		}
+	}
+	return connected, total
 }
 
 // logAttr describes the cluster in the start line.

@@ -128,6 +128,10 @@ func (l *loader) cluster(c *ClusterConfig) {
 	}
 	if !broker.ValidPrefix(c.Prefix) {
 		l.problem("cluster.prefix", "%q: want printable ASCII without spaces, '*' or '>', and no empty part between dots", c.Prefix)
+	} else if strings.HasPrefix(strings.ToLower(c.URL), "redis+cluster") || strings.HasPrefix(strings.ToLower(c.URL), "rediss+cluster") {
+		if strings.ContainsAny(c.Prefix, "{}") {
+			l.problem("cluster.prefix", "%q: on a Redis Cluster the prefix may not hold '{' or '}' (they make hash tags)", c.Prefix)
+		}
 	}
 	l.longerThan("cluster.heartbeat", c.Heartbeat, 0)
 	// Three heartbeats: a node is not declared dead for one or two announcements lost or late.

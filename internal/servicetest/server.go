@@ -130,10 +130,7 @@ func (s *Server) Start(t testing.TB) {
 func Redis(t testing.TB) *Server {
 	t.Helper()
 	return start(t, &Server{Name: "redis-server",
-		args: func(port int, dir string) []string {
-			return []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-				"--dir", dir, "--daemonize", "no", "--protected-mode", "no", "--loglevel", "warning"}
-		},
+		args: redisArgs,
 		ready: func(c net.Conn) error {
 			if _, err := c.Write([]byte("PING\r\n")); err != nil {
 				return err
