@@ -32,6 +32,9 @@ type IdleWindow struct {
 	Generator                 Usage      `json:"generator"`
 	GeneratorMicrosPerConnSec float64    `json:"generator_us_per_conn_s"`
 	Pings                     PingCounts `json:"pings"`
+	// NodesMicrosPerPing is the nodes' CPU time over the window per ping exchange (a client's
+	// ping and its pong, or the server's), in µs: it counts the nodes' idle work too.
+	NodesMicrosPerPing float64 `json:"nodes_us_per_ping"`
 }
 
 // idlePhase measures the connections g holds once set up: the server's RSS once it settles
@@ -101,6 +104,9 @@ func idlePhase(ctx context.Context, t Target, g subscribers, base []int64, k0 ke
 				}
 				win.NodesMicrosPerConnSec = (u.CPUSeconds - bus) * 1e6 / per
 				win.BusMicrosPerConnSec = bus * 1e6 / per
+				if n := win.Pings.Sent + win.Pings.Answered; n > 0 {
+					win.NodesMicrosPerPing = (u.CPUSeconds - bus) * 1e6 / float64(n)
+				}
 			}
 			win.GeneratorMicrosPerConnSec = win.Generator.CPUSeconds * 1e6 / per
 		}

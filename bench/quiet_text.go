@@ -39,8 +39,8 @@ func (ph *IdlePhase) writeText(b io.Writer) {
 		fmt.Fprintf(b, "  idle %4.0f s  clients' %s: %d pings sent, %d server pings answered, %d unanswered\n",
 			w.Seconds, act, w.Pings.Sent, w.Pings.Answered, w.Pings.Unanswered)
 		if u := w.Server; u != nil {
-			fmt.Fprintf(b, "               CPU per connection per second: nodes %.3f µs, bus %.3f µs, generator %.3f µs (nodes+bus %.2f s over the window)\n",
-				w.NodesMicrosPerConnSec, w.BusMicrosPerConnSec, w.GeneratorMicrosPerConnSec, u.CPUSeconds)
+			fmt.Fprintf(b, "               CPU per connection per second: nodes %.3f µs, bus %.3f µs, generator %.3f µs (nodes+bus %.2f s over the window; nodes %.1f µs per ping exchange)\n",
+				w.NodesMicrosPerConnSec, w.BusMicrosPerConnSec, w.GeneratorMicrosPerConnSec, u.CPUSeconds, w.NodesMicrosPerPing)
 		}
 	}
 }

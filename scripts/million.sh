@@ -10,7 +10,7 @@
 # One `herald bench fanout` run: every connection subscribes to one channel; then a quiet
 # window of IDLE (120s) with the clients pinging as pusher-js does (after activity_timeout,
 # 120 s, of silence), then IDLE_FAST (60s) with the clients' own activity timeout at
-# IDLE_FAST_ACTIVITY (10s; pusher-js's activityTimeout option, herald keeping its 120 s), then
+# IDLE_FAST_ACTIVITY (30s; pusher-js's activityTimeout option, herald keeping its 120 s), then
 # EVENTS (5) events INTERVAL (20s) apart to all of them. It reports the set-up rate, user-space
 # RSS per connection per node, the kernel's memory per socket, idle CPU per connection, the
 # fan-out's delivery and latency; this script adds the machine's peaks (CPU, memory, open
@@ -29,7 +29,7 @@ per=${PER_NODE:-19000}
 nodes=$(((conns + per - 1) / per))
 idle=${IDLE:-120s}
 idle_fast=${IDLE_FAST:-60s}
-idle_fast_activity=${IDLE_FAST_ACTIVITY:-10s}
+idle_fast_activity=${IDLE_FAST_ACTIVITY:-30s}
 events=${EVENTS:-5}
 interval=${INTERVAL:-20s}
 min_avail=${MIN_AVAILABLE_MIB:-1024}
