@@ -18,7 +18,7 @@ const (
 	// DefaultActivityTimeout is pusher-js's activityTimeout option's default.
 	DefaultActivityTimeout = 120 * time.Second
 	pongTimeout            = 30 * time.Second // pusher-js's pongTimeout default
-	pingSweepEvery         = 500 * time.Millisecond
+	pingSweepEvery         = time.Second
 )
 
 var pingMessage = []byte(`{"event":"pusher:ping","data":{}}`)

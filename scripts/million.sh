@@ -16,7 +16,7 @@
 # fan-out's delivery and latency; this script adds the machine's peaks (CPU, memory, open
 # files, sockets) sampled every 5 s.
 #
-# Environment: PER_NODE (19000) connections per node and per client process; NODE_ACTIVITY
+# Environment: GOMAXPROCS (1) for every Go process here; PER_NODE (19000) connections per node and per client process; NODE_ACTIVITY
 # (empty: herald's default, 120s) herald's activity_timeout; IDLE, IDLE_FAST,
 # IDLE_FAST_ACTIVITY, EVENTS, INTERVAL as above; MIN_AVAILABLE_MIB (1024): the run is stopped
 # when the machine's available memory falls below it.
@@ -34,6 +34,11 @@ events=${EVENTS:-5}
 interval=${INTERVAL:-20s}
 min_avail=${MIN_AVAILABLE_MIB:-1024}
 case $engine in nats | redis) ;; *) echo "usage: million.sh [nats|redis] [conns]" >&2; exit 2 ;; esac
+
+# Every process here (nodes, bus clients, client processes) runs on one scheduler thread:
+# 107 processes share two cores, and two threads each only multiply the runnable threads
+# (the load average passed 300 with GOMAXPROCS=2, and the nodes' NATS keepalives went stale).
+export GOMAXPROCS=${GOMAXPROCS:-1}
 
 tmp=$(mktemp -d)
 pids=()
@@ -161,7 +166,7 @@ sample >"$tmp/samples" &
 sampler=$!
 pids+=("$sampler")
 
-"$H" bench fanout --subs "$conns" --procs "$nodes" --concurrency $((8 * nodes)) --timeout 15m \
+"$H" bench fanout --subs "$conns" --procs "$nodes" --concurrency $((8 * nodes)) --timeout 30m \
 	--idle "$idle" --idle-fast "$idle_fast" --idle-fast-activity "$idle_fast_activity" \
 	--events "$events" --interval "$interval" --wait 90s --quiet \
 	--ws "$(IFS=,; echo "${ws[*]}")" --rest "http://127.0.0.1:$first_port" \
