@@ -18,7 +18,7 @@ const (
 	// DefaultActivityTimeout is pusher-js's activityTimeout option's default.
 	DefaultActivityTimeout = 120 * time.Second
 	pongTimeout            = 30 * time.Second // pusher-js's pongTimeout default
-	pingSweepEvery         = time.Second
+	pingSweepEvery         = time.Second      // at most; a tenth of a shorter timeout
 )
 
 var pingMessage = []byte(`{"event":"pusher:ping","data":{}}`)
@@ -123,7 +123,7 @@ func (p *pool) stopPings() {
 
 func (p *pool) sweepPings() {
 	defer close(p.ping.done)
-	t := time.NewTicker(pingSweepEvery)
+	t := time.NewTimer(pingSweepEvery)
 	defer t.Stop()
 	for {
 		select {
@@ -137,9 +137,12 @@ func (p *pool) sweepPings() {
 		p.ping.mu.Lock()
 		own := p.ping.activity
 		p.ping.mu.Unlock()
+		// A tenth of the timeout, within [100 ms, 1 s]: pings at most 10% late.
 		if own < 0 {
+			t.Reset(pingSweepEvery)
 			continue
 		}
+		t.Reset(min(max(own/10, pingSweepEvery/10), pingSweepEvery))
 		now := time.Now().UnixNano()
 		var sent, missed int64
 		for _, c := range clients {
