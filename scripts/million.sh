@@ -3,7 +3,8 @@
 # bus server, herald nodes of about 19,000 connections each (the per-process open-file limit is
 # 20,000) and as many client processes, all on loopback, each on a free port, every process
 # started here stopped by its pid. Not part of the test suite: it takes the whole machine for
-# about ten minutes, under flock /tmp/herald-bench.lock.
+# about half an hour at a million (18 minutes of set-up on two cores), under
+# flock /tmp/herald-bench.lock, which it takes itself once herald is built.
 #
 #   scripts/million.sh [nats|redis] [conns]        default: nats 1000000
 #
