@@ -22,6 +22,9 @@ type childOrder struct {
 	Start  *childStart `json:"start,omitempty"`
 	Await  int64       `json:"await_ns,omitempty"` // wait at most this long for every delivery
 	Finish bool        `json:"finish,omitempty"`
+	// Pings asks for the clients' ping counts, setting their own activity timeout first
+	// (ns; 0: leave it).
+	Pings *int64 `json:"pings_activity_ns,omitempty"`
 }
 
 // childStart is what a child needs to open its share of the subscribers.
@@ -32,16 +35,18 @@ type childStart struct {
 	Timeout     time.Duration `json:"timeout"`
 	Concurrency int           `json:"concurrency"`
 	Rate        float64       `json:"rate"`
+	Activity    time.Duration `json:"activity"`
 	Spec        subSpec       `json:"spec"`
 }
 
 // childReply is one line from a child.
 type childReply struct {
-	Setup     *Setup `json:"setup,omitempty"`
-	RSSBefore int64  `json:"rss_before,omitempty"`
-	Awaited   *bool  `json:"awaited,omitempty"` // every expected delivery arrived
-	Tally     *tally `json:"tally,omitempty"`
-	Error     string `json:"error,omitempty"`
+	Setup     *Setup      `json:"setup,omitempty"`
+	RSSBefore int64       `json:"rss_before,omitempty"`
+	Awaited   *bool       `json:"awaited,omitempty"` // every expected delivery arrived
+	Tally     *tally      `json:"tally,omitempty"`
+	Pings     *PingCounts `json:"pings,omitempty"`
+	Error     string      `json:"error,omitempty"`
 	// Progress is unsolicited: what the child's clients recorded lately (timeline_relay.go).
 	Progress *progress `json:"progress,omitempty"`
 }
@@ -74,7 +79,8 @@ func RunChild(ctx context.Context, in io.Reader, out io.Writer) error {
 	}
 	s := o.Start
 	tl := NewTimeline()
-	t := Target{WS: s.WS, CAFile: s.CAFile, Key: s.Key, Timeout: s.Timeout, Concurrency: s.Concurrency, Rate: s.Rate, Timeline: tl}
+	t := Target{WS: s.WS, CAFile: s.CAFile, Key: s.Key, Timeout: s.Timeout, Concurrency: s.Concurrency, Rate: s.Rate,
+		ActivityTimeout: s.Activity, Timeline: tl}
 	// Replies and progress share out: one encoder under one lock.
 	var mu sync.Mutex
 	enc := json.NewEncoder(out)
@@ -131,6 +137,12 @@ func RunChild(ctx context.Context, in io.Reader, out io.Writer) error {
 			p := tl.drain() // the parent's timeline has every delivery before the answer
 			_ = send(childReply{Progress: &p})
 			if err := send(childReply{Awaited: &ok}); err != nil {
+				l.abort()
+				return err
+			}
+		case o.Pings != nil:
+			c, _ := l.pings(ctx, time.Duration(*o.Pings))
+			if err := send(childReply{Pings: &c}); err != nil {
 				l.abort()
 				return err
 			}

@@ -39,6 +39,13 @@ type client struct {
 	pings  atomic.Int32 // pusher:ping messages answered
 	index  int32        // its index in the run (presence: which member it is)
 
+	// What pusher-js's activity check needs (ping.go): when the client last received a
+	// message (unix ns), the server's activity_timeout (ns; 0: not said) and when the sweep
+	// sent its pusher:ping, unanswered so far (0: none; only the sweep touches it).
+	lastRx   atomic.Int64
+	activity int64
+	pingAt   int64
+
 	mu      sync.Mutex // guards what follows and every write to conn
 	pending []byte     // frames the kernel has not taken yet
 	code    int32      // close code the server sent (0: none yet)
@@ -72,9 +79,11 @@ func closedErrorOf(p []byte) *closedError {
 // the way. It returns the bytes read past the last of them.
 func (c *client) setup(nc net.Conn, ep endpoint) ([]byte, error) {
 	return converse(nc, ep, func(m *ws.MessageReader) error {
-		if _, _, err := c.await(nc, m, "pusher:connection_established"); err != nil {
+		_, hello, err := c.await(nc, m, "pusher:connection_established")
+		if err != nil {
 			return err
 		}
+		c.activity = activityTimeoutOf(hello)
 		var subs []byte
 		for i, ch := range c.chans {
 			data := map[string]any{"channel": c.rec.channels[ch]}
@@ -210,9 +219,11 @@ func (c *client) trackOf(name []byte) int {
 
 // onMessage handles one message once the client is attached; it runs on the poller.
 func (c *client) onMessage(op ws.Opcode, p []byte) {
+	now := time.Now().UnixNano()
+	c.lastRx.Store(now)
 	switch op {
 	case ws.OpText, ws.OpBinary:
-		if c.event(p, time.Now().UnixNano()) {
+		if c.event(p, now) {
 			return
 		}
 		if isPusherPing(p) {

@@ -16,6 +16,12 @@ type FanoutConfig struct {
 	Channel      string        // default "fanout"
 	// Wait is how long, after the last publish, the run waits for every delivery; default 5s.
 	Wait time.Duration
+	// Idle, when set, is a quiet window between subscribing and the first publish: the
+	// server's RSS per connection and the kernel's memory per socket are measured once it
+	// settles, then the nodes' CPU over Idle while the clients only ping (pusher-js's activity
+	// check, Target.ActivityTimeout). IdleFast, when set, is a second window after it with
+	// the clients' own activity timeout at IdleFastActivity (default 10s).
+	Idle, IdleFast, IdleFastActivity time.Duration
 }
 
 func (c FanoutConfig) withDefaults() FanoutConfig {
@@ -38,6 +44,9 @@ func (c FanoutConfig) withDefaults() FanoutConfig {
 	if c.Wait == 0 {
 		c.Wait = 5 * time.Second
 	}
+	if c.IdleFastActivity == 0 {
+		c.IdleFastActivity = 10 * time.Second
+	}
 	return c
 }
 
@@ -57,6 +66,12 @@ func (c FanoutConfig) check() error {
 	}
 	if c.Interval < 0 || c.Wait < 0 {
 		errs = append(errs, errors.New("--interval and --wait must not be negative"))
+	}
+	if c.Idle < 0 || c.IdleFast < 0 || c.IdleFastActivity < 0 {
+		errs = append(errs, errors.New("--idle, --idle-fast and --idle-fast-activity must not be negative"))
+	}
+	if c.IdleFast > 0 && c.Idle == 0 {
+		errs = append(errs, errors.New("--idle-fast: needs --idle"))
 	}
 	if c.PayloadBytes < 0 {
 		errs = append(errs, errors.New("--payload must not be negative"))
@@ -85,6 +100,8 @@ type FanoutReport struct {
 	Latency         Latency       `json:"latency"` // every first receipt of every event
 	PerEvent        []EventReport `json:"per_event"`
 	Lost            Lost          `json:"lost"` // subscribers the server dropped during the run
+	// Idle is the quiet phase before the first publish (FanoutConfig.Idle); nil without it.
+	Idle *IdlePhase `json:"idle,omitempty"`
 	// ServerUsage and Generator are CPU time from just before the first publish to the end of
 	// delivery (every expected delivery in, or Wait passed). ServerUsage is nil without a pid.
 	ServerUsage *Usage  `json:"server_usage,omitempty"`
@@ -110,7 +127,26 @@ func Fanout(ctx context.Context, cfg FanoutConfig) (rep *FanoutReport, err error
 	defer pub.close()
 
 	spec := subSpec{Conns: cfg.Subs, Channels: []string{cfg.Channel}, Events: cfg.Events, BucketSize: 1}
-	r, err := runPublished(ctx, cfg.Target, spec, cfg.Wait, func(ctx context.Context) error {
+	var quiet func(context.Context, subscribers) error
+	if cfg.Idle > 0 {
+		var base []int64
+		if s := cfg.serverProcs(); s.ok() {
+			if base, err = s.rss(); err != nil {
+				return rep, err
+			}
+		}
+		k0, kok := readKernel()
+		windows := []idleSpec{{d: cfg.Idle}}
+		if cfg.IdleFast > 0 {
+			windows = append(windows, idleSpec{d: cfg.IdleFast, activity: cfg.IdleFastActivity})
+		}
+		quiet = func(ctx context.Context, g subscribers) error {
+			var err error
+			rep.Idle, err = idlePhase(ctx, cfg.Target, g, base, k0, kok, windows)
+			return err
+		}
+	}
+	r, err := runPublished(ctx, cfg.Target, spec, cfg.Wait, quiet, func(ctx context.Context) error {
 		start := time.Now()
 		for k := 1; k <= cfg.Events; k++ {
 			if err := sleepUntil(ctx, start.Add(time.Duration(k-1)*cfg.Interval)); err != nil {

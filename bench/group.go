@@ -55,6 +55,9 @@ type subscribers interface {
 	pids() []int
 	// rssBefore is the RSS of those processes before they connected.
 	rssBefore() int64
+	// pings sets the clients' own activity timeout (0: leave it) and returns their ping
+	// counts so far.
+	pings(ctx context.Context, activity time.Duration) (PingCounts, error)
 }
 
 // tally is what a set of subscribers saw; tallies of several processes merge.
@@ -118,6 +121,7 @@ func subscribeHere(ctx context.Context, t Target, spec subSpec) (*local, error) 
 	if err != nil {
 		return nil, err
 	}
+	p.startPings(t.ActivityTimeout)
 	l := &local{p: p, rec: rec, spec: spec, timeout: t.Timeout, rss0: rss0}
 	l.s, err = connect(ctx, t, p, spec.Offset, spec.Conns, spec.chansOf())
 	if err != nil {
@@ -132,6 +136,10 @@ func (l *local) setup() Setup     { return l.s }
 func (l *local) pids() []int      { return nil }
 func (l *local) rssBefore() int64 { return l.rss0 }
 func (l *local) abort()           { l.p.close(l.timeout) }
+
+func (l *local) pings(_ context.Context, activity time.Duration) (PingCounts, error) {
+	return l.p.setActivity(activity), nil
+}
 
 func (l *local) await(ctx context.Context, wait time.Duration) (bool, error) {
 	ok := l.rec.await(ctx, wait)

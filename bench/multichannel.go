@@ -127,7 +127,7 @@ func Multichannel(ctx context.Context, cfg MultichannelConfig) (rep *Multichanne
 
 	spec := subSpec{Conns: cfg.Subs, Channels: names, Events: cfg.Burst * cfg.Rounds, BucketSize: cfg.Burst}
 	firstPublish := make([]time.Time, cfg.Rounds)
-	r, err := runPublished(ctx, cfg.Target, spec, cfg.Wait, func(ctx context.Context) error {
+	r, err := runPublished(ctx, cfg.Target, spec, cfg.Wait, nil, func(ctx context.Context) error {
 		start := time.Now()
 		for round := range cfg.Rounds {
 			sched := start.Add(time.Duration(round) * cfg.Interval)

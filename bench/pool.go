@@ -15,9 +15,10 @@ import (
 // pool is the set of subscribed clients of one run and the engine that reads them: one
 // epoll poller per core, whatever the number of connections.
 type pool struct {
-	eng *ws.Engine
-	rec *recorder
-	tl  *Timeline
+	eng  *ws.Engine
+	rec  *recorder
+	tl   *Timeline
+	ping *pinger // the clients' activity check (ping.go); nil: they only answer the server's pings
 
 	attempts    atomic.Int64
 	failed      atomic.Int64
@@ -71,6 +72,7 @@ func (p *pool) attach(c *client, nc net.Conn, pre []byte) error {
 		bound = true
 		conn.Data = c
 		c.conn = conn
+		c.lastRx.Store(time.Now().UnixNano())
 		p.established.Add(1)
 		p.active.Add(1)
 		if p.tl != nil {
@@ -173,6 +175,7 @@ func (p *pool) close(d time.Duration) error {
 	if p == nil {
 		return nil
 	}
+	p.stopPings()
 	p.mu.Lock()
 	clients := p.clients
 	p.mu.Unlock()

@@ -46,7 +46,7 @@ func startChildren(ctx context.Context, t Target, spec subSpec) (subscribers, er
 		}
 		g.kids = append(g.kids, kd)
 		order := childOrder{Start: &childStart{WS: t.WS, CAFile: t.CAFile, Key: t.Key, Timeout: t.Timeout,
-			Concurrency: max(1, t.Concurrency/n), Rate: t.Rate / float64(n), Spec: share}}
+			Concurrency: max(1, t.Concurrency/n), Rate: t.Rate / float64(n), Activity: t.ActivityTimeout, Spec: share}}
 		if err := kd.send(order); err != nil {
 			g.abort()
 			return nil, err
@@ -191,6 +191,27 @@ func (g *children) await(ctx context.Context, wait time.Duration) (bool, error) 
 		all = all && *r.Awaited
 	}
 	return all, nil
+}
+
+func (g *children) pings(ctx context.Context, activity time.Duration) (PingCounts, error) {
+	ns := int64(activity)
+	for _, kd := range g.kids {
+		if err := kd.send(childOrder{Pings: &ns}); err != nil {
+			return PingCounts{}, err
+		}
+	}
+	var sum PingCounts
+	for i, kd := range g.kids {
+		r, err := kd.reply(ctx, g.timeout)
+		if err == nil && r.Pings == nil {
+			err = errors.New("no ping counts in its reply")
+		}
+		if err != nil {
+			return sum, fmt.Errorf("child %d: %w", i, err)
+		}
+		sum.add(*r.Pings)
+	}
+	return sum, nil
 }
 
 func (g *children) finish(ctx context.Context) (*tally, error) {

@@ -19,9 +19,10 @@ type published struct {
 	Generator Usage
 }
 
-// runPublished subscribes spec, calls publish, waits at most wait for every delivery and
-// closes the subscribers. On error, what was measured so far is returned with it.
-func runPublished(ctx context.Context, t Target, spec subSpec, wait time.Duration, publish func(context.Context) error) (*published, error) {
+// runPublished subscribes spec, calls quiet (when not nil), then publish, waits at most wait
+// for every delivery and closes the subscribers. On error, what was measured so far is
+// returned with it.
+func runPublished(ctx context.Context, t Target, spec subSpec, wait time.Duration, quiet func(context.Context, subscribers) error, publish func(context.Context) error) (*published, error) {
 	r := &published{}
 	g, err := subscribe(ctx, t, spec)
 	if g != nil {
@@ -37,6 +38,11 @@ func runPublished(ctx context.Context, t Target, spec subSpec, wait time.Duratio
 		}
 	}()
 
+	if quiet != nil {
+		if err := quiet(ctx, g); err != nil {
+			return r, err
+		}
+	}
 	serverCPU := t.serverProcs().startCPU()
 	gen := generator(g.pids())
 	genCPU := startCPU(gen)

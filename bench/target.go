@@ -47,6 +47,11 @@ type Target struct {
 	Timeout     time.Duration // deadline of every phase (connect, publish, deliver, close); default 60s
 	Concurrency int           // connection attempts in flight at once; default 200
 	Rate        float64       // connection attempts started per second; 0 means as fast as possible
+	// ActivityTimeout is the clients' own activity timeout, pusher-js's activityTimeout option
+	// (idle, fanout and multichannel, ping.go): a client that received nothing for this long,
+	// or for the server's activity_timeout when that is shorter, sends pusher:ping. Zero means
+	// pusher-js's default, 120 s; negative, that clients never ping first.
+	ActivityTimeout time.Duration
 
 	// Timeline, when set, records the run second by second (attempts, failures, open
 	// connections, deliveries and their latency); the report carries its points. The caller

@@ -43,6 +43,9 @@ func (r *FanoutReport) WriteText(w io.Writer) error {
 	fmt.Fprintf(b, "fanout: %d subscribers on %q, %d events %gs apart, %d-byte data, %s\n",
 		r.Subs, r.Channel, r.Events, r.IntervalSeconds, r.PayloadBytes, r.Server.on())
 	writeSetup(b, r.Setup)
+	if r.Idle != nil {
+		r.Idle.writeText(b)
+	}
 	writeDelivery(b, r.Delivery)
 	writeLost(b, r.Lost, "subscribers")
 	fmt.Fprintf(b, "  latency ms   %8s %7s %7s %7s %7s %7s %7s  %s\n", "count", "min", "p50", "p95", "p99", "p99.9", "max", "publish")

@@ -51,6 +51,9 @@ func fanoutScenario(fs *flag.FlagSet) benchRunner {
 	fs.IntVar(&cfg.PayloadBytes, "payload", 100, "bytes of each event's data")
 	fs.StringVar(&cfg.Channel, "channel", "fanout", "channel name")
 	fs.DurationVar(&cfg.Wait, "wait", 5*time.Second, "after the last publish, how long to wait for every delivery")
+	fs.DurationVar(&cfg.Idle, "idle", 0, "a quiet window before the first publish: server RSS per connection and kernel memory per socket once it settles, then the nodes' CPU per idle connection over this long, the clients pinging as pusher-js does (0: none)")
+	fs.DurationVar(&cfg.IdleFast, "idle-fast", 0, "a second quiet window after --idle, the clients' own activity timeout at --idle-fast-activity (0: none)")
+	fs.DurationVar(&cfg.IdleFastActivity, "idle-fast-activity", 10*time.Second, "the clients' own activity timeout during --idle-fast")
 	return func(ctx context.Context, t bench.Target) (benchReport, bool, error) {
 		cfg.Target = t
 		rep, err := bench.Fanout(ctx, cfg)
