@@ -2,6 +2,7 @@ package nats
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -56,7 +57,7 @@ func (h *History) read(ctx context.Context, s jetstream.Stream, rule herald.Hist
 	if limit <= 0 || after >= latest.Offset {
 		return page, nil
 	}
-	c, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{FilterSubject: subject, DeliverPolicy: jetstream.DeliverAllPolicy,
+	c, err := createConsumer(ctx, s, jetstream.ConsumerConfig{FilterSubject: subject, DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy: jetstream.AckNonePolicy, MemoryStorage: true, Replicas: 1, InactiveThreshold: time.Minute})
 	if err != nil {
 		return page, err
@@ -109,4 +110,24 @@ func (h *History) read(ctx context.Context, s jetstream.Stream, rule herald.Hist
 		}
 	}
 	return page, nil
+}
+
+// consumerTries is how many times a read tries to create its consumer within its deadline.
+const consumerTries = 3
+
+// createConsumer creates an ephemeral consumer of s, trying again (up to consumerTries, each
+// try given an equal share of what is left of ctx) when a try goes unanswered: on a cluster,
+// JetStream places the consumer on one server of the stream's, picked at random among those
+// it believes up, and for some seconds after a server is killed it still believes it up: a
+// consumer placed there never answers.
+func createConsumer(ctx context.Context, s jetstream.Stream, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	for try := 1; ; try++ {
+		dl, _ := ctx.Deadline() // h.deadline gave ctx one
+		tctx, cancel := context.WithTimeout(ctx, time.Until(dl)/time.Duration(consumerTries-try+1))
+		c, err := s.CreateConsumer(tctx, cfg)
+		cancel()
+		if err == nil || try == consumerTries || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return c, err
+		}
+	}
 }

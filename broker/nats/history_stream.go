@@ -58,6 +58,10 @@ func (h *History) stream(ctx context.Context, k streamKey, create bool) (jetstre
 	if errors.Is(err, nats.ErrNoResponders) {
 		return nil, herald.Errorf(herald.CodeUnavailable, "stream %s: the NATS server does not run JetStream (nats-server -js)", h.streamName(k))
 	}
+	if e := (*jetstream.APIError)(nil); errors.As(err, &e) && (e.ErrorCode == errInsufficientResources || e.ErrorCode == errReplicasNotSupported) {
+		return nil, herald.Errorf(herald.CodeUnavailable, "stream %s: JetStream cannot place %d replicas now (%s): fewer JetStream servers running or clustered (history.replicas)",
+			h.streamName(k), h.replicas(), e.Description)
+	}
 	if err != nil {
 		return nil, unavailable(fmt.Errorf("stream %s: %w", h.streamName(k), err))
 	}
@@ -73,7 +77,7 @@ func (h *History) createStream(ctx context.Context, k streamKey) (jetstream.Stre
 		Description:       fmt.Sprintf("herald history: app %q, channels %q", k.app, k.rule.Channels),
 		Subjects:          []string{h.subjects(k) + ".*"},
 		Storage:           jetstream.FileStorage,
-		Replicas:          max(h.b.cfg.HistoryReplicas, 1),
+		Replicas:          h.replicas(),
 		MaxMsgsPerSubject: int64(k.rule.Size),
 		MaxAge:            k.rule.TTL,
 		Discard:           jetstream.DiscardOld,
@@ -95,4 +99,24 @@ func (h *History) forget(k streamKey, s jetstream.Stream) {
 		delete(h.streams, k)
 	}
 	h.mu.Unlock()
+}
+
+// The JetStream errors of a stream that cannot have the replicas asked for: not enough
+// servers with JetStream are up, or the server is not clustered.
+const (
+	errInsufficientResources jetstream.ErrorCode = 10023
+	errReplicasNotSupported  jetstream.ErrorCode = 10074
+)
+
+// replicas is the replicas of the streams this History creates: the broker's
+// HistoryReplicas, or when 0, 3 on a server that names its cluster (where JetStream needs
+// three servers to keep a stream through the loss of one) and 1 on a server alone.
+func (h *History) replicas() int {
+	if r := h.b.cfg.HistoryReplicas; r > 0 {
+		return r
+	}
+	if h.b.nc.ConnectedClusterName() != "" {
+		return 3
+	}
+	return 1
 }

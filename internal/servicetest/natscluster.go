@@ -201,3 +201,21 @@ func natsReady(c net.Conn) error {
 	}
 	return nil
 }
+
+// Stop kills every server of the cluster (the whole bus lost), as Server.Stop does.
+func (c *NATSCluster) Stop(t testing.TB) {
+	t.Helper()
+	for _, s := range c.Servers {
+		s.Stop(t)
+	}
+}
+
+// Start starts every server again on its ports, with its JetStream store, and returns once
+// the cluster has formed again (Wait).
+func (c *NATSCluster) Start(t testing.TB) {
+	t.Helper()
+	for _, s := range c.Servers {
+		s.Start(t)
+	}
+	c.Wait(t)
+}
