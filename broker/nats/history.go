@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/broker"
@@ -65,6 +66,7 @@ type History struct {
 const (
 	epochHeader  = "Herald-Epoch"
 	offsetHeader = "Herald-Offset"
+	atHeader     = "Herald-At" // when the node stored it, Unix milliseconds (storedAt)
 )
 
 // maxChanStates bounds the channels whose last message a History remembers while no publish
@@ -166,6 +168,7 @@ func (h *History) store(ctx context.Context, rule herald.HistoryRule, msg herald
 		}
 		m.Header.Set(epochHeader, next.Epoch)
 		m.Header.Set(offsetHeader, strconv.FormatUint(next.Offset, 10))
+		m.Header.Set(atHeader, strconv.FormatInt(time.Now().UnixMilli(), 10))
 		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(cs.seq, 10))
 		ack, err := h.js.PublishMsg(ctx, m, jetstream.WithRetryAttempts(0))
 		if err == nil {
