@@ -2,7 +2,6 @@ package nats
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -134,24 +133,12 @@ func (h *History) read(ctx context.Context, s jetstream.Stream, rule herald.Hist
 // fetchWait bounds one fetch of a read's consumer that has nothing to give yet.
 const fetchWait = 200 * time.Millisecond
 
-// consumerTries is how many times a read tries to create its consumer within its deadline.
-const consumerTries = 3
-
-// createConsumer creates an ephemeral consumer of s, trying again (up to consumerTries, each
-// try given an equal share of what is left of ctx) when a try goes unanswered: on a cluster,
-// JetStream places the consumer on one server of the stream's, picked at random among those
-// it believes up, and for some seconds after a server is killed it still believes it up: a
-// consumer placed there never answers.
+// createConsumer creates an ephemeral consumer of s (tried again: on a cluster, JetStream
+// places the consumer on one server of the stream's, picked at random among those it
+// believes up, and for some seconds after a server is killed it still believes it up: a
+// consumer placed there never answers).
 func createConsumer(ctx context.Context, s jetstream.Stream, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
-	for try := 1; ; try++ {
-		dl, _ := ctx.Deadline() // h.deadline gave ctx one
-		tctx, cancel := context.WithTimeout(ctx, time.Until(dl)/time.Duration(consumerTries-try+1))
-		c, err := s.CreateConsumer(tctx, cfg)
-		cancel()
-		if err == nil || try == consumerTries || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
-			return c, err
-		}
-	}
+	return retry(ctx, func(ctx context.Context) (jetstream.Consumer, error) { return s.CreateConsumer(ctx, cfg) })
 }
 
 // storedAt is when a message was stored: JetStream's timestamp, or when that is not one (a

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/broker"
@@ -51,8 +52,10 @@ func (h *History) stream(ctx context.Context, k streamKey, create bool) (jetstre
 	}
 	var err error
 	if create {
-		s, err = h.createStream(ctx, k)
-	} else if s, err = h.js.Stream(ctx, h.streamName(k)); errors.Is(err, jetstream.ErrStreamNotFound) {
+		s, err = retry(ctx, func(ctx context.Context) (jetstream.Stream, error) { return h.createStream(ctx, k) })
+	} else if s, err = retry(ctx, func(ctx context.Context) (jetstream.Stream, error) {
+		return h.js.Stream(ctx, h.streamName(k))
+	}); errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, nil
 	}
 	if errors.Is(err, nats.ErrNoResponders) {
@@ -85,6 +88,12 @@ func (h *History) createStream(ctx context.Context, k streamKey) (jetstream.Stre
 		// until its timeout (nats-server 2.9), where a get through the API says at once
 		// that the stream is gone.
 	}
+	// A stream that is as wanted is used as it is: an update, even to the same
+	// configuration, leaves a replicated stream unable to answer reads for seconds (seen with
+	// nats-server 2.9.10) and costs the meta leader a round.
+	if s, err := h.js.Stream(ctx, cfg.Name); err == nil && sameStream(s.CachedInfo().Config, cfg) {
+		return s, nil
+	}
 	s, err := h.js.CreateOrUpdateStream(ctx, cfg)
 	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) { // another node created it meanwhile
 		s, err = h.js.UpdateStream(ctx, cfg)
@@ -109,14 +118,11 @@ const (
 )
 
 // replicas is the replicas of the streams this History creates: the broker's
-// HistoryReplicas, or when 0, 3 on a server that names its cluster (where JetStream needs
-// three servers to keep a stream through the loss of one) and 1 on a server alone.
-func (h *History) replicas() int {
-	if r := h.b.cfg.HistoryReplicas; r > 0 {
-		return r
-	}
-	if h.b.nc.ConnectedClusterName() != "" {
-		return 3
-	}
-	return 1
+// HistoryReplicas, 1 when 0.
+func (h *History) replicas() int { return max(h.b.cfg.HistoryReplicas, 1) }
+
+// sameStream reports whether a stream configured as have is what want asks for.
+func sameStream(have, want jetstream.StreamConfig) bool {
+	return slices.Equal(have.Subjects, want.Subjects) && have.Storage == want.Storage && have.Replicas == want.Replicas &&
+		have.MaxMsgsPerSubject == want.MaxMsgsPerSubject && have.MaxAge == want.MaxAge && have.Discard == want.Discard
 }

@@ -32,9 +32,10 @@ type Config struct {
 	CredsFile, NKeySeedFile string
 
 	// HistoryReplicas is the replicas of the JetStream streams a History creates, from 1 to
-	// MaxHistoryReplicas (at most the JetStream servers of the cluster). 0 (the default)
-	// is 3 on a clustered server (one that names its cluster) and 1 on a server alone: see
-	// History.
+	// MaxHistoryReplicas (at most the JetStream servers of the cluster); 0 means 1. More
+	// than 1 keeps a history through the loss of a server, but see History: on
+	// nats-server 2.9 two nodes publishing to one channel at the same moment may then be
+	// given one offset.
 	HistoryReplicas int
 }
 
@@ -78,7 +79,7 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 		subs: map[broker.Key]*nats.Subscription{}, kick: make(chan struct{}, 1), stop: make(chan struct{})}
 	b.interests = broker.NewInterests(b.sub, b.unsub)
 	if cfg.HistoryReplicas < 0 || cfg.HistoryReplicas > MaxHistoryReplicas {
-		return nil, fmt.Errorf("nats broker: history replicas %d: want 0 (automatic) to %d", cfg.HistoryReplicas, MaxHistoryReplicas)
+		return nil, fmt.Errorf("nats broker: history replicas %d: want 0 (1) to %d", cfg.HistoryReplicas, MaxHistoryReplicas)
 	}
 	log := cfg.Logger.With("bus", "nats", "url", broker.RedactURL(cfg.URL))
 	var failing atomic.Bool // a connection attempt failed since the last success: warned once

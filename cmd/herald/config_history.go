@@ -20,7 +20,7 @@ type AppHistory struct {
 type HistoryConfig struct {
 	MaxBytesPerApp int // each app's kept events, bytes
 	// Replicas is how many servers of a NATS cluster keep each history stream (JetStream);
-	// 0 = 3 on a NATS cluster, 1 on a NATS server alone. NATS only.
+	// 0 = 1. NATS only.
 	Replicas int
 }
 
@@ -51,7 +51,7 @@ func (l *loader) decodeHistory(v fileValue, prefix, src string, app *AppConfig) 
 func (l *loader) history(c *Config) {
 	l.atLeast("history.max_bytes_per_app", c.History.MaxBytesPerApp, 64<<10)
 	if r := c.History.Replicas; r < 0 || r > nats.MaxHistoryReplicas {
-		l.problem("history.replicas", "%d must be from 0 (automatic: 3 on a NATS cluster, 1 on one server) to %d", r, nats.MaxHistoryReplicas)
+		l.problem("history.replicas", "%d must be from 0 (one) to %d", r, nats.MaxHistoryReplicas)
 	} else if u, err := parseBusURL(c.Cluster.URL); r > 0 && (c.Cluster.URL == "" || err == nil && u.engine != "nats") {
 		l.problem("history.replicas", "applies to a NATS cluster bus (JetStream streams) only; cluster.url is not one")
 	}
