@@ -198,7 +198,9 @@ func (h *History) store(ctx context.Context, rule herald.HistoryRule, msg herald
 // lastOf returns the stream sequence and position of subject's last message in s, or 0 and
 // the zero position when it has none.
 func lastOf(ctx context.Context, s jetstream.Stream, subject string) (uint64, herald.Position, error) {
-	m, err := retry(ctx, func(ctx context.Context) (*jetstream.RawStreamMsg, error) { return s.GetLastMsgForSubject(ctx, subject) })
+	m, err := retry(ctx, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+		return s.GetLastMsgForSubject(ctx, subject)
+	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, herald.Position{}, nil
 	}
@@ -253,4 +255,3 @@ func (h *History) deadline(ctx context.Context) (context.Context, context.Cancel
 	}
 	return context.WithTimeout(ctx, h.b.cfg.Timeout)
 }
-
