@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/broker"
@@ -19,7 +20,8 @@ var _ herald.History = (*History)(nil)
 // connection (NewHistory). The events of an app's channels under one rule are one stream
 // (streamName: the prefix, app and rule's glob hashed), created or updated on this History's
 // first publish under the rule: a subject per channel, MaxMsgsPerSubject the rule's Size,
-// MaxAge its TTL, file storage, Replicas from the broker's Config.
+// MaxAge its TTL, file storage, Replicas from the broker's Config. (A stream already as
+// wanted is used as it is.)
 //
 // JetStream numbers a stream's messages, not a channel's, so Publish gives the offset
 // itself, with optimistic concurrency: it stores the event with headers Herald-Offset (the
@@ -27,7 +29,13 @@ var _ herald.History = (*History)(nil)
 // message is still the one it knows (Nats-Expected-Last-Subject-Sequence); when another
 // node got there first it reads the channel's last message again and retries. This node's
 // publishes of one channel wait for one another; publishes of different channels do not.
-// Offsets are so given once per channel, without gaps, whichever node publishes. A
+// Offsets are so given once per channel, without gaps, whichever node publishes - on a
+// stream of one replica. A replicated stream of nats-server 2.9.10 checks the expectation
+// against what it has stored, not against the publishes it is storing, so two nodes'
+// publishes to one channel at the same moment can both be stored with one offset (the
+// history conformance suite's ConcurrentNodes on three servers with three replicas shows
+// it); the receivers then drop one of them as a duplicate. Hence HistoryReplicas 1 by
+// default. A
 // channel's epoch is carried by each of its messages: made (at random) by the publish that
 // finds no message of the channel left, and read from the last message by every later one.
 // (It is the channel's, not the stream's: an epoch of the stream, such as one derived from
@@ -65,6 +73,7 @@ type History struct {
 const (
 	epochHeader  = "Herald-Epoch"
 	offsetHeader = "Herald-Offset"
+	atHeader     = "Herald-At" // when the node stored it, Unix milliseconds (storedAt)
 )
 
 // maxChanStates bounds the channels whose last message a History remembers while no publish
@@ -166,6 +175,7 @@ func (h *History) store(ctx context.Context, rule herald.HistoryRule, msg herald
 		}
 		m.Header.Set(epochHeader, next.Epoch)
 		m.Header.Set(offsetHeader, strconv.FormatUint(next.Offset, 10))
+		m.Header.Set(atHeader, strconv.FormatInt(time.Now().UnixMilli(), 10))
 		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(cs.seq, 10))
 		ack, err := h.js.PublishMsg(ctx, m, jetstream.WithRetryAttempts(0))
 		if err == nil {
@@ -188,7 +198,9 @@ func (h *History) store(ctx context.Context, rule herald.HistoryRule, msg herald
 // lastOf returns the stream sequence and position of subject's last message in s, or 0 and
 // the zero position when it has none.
 func lastOf(ctx context.Context, s jetstream.Stream, subject string) (uint64, herald.Position, error) {
-	m, err := s.GetLastMsgForSubject(ctx, subject)
+	m, err := retry(ctx, func(ctx context.Context) (*jetstream.RawStreamMsg, error) {
+		return s.GetLastMsgForSubject(ctx, subject)
+	})
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, herald.Position{}, nil
 	}

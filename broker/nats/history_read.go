@@ -3,10 +3,12 @@ package nats
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/broker"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -56,15 +58,21 @@ func (h *History) read(ctx context.Context, s jetstream.Stream, rule herald.Hist
 	if limit <= 0 || after >= latest.Offset {
 		return page, nil
 	}
-	c, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{FilterSubject: subject, DeliverPolicy: jetstream.DeliverAllPolicy,
+	c, err := createConsumer(ctx, s, jetstream.ConsumerConfig{FilterSubject: subject, DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy: jetstream.AckNonePolicy, MemoryStorage: true, Replicas: 1, InactiveThreshold: time.Minute})
 	if err != nil {
 		return page, err
 	}
 	defer func() { _ = s.DeleteConsumer(context.WithoutCancel(ctx), c.CachedInfo().Name) }()
 	oldest := time.Now().Add(-rule.TTL)
-	for pending := c.CachedInfo().NumPending; pending > 0 && len(page.Entries) < limit; {
-		batch, err := c.FetchNoWait(int(min(pending, 256)))
+	// seen is the offset of the last message read of Latest's epoch. The page is complete
+	// once it reaches Latest (what is missing before is gone: a prefix), or the limit: on a
+	// cluster the consumer may be on a replica that has not yet stored what the leader
+	// acknowledged, so a consumer that has nothing more before then is waited for, until
+	// ctx's deadline, and never taken for the end of the history.
+	var seen uint64
+	for pending := c.CachedInfo().NumPending; seen < latest.Offset && len(page.Entries) < limit; {
+		batch, err := c.Fetch(int(min(max(pending, 1), 256)), jetstream.FetchMaxWait(fetchWait))
 		if err != nil {
 			return page, err
 		}
@@ -80,11 +88,15 @@ func (h *History) read(ctx context.Context, s jetstream.Stream, rule herald.Hist
 			if err != nil {
 				return page, fmt.Errorf("message %d of %s: %w", md.Sequence.Stream, subject, err)
 			}
+			if p.Epoch == latest.Epoch {
+				seen = max(seen, p.Offset)
+			}
 			// Entries before the offset, past the TTL (the oldest: a prefix) or of another
 			// epoch than Latest's (a channel that restarted since) are not returned, nor are
 			// those stored after the last message read above.
+			at := storedAt(md.Timestamp, m.Headers())
 			if p.Epoch != latest.Epoch || p.Offset <= after || p.Offset > latest.Offset || len(page.Entries) == limit ||
-				len(page.Entries) == 0 && !md.Timestamp.After(oldest) {
+				len(page.Entries) == 0 && !at.After(oldest) {
 				continue
 			}
 			frame := m.Data()
@@ -99,14 +111,48 @@ func (h *History) read(ctx context.Context, s jetstream.Stream, rule herald.Hist
 					continue
 				}
 			}
-			page.Entries = append(page.Entries, herald.HistoryEntry{Offset: p.Offset, At: md.Timestamp.UnixMilli(), Frame: frame})
+			page.Entries = append(page.Entries, herald.HistoryEntry{Offset: p.Offset, At: at.UnixMilli(), Frame: frame})
 		}
 		if err := batch.Error(); err != nil {
 			return page, err
 		}
-		if n == 0 {
-			break
+		if n == 0 && seen < latest.Offset {
+			// Nothing more: the replica is behind, or the rest expired since (then the
+			// channel's last message is gone too, or of another epoch).
+			if now, pos, err := lastOf(ctx, s, subject); err == nil && (now == 0 || pos.Epoch != latest.Epoch) {
+				break
+			}
+		}
+		if seen < latest.Offset && len(page.Entries) < limit && ctx.Err() != nil {
+			return page, fmt.Errorf("%s: read up to offset %d of %d before the deadline: %w", subject, seen, latest.Offset, ctx.Err())
 		}
 	}
 	return page, nil
 }
+
+// fetchWait bounds one fetch of a read's consumer that has nothing to give yet.
+const fetchWait = 200 * time.Millisecond
+
+// createConsumer creates an ephemeral consumer of s (tried again: on a cluster, JetStream
+// places the consumer on one server of the stream's, picked at random among those it
+// believes up, and for some seconds after a server is killed it still believes it up: a
+// consumer placed there never answers).
+func createConsumer(ctx context.Context, s jetstream.Stream, cfg jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	return retry(ctx, func(ctx context.Context) (jetstream.Consumer, error) { return s.CreateConsumer(ctx, cfg) })
+}
+
+// storedAt is when a message was stored: JetStream's timestamp, or when that is not one (a
+// consumer on a replica of nats-server 2.9 was seen giving 1 ns after 1970), the time the
+// publishing node wrote in its Herald-At header.
+func storedAt(ts time.Time, hdr nats.Header) time.Time {
+	if ts.After(plausible) {
+		return ts
+	}
+	if ms, err := strconv.ParseInt(hdr.Get(atHeader), 10, 64); err == nil {
+		return time.UnixMilli(ms)
+	}
+	return ts
+}
+
+// plausible is before any message herald stored.
+var plausible = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)

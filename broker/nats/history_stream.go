@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/broker"
@@ -51,12 +52,18 @@ func (h *History) stream(ctx context.Context, k streamKey, create bool) (jetstre
 	}
 	var err error
 	if create {
-		s, err = h.createStream(ctx, k)
-	} else if s, err = h.js.Stream(ctx, h.streamName(k)); errors.Is(err, jetstream.ErrStreamNotFound) {
+		s, err = retry(ctx, func(ctx context.Context) (jetstream.Stream, error) { return h.createStream(ctx, k) })
+	} else if s, err = retry(ctx, func(ctx context.Context) (jetstream.Stream, error) {
+		return h.js.Stream(ctx, h.streamName(k))
+	}); errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, nil
 	}
 	if errors.Is(err, nats.ErrNoResponders) {
 		return nil, herald.Errorf(herald.CodeUnavailable, "stream %s: the NATS server does not run JetStream (nats-server -js)", h.streamName(k))
+	}
+	if e := (*jetstream.APIError)(nil); errors.As(err, &e) && (e.ErrorCode == errInsufficientResources || e.ErrorCode == errReplicasNotSupported) {
+		return nil, herald.Errorf(herald.CodeUnavailable, "stream %s: JetStream cannot place %d replicas now (%s): fewer JetStream servers running or clustered (history.replicas)",
+			h.streamName(k), h.replicas(), e.Description)
 	}
 	if err != nil {
 		return nil, unavailable(fmt.Errorf("stream %s: %w", h.streamName(k), err))
@@ -73,13 +80,19 @@ func (h *History) createStream(ctx context.Context, k streamKey) (jetstream.Stre
 		Description:       fmt.Sprintf("herald history: app %q, channels %q", k.app, k.rule.Channels),
 		Subjects:          []string{h.subjects(k) + ".*"},
 		Storage:           jetstream.FileStorage,
-		Replicas:          max(h.b.cfg.HistoryReplicas, 1),
+		Replicas:          h.replicas(),
 		MaxMsgsPerSubject: int64(k.rule.Size),
 		MaxAge:            k.rule.TTL,
 		Discard:           jetstream.DiscardOld,
 		// Not AllowDirect: a direct get from a stream that was deleted goes unanswered
 		// until its timeout (nats-server 2.9), where a get through the API says at once
 		// that the stream is gone.
+	}
+	// A stream that is as wanted is used as it is: an update, even to the same
+	// configuration, leaves a replicated stream unable to answer reads for seconds (seen with
+	// nats-server 2.9.10) and costs the meta leader a round.
+	if s, err := h.js.Stream(ctx, cfg.Name); err == nil && sameStream(s.CachedInfo().Config, cfg) {
+		return s, nil
 	}
 	s, err := h.js.CreateOrUpdateStream(ctx, cfg)
 	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) { // another node created it meanwhile
@@ -95,4 +108,21 @@ func (h *History) forget(k streamKey, s jetstream.Stream) {
 		delete(h.streams, k)
 	}
 	h.mu.Unlock()
+}
+
+// The JetStream errors of a stream that cannot have the replicas asked for: not enough
+// servers with JetStream are up, or the server is not clustered.
+const (
+	errInsufficientResources jetstream.ErrorCode = 10023
+	errReplicasNotSupported  jetstream.ErrorCode = 10074
+)
+
+// replicas is the replicas of the streams this History creates: the broker's
+// HistoryReplicas, 1 when 0.
+func (h *History) replicas() int { return max(h.b.cfg.HistoryReplicas, 1) }
+
+// sameStream reports whether a stream configured as have is what want asks for.
+func sameStream(have, want jetstream.StreamConfig) bool {
+	return slices.Equal(have.Subjects, want.Subjects) && have.Storage == want.Storage && have.Replicas == want.Replicas &&
+		have.MaxMsgsPerSubject == want.MaxMsgsPerSubject && have.MaxAge == want.MaxAge && have.Discard == want.Discard
 }

@@ -18,10 +18,11 @@ var _ herald.Broker = (*Broker)(nil)
 // Config configures a NATS broker. Zero values mean the defaults noted; without RoundTrip
 // the connection is not probed.
 type Config struct {
-	// URL is nats://host:port, or tls://host:port for TLS (comma-separated for several
-	// servers); required. A user and password (nats://user:password@host) or a token
-	// (nats://token@host) in it authenticate the node. Common.TLS, when set, configures TLS
-	// (and requires it of a nats:// server too).
+	// URL is nats://host:port, or tls://host:port for TLS; required. Several servers of one
+	// NATS cluster are comma-separated: the node connects to the first that answers, in the
+	// order given, and learns the cluster's other servers from it (Servers). A user and
+	// password (nats://user:password@host) or a token (nats://token@host) in it authenticate
+	// the node. Common.TLS, when set, configures TLS (and requires it of a nats:// server too).
 	URL string
 	broker.Common
 
@@ -30,8 +31,11 @@ type Config struct {
 	// empty: neither.
 	CredsFile, NKeySeedFile string
 
-	// HistoryReplicas is the replicas of the JetStream streams a History creates (at most
-	// the servers of the JetStream cluster); default 1.
+	// HistoryReplicas is the replicas of the JetStream streams a History creates, from 1 to
+	// MaxHistoryReplicas (at most the JetStream servers of the cluster); 0 means 1. More
+	// than 1 keeps a history through the loss of a server, but see History: on
+	// nats-server 2.9 two nodes publishing to one channel at the same moment may then be
+	// given one offset.
 	HistoryReplicas int
 }
 
@@ -78,6 +82,9 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 	b := &Broker{cfg: cfg, auth: auth, handler: h, in: make(chan *nats.Msg, cfg.QueueSize), ctl: make(chan *nats.Msg, cfg.QueueSize),
 		subs: map[broker.Key]*nats.Subscription{}, kick: make(chan struct{}, 1), stop: make(chan struct{})}
 	b.interests = broker.NewInterests(b.sub, b.unsub)
+	if cfg.HistoryReplicas < 0 || cfg.HistoryReplicas > MaxHistoryReplicas {
+		return nil, fmt.Errorf("nats broker: history replicas %d: want 0 (1) to %d", cfg.HistoryReplicas, MaxHistoryReplicas)
+	}
 	log := cfg.Logger.With("bus", "nats", "url", broker.RedactURL(cfg.URL))
 	var failing atomic.Bool // a connection attempt failed since the last success: warned once
 	opts := []nats.Option{
@@ -86,9 +93,12 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 		nats.MaxReconnects(-1),
 		nats.CustomReconnectDelay(cfg.Reconnect),
 		nats.Timeout(cfg.Timeout),
-		nats.PingInterval(5 * time.Second),
-		nats.MaxPingsOutstanding(3),
-		nats.ConnectHandler(func(*nats.Conn) { failing.Store(false); log.Info("cluster bus connected") }),
+		nats.PingInterval(PingInterval),
+		nats.MaxPingsOutstanding(MaxPingsOutstanding),
+		nats.ConnectHandler(func(nc *nats.Conn) {
+			failing.Store(false)
+			log.Info("cluster bus connected", server(nc)...)
+		}),
 		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
 			if !failing.Swap(true) && !b.closed.Load() { // once per outage: attempts never stop
 				log.Warn("cluster bus unreachable; retrying", "err", err)
@@ -100,10 +110,10 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 				log.Warn("cluster bus disconnected; reconnecting", "err", err)
 			}
 		}),
-		nats.ReconnectHandler(func(*nats.Conn) {
+		nats.ReconnectHandler(func(nc *nats.Conn) {
 			failing.Store(false)
 			b.count.Reconnects.Add(1)
-			log.Info("cluster bus reconnected", "interests", b.interests.Len())
+			log.Info("cluster bus reconnected", append(server(nc), "interests", b.interests.Len())...)
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			if errors.Is(err, nats.ErrSlowConsumer) {
@@ -129,7 +139,7 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 		}
 		opts = append(opts, o)
 	}
-	nc, err := nats.Connect(cfg.URL, opts...)
+	nc, err := connect(cfg.URL, opts)
 	if err != nil {
 		return nil, fmt.Errorf("nats broker: connect: %w", err)
 	}
@@ -341,6 +351,14 @@ func (b *Broker) Losses(f func(app, channel string)) bool {
 	}
 	b.mu.Unlock()
 	return b.lost.Take(f)
+}
+
+// Server names the NATS server the broker is connected to ("" while it is not).
+func (b *Broker) Server() string {
+	if !b.Connected() {
+		return ""
+	}
+	return b.nc.ConnectedServerName()
 }
 
 // Stats implements herald.Broker.

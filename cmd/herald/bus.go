@@ -17,17 +17,18 @@ import (
 // registered for it (the node's cluster.State, its console): nothing of it passes through
 // here.
 type clusterBus struct {
-	cfg    ClusterConfig
-	state  cluster.Config
-	reg    *metrics.Registry
-	prefix string // of the metrics
-	log    *slog.Logger
+	cfg      ClusterConfig
+	replicas int // history.replicas
+	state    cluster.Config
+	reg      *metrics.Registry
+	prefix   string // of the metrics
+	log      *slog.Logger
 
 	c *busLink // set by start; nil when off
 }
 
 func newClusterBus(cfg Config, reg *metrics.Registry, log *slog.Logger) *clusterBus {
-	return &clusterBus{cfg: cfg.Cluster, reg: reg, prefix: cfg.Metrics.Prefix, log: log, state: cluster.Config{
+	return &clusterBus{cfg: cfg.Cluster, replicas: cfg.History.Replicas, reg: reg, prefix: cfg.Metrics.Prefix, log: log, state: cluster.Config{
 		CacheMaxBytes:         cfg.Cache.MaxBytes,
 		CacheMaxBytesPerApp:   cfg.Cache.MaxBytesPerApp,
 		CacheTTL:              cfg.Cache.TTL.Duration,
@@ -43,7 +44,7 @@ func (b *clusterBus) start() error {
 	if b.cfg.URL == "" {
 		return nil
 	}
-	c, err := startCluster(b.cfg, b.reg, b.prefix, b.log)
+	c, err := startCluster(b.cfg, b.replicas, b.reg, b.prefix, b.log)
 	if err != nil {
 		b.log.Error("start cluster bus", "err", err)
 		return err

@@ -222,12 +222,13 @@ func (c *busLink) validFrame(frame []byte) bool {
 // InvalidFrames is how many event frames validFrame refused (metrics.BusSource).
 func (c *busLink) InvalidFrames() uint64 { return c.invalid.Load() }
 
-// startCluster connects to the bus c names, its messages routed by kind (busLink.mux) to
+// startCluster connects to the bus c names (its history streams kept by replicas servers
+// of a NATS cluster: history.replicas), its messages routed by kind (busLink.mux) to
 // whoever registers for them: the node's cluster.State and its console. Its round trips are
 // observed by reg, its state changes logged on log with the URL's secrets redacted. It
 // returns even when the bus is unreachable: the engines keep trying, and the node serves
 // its own clients meanwhile.
-func startCluster(c ClusterConfig, reg *metrics.Registry, metricPrefix string, log *slog.Logger) (*busLink, error) {
+func startCluster(c ClusterConfig, replicas int, reg *metrics.Registry, metricPrefix string, log *slog.Logger) (*busLink, error) {
 	u, err := parseBusURL(c.URL)
 	if err != nil { // validated already
 		return nil, fmt.Errorf("cluster.url: %w", err)
@@ -245,7 +246,7 @@ func startCluster(c ClusterConfig, reg *metrics.Registry, metricPrefix string, l
 	switch u.engine {
 	case "nats":
 		var b *nats.Broker
-		cfg := nats.Config{URL: c.URL, Common: common, CredsFile: c.NATSCredsFile, NKeySeedFile: c.NATSNKeyFile}
+		cfg := nats.Config{URL: c.URL, Common: common, CredsFile: c.NATSCredsFile, NKeySeedFile: c.NATSNKeyFile, HistoryReplicas: replicas}
 		if b, err = nats.New(cfg, mux.Receive); err == nil {
 			link.Broker = b
 			if link.history, err = nats.NewHistory(b); err != nil {

@@ -305,6 +305,7 @@ var settings = slices.Concat([]setting{
 	{"cache.max_bytes", "bytes the last events of every app's cache channels may hold on this node", func(c *Config) any { return &c.Cache.MaxBytes }},
 	{"cache.max_bytes_per_app", "bytes the last events of one app's cache channels may hold", func(c *Config) any { return &c.Cache.MaxBytesPerApp }},
 	{"history.max_bytes_per_app", "bytes the events one app's history channels keep may hold on this node", func(c *Config) any { return &c.History.MaxBytesPerApp }},
+	{"history.replicas", "servers of a NATS cluster that keep each history stream (JetStream replicas); 0 = 1", func(c *Config) any { return &c.History.Replicas }},
 	{"cache.ttl", "how long a cache channel keeps its last event", func(c *Config) any { return &c.Cache.TTL }},
 	{"metrics.enabled", "serve Prometheus metrics on their own listener", func(c *Config) any { return &c.Metrics.Enabled }},
 	{"metrics.host", "interface of the metrics listener", func(c *Config) any { return &c.Metrics.Host }},

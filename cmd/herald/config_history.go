@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/broker/nats"
 )
 
 // AppHistory is one history rule of an app as configured (herald.HistoryRule).
@@ -18,6 +19,9 @@ type AppHistory struct {
 // HistoryConfig bounds what history channels keep on this node.
 type HistoryConfig struct {
 	MaxBytesPerApp int // each app's kept events, bytes
+	// Replicas is how many servers of a NATS cluster keep each history stream (JetStream);
+	// 0 = 1. NATS only.
+	Replicas int
 }
 
 // Bounds of a history rule: a channel keeps at most maxHistorySize events, each at most
@@ -46,6 +50,11 @@ func (l *loader) decodeHistory(v fileValue, prefix, src string, app *AppConfig) 
 // history checks history.* and every app's history rules.
 func (l *loader) history(c *Config) {
 	l.atLeast("history.max_bytes_per_app", c.History.MaxBytesPerApp, 64<<10)
+	if r := c.History.Replicas; r < 0 || r > nats.MaxHistoryReplicas {
+		l.problem("history.replicas", "%d must be from 0 (one) to %d", r, nats.MaxHistoryReplicas)
+	} else if u, err := parseBusURL(c.Cluster.URL); r > 0 && (c.Cluster.URL == "" || err == nil && u.engine != "nats") {
+		l.problem("history.replicas", "applies to a NATS cluster bus (JetStream streams) only; cluster.url is not one")
+	}
 	for i, a := range c.Apps {
 		for j, h := range a.History {
 			at := fmt.Sprintf("apps[%d].history[%d]", i, j)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -51,6 +52,31 @@ func TestLoadConfigHistoryErrors(t *testing.T) {
 		_, err := load(t, []string{"--config", writeFile(t, "c.yaml", yaml)}, nil)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want an error with %q", tc.rule, err, tc.want)
+		}
+	}
+}
+
+// TestLoadConfigHistoryReplicas: history.replicas is from 0 to 5, and only for a NATS bus.
+func TestLoadConfigHistoryReplicas(t *testing.T) {
+	for _, tc := range []struct {
+		flags []string
+		want  string // "": accepted
+	}{
+		{[]string{"--history-replicas", "3", "--cluster-url", "nats://a:4222,nats://b:4222,nats://c:4222"}, ""},
+		{[]string{"--history-replicas", "0"}, ""},
+		{[]string{"--history-replicas", "6", "--cluster-url", "nats://a:4222"}, "history.replicas: 6 must be from 0"},
+		{[]string{"--history-replicas", "-1", "--cluster-url", "nats://a:4222"}, "history.replicas: -1 must be from 0"},
+		{[]string{"--history-replicas", "3", "--cluster-url", "redis://a:6379/0"}, "history.replicas: applies to a NATS cluster bus"},
+		{[]string{"--history-replicas", "3"}, "history.replicas: applies to a NATS cluster bus"},
+	} {
+		c, err := load(t, tc.flags, nil)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%v: %v", tc.flags, err)
+		case tc.want == "" && fmt.Sprint(c.History.Replicas) != tc.flags[1]:
+			t.Errorf("%v: history.replicas %d", tc.flags, c.History.Replicas)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%v: got %v, want an error with %q", tc.flags, err, tc.want)
 		}
 	}
 }

@@ -2,7 +2,6 @@ package servicetest
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -180,14 +179,5 @@ func natsServer(t testing.TB, js bool) *Server {
 			}
 			return args
 		},
-		ready: func(c net.Conn) error {
-			line, err := bufio.NewReader(c).ReadBytes('\n')
-			if err != nil {
-				return err
-			}
-			if !bytes.HasPrefix(line, []byte("INFO ")) {
-				return fmt.Errorf("server said %q", line)
-			}
-			return nil
-		}})
+		ready: natsReady})
 }
