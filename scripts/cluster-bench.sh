@@ -52,6 +52,9 @@ head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/secret" # 64 hex digi
 
 go build -o "$tmp/herald" ./cmd/herald
 H=$tmp/herald
+# HERALD_SERVER, when set, is the binary the nodes run (another release's, to compare with
+# this one's in one run); herald bench is always this tree's.
+S=${HERALD_SERVER:-$H}
 
 freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 cputicks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
@@ -103,7 +106,7 @@ start_node() {
 	*) echo "variant: plain, secret or encrypt" >&2; exit 2 ;;
 	esac
 	if [ -n "${2:-}" ]; then args+=(--cluster-url "$2" --cluster-node-id "$1"); fi
-	"$H" "${args[@]}" >"$tmp/$1.log" 2>&1 &
+	"$S" "${args[@]}" >"$tmp/$1.log" 2>&1 &
 	node_pid=$!
 	pids+=("$node_pid")
 	for _ in $(seq 300); do
