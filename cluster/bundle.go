@@ -8,8 +8,8 @@ import (
 	"github.com/herald-rt/herald"
 )
 
-// A bundle (herald.BusBundle) is several events of one channel, published in one call (a
-// REST batch, a Kafka batch), sent as one bus message instead of one each: fewer messages for
+// A bundle (herald.BusBundle) is several consecutive events of one channel, published in one
+// call (a REST batch, a Kafka batch), sent as one bus message instead of one each: fewer messages for
 // the bus to route and the nodes to read and unseal. Its payload is each event in publish
 // order:
 //
@@ -34,28 +34,27 @@ func (r *Replicated) bundling() bool {
 }
 
 // bundleGroups returns, for each event of evs that goes in a bundle, the index of the first
-// event of its channel in evs (-1 for the others): channels with two events or more, neither
-// history nor cache.
+// event of its bundle (-1 for the others): each run of two or more consecutive events of one
+// channel, neither history nor cache. Only consecutive ones, so that a subscriber of several
+// of the channels still gets the call's events in its order.
 func (r *Replicated) bundleGroups(a *App, evs []herald.Event) []int {
-	first := map[string]int{}
-	count := map[string]int{}
-	for i := range evs {
-		ch := evs[i].Channel
-		if _, ok := first[ch]; !ok {
-			first[ch] = i
-		}
-		count[ch]++
-	}
 	groups := make([]int, len(evs))
 	any := false
-	for i := range evs {
+	for i := 0; i < len(evs); {
 		ch := evs[i].Channel
-		_, hist := a.hist.rule(ch)
-		if count[ch] < 2 || herald.Classify(ch).Cache || hist && r.hist != nil {
-			groups[i] = -1
-			continue
+		j := i + 1
+		for j < len(evs) && evs[j].Channel == ch {
+			j++
 		}
-		groups[i], any = first[ch], true
+		_, hist := a.hist.rule(ch)
+		ok := j-i >= 2 && !herald.Classify(ch).Cache && !(hist && r.hist != nil)
+		for k := i; k < j; k++ {
+			groups[k] = -1
+			if ok {
+				groups[k], any = i, true
+			}
+		}
+		i = j
 	}
 	if !any {
 		return nil
@@ -86,10 +85,7 @@ func (r *Replicated) publishBundle(ctx context.Context, a *App, evs []herald.Eve
 		payload, n = nil, 0
 		return err
 	}
-	for i := g; i < len(evs); i++ {
-		if groups[i] != g {
-			continue
-		}
+	for i := g; i < len(evs) && groups[i] == g; i++ {
 		size := binary.MaxVarintLen64*3 + len(evs[i].SocketID) + len(frames[i])
 		if n > 0 && len(payload)+size > maxBundle {
 			if err := flush(); err != nil {

@@ -54,10 +54,7 @@ func startNode(t *testing.T, bus *memory.Bus, id string, legacy bool) (*Replicat
 	b := bus.Attach(memory.Config{NodeID: id}, mux.Receive)
 	t.Cleanup(func() { _ = b.Close(context.Background()) })
 	r := NewReplicated(Config{Heartbeat: 50 * time.Millisecond, NodeTimeout: 2 * time.Second, Release: "test-" + id}, eng, b, nil, mux.Handle, nil)
-	if legacy {
-		r.stream.legacy = true
-		r.stream.inUse.Store(0)
-	}
+	r.stream.legacy = legacy
 	a := r.AddApp("app", eng.NewGroup("app", fanout.Latencies{}), nil)
 	r.Start(nopListener{})
 	t.Cleanup(func() { r.Stop(context.Background()) })
@@ -74,8 +71,10 @@ func TestBundlesOnlyWhenEveryNodeReadsThem(t *testing.T) {
 	var sp spy
 	watcher := bus.Attach(memory.Config{NodeID: "spy"}, sp.receive)
 	t.Cleanup(func() { _ = watcher.Close(context.Background()) })
-	if err := watcher.Subscribe(t.Context(), "app", "market"); err != nil {
-		t.Fatal(err)
+	for _, ch := range []string{"market", "news"} {
+		if err := watcher.Subscribe(t.Context(), "app", ch); err != nil {
+			t.Fatal(err)
+		}
 	}
 	a, app := startNode(t, bus, "new-a", false)
 	old, _ := startNode(t, bus, "old-b", true)
@@ -98,13 +97,19 @@ func TestBundlesOnlyWhenEveryNodeReadsThem(t *testing.T) {
 	}
 	poll.Until(t, 10*time.Second, "new-a hears old-b", knows(a, "old-b:v1:[]"))
 
+	// Ten events on market, or in round 5 four, one on news and five: two bundles, each
+	// channel's events and the call's in order.
 	publish := func(round int) []string {
 		t.Helper()
 		var evs []herald.Event
 		var frames [][]byte
 		var want []string
 		for i := range 10 {
-			evs = append(evs, herald.Event{Name: "tick", Channel: "market"})
+			ch := "market"
+			if round == 5 && i == 4 {
+				ch = "news"
+			}
+			evs = append(evs, herald.Event{Name: "tick", Channel: ch})
 			f := fmt.Sprintf("round %d event %d", round, i)
 			frames, want = append(frames, []byte(f)), append(want, f)
 		}
@@ -150,6 +155,7 @@ func TestBundlesOnlyWhenEveryNodeReadsThem(t *testing.T) {
 	if b.Stats().BundlesReceived != 0 {
 		t.Fatal("new-b has no interest in the channel, yet received a bundle")
 	}
+	await(publish(5), 2)
 
 	startNode(t, bus, "old-c", true) // an old node joins again: back to one message per event
 	poll.Until(t, 10*time.Second, "new-a hears old-c", knows(a, "new-b:v2:[bundles]", "old-c:v1:[]"))

@@ -57,8 +57,6 @@ type NodeInfo struct {
 	StateVersion int
 	// Features are the wire features it reads.
 	Features Feature
-	// LastSeen is when its state stream was last heard (zero for this node).
-	LastSeen time.Time
 }
 
 // Nodes lists this node and the live nodes it hears, this node first, then by id.
@@ -67,8 +65,7 @@ func (r *Replicated) Nodes() []NodeInfo {
 	out := []NodeInfo{{Self: true, Release: r.cfg.Release, StateVersion: stateVersion, Features: s.announced()}}
 	s.mu.Lock()
 	for id, p := range s.peers {
-		out = append(out, NodeInfo{ID: id, Release: p.node.release, StateVersion: p.node.version, Features: p.node.features,
-			LastSeen: time.UnixMilli(p.lastSeen)})
+		out = append(out, NodeInfo{ID: id, Release: p.node.release, StateVersion: p.node.version, Features: p.node.features})
 	}
 	s.mu.Unlock()
 	sort.Slice(out[1:], func(i, j int) bool { return out[1+i].ID < out[1+j].ID })
@@ -109,13 +106,26 @@ func (s *stream) nodeRecord() nodeRecord {
 }
 
 // recountLocked sets the features in use: this node's, less what any live peer does not
-// read. Call with s.mu held.
+// read; none until this node has had its bus for two heartbeats, by when every live node has
+// been heard (each sends at least one batch a heartbeat), so that a node just started or back
+// from an outage does not use a feature before it knows whether an older node is there. Call
+// with s.mu held.
 func (s *stream) recountLocked() {
 	f := s.announced()
+	if up := s.busUpSince.Load(); up == 0 || s.r.eng.Now()-up < 2*s.heartbeat.Milliseconds() {
+		f = 0
+	}
 	for _, p := range s.peers {
 		f &= p.node.features
 	}
 	s.inUse.Store(uint64(f))
+}
+
+// recount is recountLocked, taking s.mu.
+func (s *stream) recount() {
+	s.mu.Lock()
+	s.recountLocked()
+	s.mu.Unlock()
 }
 
 // refuse counts and logs (rate-limited) a batch of a state stream version this node does

@@ -108,7 +108,6 @@ func newStream(r *Replicated) *stream {
 		timeout: r.cfg.NodeTimeout.Milliseconds(), peers: map[string]*peer{}, totals: map[chanKey]int{},
 		dirtySubs: map[chanKey]struct{}{}, dirtyMembers: map[memberKey]struct{}{}, wake: make(chan struct{}, 1),
 		firedSubs: map[chanKey]bool{}, firedMembers: map[memberKey]bool{}, users: map[string]map[string]struct{}{}}
-	s.inUse.Store(uint64(s.announced()))
 	return s
 }
 
@@ -215,6 +214,7 @@ func (s *stream) run(ctx context.Context) {
 			beat = true
 			s.watchBus()
 			s.expire()
+			s.recount()
 		case <-ctx.Done():
 			s.bye()
 			return

@@ -80,6 +80,20 @@ type ClusterHealth struct {
 	NodeID    string `json:"node_id"`
 	Connected bool   `json:"connected"`
 	Interests int    `json:"interests"` // (app, channel) pairs this node is subscribed to on the bus
+	// Nodes are this node (first) and the live nodes it hears on the bus, with their releases
+	// and wire versions; FeaturesInUse the wire features every one of them reads, and so
+	// are used (docs/cluster.md, upgrading node by node).
+	Nodes         []ClusterNode `json:"nodes,omitempty"`
+	FeaturesInUse []string      `json:"features_in_use,omitempty"`
+}
+
+// ClusterNode is one node of ClusterHealth.Nodes.
+type ClusterNode struct {
+	NodeID       string   `json:"node_id"`
+	Self         bool     `json:"self,omitempty"`
+	Release      string   `json:"release"`       // "" for a node of v0.1.0, which does not say
+	StateVersion int      `json:"state_version"` // its state stream's version: 1 for v0.1.0
+	Features     []string `json:"features"`      // the wire features it reads
 }
 
 // Capacity is how many connections the node holds and can hold: max is the smaller of the
