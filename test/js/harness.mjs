@@ -382,8 +382,9 @@ export class HeraldServer {
 
 /**
  * Starts herald with the default two apps. opts.config overrides/extends top-level keys,
- * opts.apps replaces the app list, opts.port reuses a port (for restarts), opts.bin runs another herald binary (an older release), opts.healthStatus
- * is the /health status to wait for (default 'ok'). Ports are free ports; if another process
+ * opts.apps replaces the app list, opts.port reuses a port (for restarts), opts.bin runs
+ * another herald binary (an earlier release), opts.healthStatus is the /health status to wait
+ * for (default 'ok'). Ports are free ports; if another process
  * takes one between the probe and herald's bind, herald exits with "address already in use"
  * and this starts it again on new ports (on the same port for a restart).
  */
