@@ -84,10 +84,7 @@ func TestBundlesOnlyWhenEveryNodeReadsThem(t *testing.T) {
 			for _, n := range r.Nodes()[1:] {
 				got = append(got, fmt.Sprintf("%s:v%d:%v", n.ID, n.StateVersion, n.Features.Names()))
 			}
-			var want []string
-			for _, id := range ids {
-				want = append(want, id)
-			}
+			want := ids
 			ok := len(got) == len(want)
 			for i := range want {
 				ok = ok && i < len(got) && got[i][:len(want[i])] == want[i]
