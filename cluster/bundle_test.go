@@ -1,10 +1,14 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -239,5 +243,70 @@ func TestStateStreamVersions(t *testing.T) {
 	a.receiveState(herald.BusMessage{Kind: herald.BusState, Node: "future", Payload: later})
 	if st := a.Stats(); st.StateRefused != 1 || len(a.Nodes()) != 1 || a.stream.remoteSubs("app", "c") != 0 {
 		t.Fatalf("a later version's batch: stats %+v, nodes %+v, remote subs %d", st, a.Nodes(), a.stream.remoteSubs("app", "c"))
+	}
+}
+
+// versionBus is a bus whose Stats report messages of an unknown envelope version.
+type versionBus struct {
+	herald.Broker
+	unknown atomic.Uint64
+}
+
+func (b *versionBus) Stats() herald.BrokerStats {
+	st := b.Broker.Stats()
+	st.UnknownVersion = b.unknown.Load()
+	if st.UnknownVersion > 0 {
+		st.LastUnknownVersion = herald.WireVersionSeen{Node: "node-9", Version: 7}
+	}
+	return st
+}
+
+// syncBuffer is a log's output, safe for the node's goroutines and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestUnknownVersionsLogged: what a node refuses for its version, bus messages (counted by the
+// bus) and state batches, is logged with the sender's node id and the version, once however
+// many arrive within the interval.
+func TestUnknownVersionsLogged(t *testing.T) {
+	var out syncBuffer
+	log := slog.New(slog.NewTextHandler(&out, nil))
+	eng := fanout.New(fanout.Config{Workers: 1}, nil)
+	t.Cleanup(eng.Stop)
+	mux := new(broker.Mux)
+	bus := &versionBus{Broker: memory.New(memory.Config{NodeID: "a"}, mux.Receive)}
+	t.Cleanup(func() { _ = bus.Close(context.Background()) })
+	r := NewReplicated(Config{Heartbeat: 20 * time.Millisecond, NodeTimeout: time.Second}, eng, bus, nil, mux.Handle, log)
+	r.AddApp("app", eng.NewGroup("app", fanout.Latencies{}), nil)
+	r.Start(nopListener{})
+	t.Cleanup(func() { r.Stop(context.Background()) })
+
+	bus.unknown.Store(3)
+	later := appendStateHeader(nil, stateHeader{epoch: 9, seq: 1})
+	later = appendNodeRecord(later, nodeRecord{version: stateVersion + 5})
+	for range 3 {
+		r.receiveState(herald.BusMessage{Kind: herald.BusState, Node: "node-8", Payload: later})
+	}
+	poll.Until(t, 10*time.Second, "both warnings", func() (bool, string) {
+		s := out.String()
+		return strings.Contains(s, "unknown wire version refused") && strings.Contains(s, "node_id=node-9 version=7") &&
+			strings.Contains(s, "state stream batch of an unknown version refused") && strings.Contains(s, "node_id=node-8 version=7"), s
+	})
+	if n := strings.Count(out.String(), "state stream batch of an unknown version"); n != 1 || r.Stats().StateRefused != 3 {
+		t.Fatalf("%d warnings for 3 refused batches (counted %d), want 1:\n%s", n, r.Stats().StateRefused, out.String())
 	}
 }
