@@ -203,6 +203,7 @@ func (s *stream) run(ctx context.Context) {
 	s.snapshot.Store(true)
 	s.syncAll.Store(true)
 	s.wantCache.Store(true)
+	s.watchBus() // the bus's time starts now, not at the first tick (features.go)
 	s.poke()
 	t := time.NewTicker(s.heartbeat)
 	defer t.Stop()

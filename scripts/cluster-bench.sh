@@ -159,6 +159,12 @@ cluster() { # cluster N SCENARIO ARGS...: N fresh nodes on a fresh bus
 		nm+=("$node_metrics")
 		[ -z "$first" ] && first=$node_port
 	done
+	if [ "$bundles" = true ]; then # bundles start two heartbeats after a node's start
+		for _ in $(seq 300); do
+			if curl -fs "http://127.0.0.1:$first/health" | grep -q '"features_in_use":\["bundles"'; then break; fi
+			sleep 0.1
+		done
+	fi
 	echo "== $n nodes on $engine ($variant${bundles:+, bundles $bundles}): $*"
 	bench "$@" --ws "$(IFS=,; echo "${ws[*]}")" --rest "http://127.0.0.1:$first" --server-pid "$(IFS=,; echo "${np[*]}")" --bus-pid "$bus_pid"
 	if [ -n "$bundles" ]; then
