@@ -114,6 +114,11 @@ const (
 	// BusTerminate: close the connections of a signed-in user on every node; on an
 	// internal key that every node has interest in.
 	BusTerminate BusKind = 5
+	// BusBundle: several events of Channel, published together, in one message: each
+	// delivered in turn as a BusEvent would be. Sent only while every live node announces
+	// that it reads them (the cluster layer's features); the payload's encoding is the
+	// cluster layer's (cluster/bundle.go).
+	BusBundle BusKind = 6
 )
 
 // BusMessage is what one node sends the others through the bus. Payload is opaque to the
@@ -153,6 +158,18 @@ type BrokerStats struct {
 	Forged, Replayed uint64
 	Reconnects       uint64 // times the bus connection came back after a loss
 	Interests        int    // (app, channel) pairs this node has interest in now
+	// UnknownVersion counts the received messages refused unread because their envelope
+	// version is one this node does not know (a later release's); LastUnknownVersion is the
+	// latest of them. Neither is in Dropped.
+	UnknownVersion     uint64
+	LastUnknownVersion WireVersionSeen
+}
+
+// WireVersionSeen is a wire version a node received and could not read, and who sent it ("":
+// not known; the zero value: none).
+type WireVersionSeen struct {
+	Node    string
+	Version int
 }
 
 // BusObserver observes the duration of each round trip a broker makes to its bus (subscribe

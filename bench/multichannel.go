@@ -22,6 +22,9 @@ type MultichannelConfig struct {
 	PayloadBytes int           // default 100
 	// Wait is how long, after the last publish, the run waits for every delivery; default 10s.
 	Wait time.Duration
+	// Batch publishes each channel's burst as one batch_events request (Burst at most 10)
+	// instead of one request per event naming every channel.
+	Batch bool
 }
 
 func (c MultichannelConfig) withDefaults() MultichannelConfig {
@@ -43,6 +46,9 @@ func (c MultichannelConfig) check() error {
 	}
 	if c.Subs < 0 || c.Channels < 0 || c.Burst < 0 || c.Rounds < 0 || c.PayloadBytes < 0 {
 		errs = append(errs, errors.New("--subs, --channels, --burst, --rounds and --payload must be positive"))
+	}
+	if c.Batch && c.Burst > maxBatch {
+		errs = append(errs, errors.New("--batch: --burst must be at most 10, the events of one batch_events request"))
 	}
 	if c.Burst*c.Rounds > 1<<20 {
 		errs = append(errs, errors.New("--burst × --rounds must be at most 1048576"))
@@ -137,7 +143,12 @@ func Multichannel(ctx context.Context, cfg MultichannelConfig) (rep *Multichanne
 			began := time.Now()
 			firstPublish[round] = began
 			rep.PerRound[round].StartLagMs = ms(began.Sub(sched))
-			for k := 1; k <= cfg.Burst; k++ {
+			if cfg.Batch {
+				if err := publishBursts(ctx, pub, names, round*cfg.Burst, cfg.Burst, sched); err != nil {
+					return err
+				}
+			}
+			for k := 1; k <= cfg.Burst && !cfg.Batch; k++ {
 				if _, err := pub.triggerChunks(ctx, names, round*cfg.Burst+k, sched); err != nil {
 					return err
 				}
@@ -168,6 +179,21 @@ func Multichannel(ctx context.Context, cfg MultichannelConfig) (rep *Multichanne
 		rep.DeliveriesPerSec = float64(rep.Delivery.Delivered) / span
 	}
 	return rep, checkDelivered(rep.Delivery)
+}
+
+// publishBursts publishes to each channel its burst of n events, seqs after+1 to after+n, as
+// one batch_events request, the channels one after the other.
+func publishBursts(ctx context.Context, pub *publisher, names []string, after, n int, sched time.Time) error {
+	items := make([]item, n)
+	for _, ch := range names {
+		for k := range items {
+			items[k] = item{channel: ch, seq: after + k + 1}
+		}
+		if _, err := pub.batchAt(ctx, items, sched); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // WriteText writes the report as a readable block.

@@ -132,10 +132,15 @@ type item struct {
 
 // batch publishes items in one batch_events request and returns how long it took.
 func (p *publisher) batch(ctx context.Context, items []item) (time.Duration, error) {
+	return p.batchAt(ctx, items, time.Time{})
+}
+
+// batchAt is batch with each event's scheduled time (the zero time: none).
+func (p *publisher) batchAt(ctx context.Context, items []item, sched time.Time) (time.Duration, error) {
 	start := time.Now()
 	evs := make([]restEvent, len(items))
 	for i, it := range items {
-		evs[i] = restEvent{Name: benchEventName, Channel: it.channel, Data: eventData(it.seq, start.UnixNano(), 0, p.payload)}
+		evs[i] = restEvent{Name: benchEventName, Channel: it.channel, Data: eventData(it.seq, start.UnixNano(), unixNano(sched), p.payload)}
 	}
 	if p.log != nil {
 		bodies := make([][]byte, len(evs))

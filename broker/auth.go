@@ -229,6 +229,9 @@ type sealed struct {
 // parse reads b's version 4 layout.
 func parse(b []byte) (sealed, error) {
 	var s sealed
+	if len(b) > 0 && !knownVersion(b[0]) {
+		return s, unknownVersion(b)
+	}
 	if len(b) < authHead+2+authTag || b[0] != wireVersionAuth || b[1]&^flagEncrypted != 0 {
 		return s, ErrForged
 	}
@@ -239,6 +242,9 @@ func parse(b []byte) (sealed, error) {
 	s.sent = time.Unix(int64(binary.BigEndian.Uint32(b[18:])), 0)
 	body := b[authHead : len(b)-authTag]
 	m, err := DecodeMessage(body)
+	if _, ok := err.(*VersionError); ok {
+		return s, err // sealed around a version this node does not know: unverifiable, not forged
+	}
 	if err != nil || s.seq == 0 || s.key.epoch == 0 {
 		return s, ErrForged
 	}
@@ -269,8 +275,9 @@ func (s *sealed) open(g cipher.AEAD) bool {
 
 // Open verifies, checks for replay and decodes one message received from the bus; the
 // returned Payload aliases b (decrypted in place). It returns ErrForged for anything not
-// sealed with one of the secrets (an unsealed message of any version included) and
-// ErrReplayed for an authentic message it must not act on.
+// sealed with one of the secrets (an unsealed message of any version included),
+// ErrReplayed for an authentic message it must not act on, and a *VersionError for a message
+// of a version this node does not know (outside, or inside the seal).
 func (a *Auth) Open(b []byte) (herald.BusMessage, error) {
 	s, err := parse(b)
 	if err != nil {

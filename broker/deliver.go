@@ -17,6 +17,8 @@ type Counters struct {
 	Forged                  atomic.Uint64 // received messages refused: not authenticated by the secret (Auth)
 	Replayed                atomic.Uint64 // received messages refused: authentic, but replayed or stale (Auth)
 	Reconnects              atomic.Uint64 // times the bus connection came back after a loss
+	UnknownVersion          atomic.Uint64 // received messages refused: an envelope version this node does not know
+	lastUnknown             atomic.Pointer[VersionError]
 }
 
 // CountSent counts one message of n encoded bytes handed to the bus.
@@ -35,11 +37,14 @@ func (c *Counters) CountReceived(n int) {
 func (c *Counters) Stats() herald.BrokerStats {
 	return herald.BrokerStats{MessagesSent: c.Sent.Load(), BytesSent: c.SentBytes.Load(),
 		MessagesReceived: c.Received.Load(), BytesReceived: c.ReceivedBytes.Load(), PublishErrors: c.PublishErrors.Load(),
-		Dropped: c.Dropped.Load(), Forged: c.Forged.Load(), Replayed: c.Replayed.Load(), Reconnects: c.Reconnects.Load()}
+		Dropped: c.Dropped.Load(), Forged: c.Forged.Load(), Replayed: c.Replayed.Load(), Reconnects: c.Reconnects.Load(),
+		UnknownVersion: c.UnknownVersion.Load(), LastUnknownVersion: c.lastUnknownVersion()}
 }
 
 // Receive decodes one message received from the bus, counts it and hands it to h, which
-// owns it (its Payload aliases data). Bytes that do not decode are counted as dropped. With
+// owns it (its Payload aliases data). Bytes that do not decode are counted as dropped, those
+// of an envelope version this node does not know as UnknownVersion (the latest kept for
+// BrokerStats.LastUnknownVersion, the node logs it). With
 // an Auth (a cluster secret) the message must be sealed: what Auth.Open refuses is counted
 // as forged or replayed, and dropped.
 func (c *Counters) Receive(data []byte, a *Auth, h herald.BusHandler) {
@@ -50,11 +55,16 @@ func (c *Counters) Receive(data []byte, a *Auth, h herald.BusHandler) {
 	} else {
 		msg, err = DecodeMessage(data)
 	}
+	var ve *VersionError
 	switch {
 	case err == nil && msg.Kind == herald.BusDrained:
 		c.Dropped.Add(1) // not a kind a node sends
 		return
 	case err == nil:
+	case errors.As(err, &ve):
+		c.UnknownVersion.Add(1)
+		c.lastUnknown.Store(ve)
+		return
 	case errors.Is(err, ErrForged):
 		c.Forged.Add(1)
 		return
@@ -115,4 +125,12 @@ func Deliver[T any](ctl, in <-chan T, stop <-chan struct{}, deliver func(T), dra
 		}
 		drained()
 	}
+}
+
+// lastUnknownVersion is the latest message refused for its version, as BrokerStats has it.
+func (c *Counters) lastUnknownVersion() herald.WireVersionSeen {
+	if e := c.lastUnknown.Load(); e != nil {
+		return herald.WireVersionSeen{Node: e.Node, Version: int(e.Version)}
+	}
+	return herald.WireVersionSeen{}
 }

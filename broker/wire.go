@@ -3,6 +3,8 @@ package broker
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/herald-rt/herald"
 )
@@ -13,6 +15,13 @@ import (
 // without one is the same bytes as before version 2 existed, and every node decodes both.
 // Version 3 is a position (Epoch, Offset) put in front of a version 1 or 2 encoding; it is
 // written only for a message with an Offset, so messages without one keep their bytes.
+// Version 4 is a sealed message (Auth). Any other first byte is a version this node does not
+// know: DecodeMessage returns a *VersionError for it, which the engines count apart
+// (BrokerStats.UnknownVersion), never misreading it as a message.
+//
+// A version from 5 on starts with its version byte, then the sending node's id (a uvarint
+// length and its bytes), so that a node too old to read it can still say who sent it
+// (VersionError.Node); what follows is the new version's own.
 const (
 	wireVersion         = 1
 	wireVersionOrigin   = 2
@@ -28,6 +37,30 @@ const MaxEpochBytes = 64
 
 // ErrMalformed is returned by DecodeMessage for bytes that are not an encoded message.
 var ErrMalformed = errors.New("broker: malformed bus message")
+
+// VersionError is a message of an envelope version this node does not know, refused unread:
+// a node of a later release sent it (docs/cluster.md, upgrading node by node).
+type VersionError struct {
+	Version byte   // the message's first byte
+	Node    string // the sender, when the version follows the rule of versions from 5 on; else ""
+}
+
+func (e *VersionError) Error() string {
+	return fmt.Sprintf("broker: bus message of unknown wire version %d from node %q", e.Version, e.Node)
+}
+
+// knownVersion reports whether v is an envelope version this node reads.
+func knownVersion(v byte) bool { return v >= wireVersion && v <= wireVersionAuth }
+
+// unknownVersion is the VersionError of b, whose first byte is not a known version: the
+// sender's node id is read as every version from 5 on puts it, when it looks like one.
+func unknownVersion(b []byte) *VersionError {
+	e := &VersionError{Version: b[0]}
+	if n, k := binary.Uvarint(b[1:]); k > 0 && n <= MaxFieldBytes && n <= uint64(len(b)-1-k) {
+		e.Node = strings.ToValidUTF8(string(b[1+k:1+k+int(n)]), "?")
+	}
+	return e
+}
 
 // AppendMessage appends m's encoding to dst. With an Offset it is version 3: the version
 // byte, the epoch's length as one byte and its bytes, the offset as 8 bytes big-endian, then
@@ -88,10 +121,14 @@ func uvarintLen(v uint64) int {
 }
 
 // DecodeMessage decodes bytes written by AppendMessage, of any version. The returned
-// Payload aliases b; the strings are copies. Any other input, however it was made (a version
+// Payload aliases b; the strings are copies. Bytes starting with a version this node does not
+// know return a *VersionError. Any other input, however it was made (a version
 // 2 message with a zero origin, a version 3 one with a zero offset, an epoch over
 // MaxEpochBytes, a position in front of a position), returns ErrMalformed.
 func DecodeMessage(b []byte) (herald.BusMessage, error) {
+	if len(b) > 0 && !knownVersion(b[0]) {
+		return herald.BusMessage{}, unknownVersion(b)
+	}
 	if len(b) < 2 || b[0] != wireVersionPosition {
 		return decodePlain(b)
 	}

@@ -23,12 +23,13 @@ import (
 //   - each node streams its share of the state to the others (stream.go).
 type Replicated struct {
 	node
-	bus    herald.Broker
-	hist   herald.History // the bus's store of history channels' events; nil: none
-	log    *slog.Logger
-	ops    busOps
-	stream *stream
-	echo   echoes // cache-channel publishes waiting for the bus to bring them back
+	bus     herald.Broker
+	hist    herald.History // the bus's store of history channels' events; nil: none
+	log     *slog.Logger
+	ops     busOps
+	stream  *stream
+	echo    echoes // cache-channel publishes waiting for the bus to bring them back
+	bundles bundleStats
 	// batch holds the events of channels without history received since the bus last
 	// drained (herald.BusDrained), so each connection gets them in one write. Only the bus's
 	// delivery goroutine touches it.
@@ -58,6 +59,7 @@ func NewReplicated(cfg Config, eng *fanout.Engine, bus herald.Broker, hist heral
 	handle(herald.BusCache, r.receiveCache)
 	handle(herald.BusTerminate, r.receiveTerminate)
 	handle(herald.BusDrained, func(herald.BusMessage) { r.batch.Send() })
+	handle(herald.BusBundle, r.receiveBundle)
 	return r
 }
 
@@ -268,8 +270,21 @@ func (r *Replicated) PublishBatch(a *App, evs []herald.Event, frames [][]byte) e
 	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.PublishTimeout)
 	defer cancel()
 	var waits []*echoWait
+	var groups []int // bundle.go: the events sent in bundles, while every node reads them
+	if len(evs) > 1 && r.bundling() {
+		groups = r.bundleGroups(a, evs)
+	}
 	for i := range evs {
 		ev := &evs[i]
+		if groups != nil && groups[i] >= 0 {
+			if groups[i] != i {
+				continue // sent in its channel's bundle, with the first
+			}
+			if err := r.publishBundle(ctx, a, evs, frames, groups, i); err != nil {
+				return err
+			}
+			continue
+		}
 		cache := herald.Classify(ev.Channel).Cache
 		if cache {
 			waits = append(waits, r.echo.expect(a.id, ev.Channel, frames[i]))

@@ -135,6 +135,13 @@ type Config struct {
 	// one well-formed text frame (a close frame, several frames, a broken header) must not
 	// pass. What it refuses is dropped; it counts them itself. nil: every frame passes.
 	ValidFrame func(frame []byte) bool
+
+	// Release is the herald version the node runs, announced to the other nodes in its state
+	// stream (Replicated.Nodes).
+	Release string
+	// NoBundles stops a replicated node sending bundles (herald.BusBundle), which it sends by
+	// default while every live node reads them; it still reads them.
+	NoBundles bool
 }
 
 func (c Config) withDefaults() Config {

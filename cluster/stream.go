@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/internal/lograte"
 )
 
 // stream makes a cluster one server to its users: every node keeps a copy of every
@@ -60,6 +61,14 @@ type stream struct {
 	busUp      bool
 	reconnects uint64
 	busUpSince atomic.Int64 // ms; 0 while the bus is down
+
+	// Versions and features (features.go).
+	legacy      bool          // tests: write batches as v0.1.0 did (no node record, no features)
+	inUse       atomic.Uint64 // Feature: what this node and every live peer read
+	refused     atomic.Uint64 // batches of an unknown state stream version
+	refusedLog  lograte.Limit
+	unknownLog  lograte.Limit // bus messages of an unknown envelope version
+	unknownSeen uint64        // sender goroutine only
 }
 
 type chanKey struct{ app, channel string }
@@ -72,7 +81,8 @@ type peer struct {
 	lastSeen   int64 // ms
 	askedAt    int64 // ms; when this node last asked it for a snapshot
 	share      *share
-	staging    *share // a snapshot being received
+	staging    *share     // a snapshot being received
+	node       nodeRecord // from its latest batch; the zero value for v0.1.0 (version 1)
 }
 
 // share is one node's part of the state.
@@ -94,10 +104,11 @@ const stateKey = "state"
 func newStream(r *Replicated) *stream {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return &stream{r: r, epoch: binary.LittleEndian.Uint64(b[:]) | 1, heartbeat: r.cfg.Heartbeat,
+	s := &stream{r: r, epoch: binary.LittleEndian.Uint64(b[:]) | 1, heartbeat: r.cfg.Heartbeat,
 		timeout: r.cfg.NodeTimeout.Milliseconds(), peers: map[string]*peer{}, totals: map[chanKey]int{},
 		dirtySubs: map[chanKey]struct{}{}, dirtyMembers: map[memberKey]struct{}{}, wake: make(chan struct{}, 1),
 		firedSubs: map[chanKey]bool{}, firedMembers: map[memberKey]bool{}, users: map[string]map[string]struct{}{}}
+	return s
 }
 
 func (s *stream) poke() {
@@ -192,6 +203,7 @@ func (s *stream) run(ctx context.Context) {
 	s.snapshot.Store(true)
 	s.syncAll.Store(true)
 	s.wantCache.Store(true)
+	s.watchBus() // the bus's time starts now, not at the first tick (features.go)
 	s.poke()
 	t := time.NewTicker(s.heartbeat)
 	defer t.Stop()
@@ -203,6 +215,7 @@ func (s *stream) run(ctx context.Context) {
 			beat = true
 			s.watchBus()
 			s.expire()
+			s.recount()
 		case <-ctx.Done():
 			s.bye()
 			return
@@ -225,6 +238,7 @@ func (s *stream) watchBus() {
 		s.busUpSince.Store(0)
 	}
 	s.busUp, s.reconnects = up, st.Reconnects
+	s.watchVersions(st)
 }
 
 // send publishes what is due: a snapshot when asked for, else the dirty records; an empty
@@ -312,6 +326,9 @@ func (s *stream) publishBatch(ctx context.Context, h stateHeader, body []byte) b
 	s.seq++
 	h.epoch, h.seq = s.epoch, s.seq
 	payload := append(appendStateHeader(nil, h), body...)
+	if !s.legacy {
+		payload = appendNodeRecord(payload, s.nodeRecord())
+	}
 	// Bounded: a bus queue full of events must not hold the heartbeat back for long.
 	ctx, cancel := context.WithTimeout(ctx, s.heartbeat)
 	defer cancel()
@@ -458,6 +475,18 @@ func (s *stream) receive(node string, payload []byte) {
 	if r.err != nil || h.epoch == s.epoch {
 		return // malformed, or this node's own batch back from the bus
 	}
+	nr, found, err := batchNode(r)
+	switch {
+	case err != nil:
+		return // malformed
+	case !found:
+		nr = nodeRecord{version: 1} // v0.1.0: no version, no features
+	case nr.version < 2:
+		return // a node record is version 2 or later: malformed
+	case nr.version > stateVersion:
+		s.refuse(node, nr.version) // a later release's records: not to be misread
+		return
+	}
 	me := strconv.FormatUint(s.epoch, 10)
 	if h.flags&flagSyncAll != 0 || h.flags&flagSyncOne != 0 && h.target == me {
 		s.snapshot.Store(true)
@@ -487,6 +516,12 @@ func (s *stream) receive(node string, payload []byte) {
 		}
 	}
 	p.lastSeen = now
+	if p.node != nr {
+		s.mu.Lock()
+		p.node = nr
+		s.recountLocked()
+		s.mu.Unlock()
+	}
 	if h.flags&flagBye != 0 {
 		s.drop(node, p)
 		return
@@ -503,6 +538,9 @@ func (s *stream) receive(node string, payload []byte) {
 		rec, ok := r.next()
 		if !ok {
 			break
+		}
+		if rec.op >= recNode {
+			continue // read above, or a later release's extension record
 		}
 		a := s.r.app(rec.app)
 		if a == nil {
@@ -729,6 +767,7 @@ func (s *stream) drop(node string, p *peer) {
 	if s.peers[node] == p {
 		delete(s.peers, node)
 	}
+	s.recountLocked()
 	s.mu.Unlock()
 	s.replace(p, newShare(), true)
 }

@@ -15,6 +15,20 @@ import (
 //	         recCache  app, channel, target, age uvarint (ms), frame
 //
 // Strings are a uvarint length and the bytes.
+//
+// Version 2 of the stream (this release; the previous one, v0.1.0, wrote version 1 and has no
+// version field) adds extension records, every op from recNode up:
+//
+//	op, app, channel (as the records above), body string
+//
+// A reader skips the extension records whose op it does not know, so a later release may add
+// some that earlier ones can ignore; version 1 readers stop at the first one, after applying
+// the records before it. Every batch of version 2 therefore ends with one: recNode, the
+// sender's node record (nodeRecord: the stream version of the batch, the wire features the
+// sender reads, its release), which is how the others learn its version and features and
+// version 1 readers lose nothing. A batch without one is version 1. A batch whose node record
+// says a version this node does not know is refused whole (stream.receive): a later release
+// sends one only once every live node announces that it reads it (docs/cluster.md).
 
 const (
 	flagSnapStart byte = 1 << iota // the first batch of a snapshot: the sender's share starts empty
@@ -29,7 +43,77 @@ const (
 	recSubs byte = iota + 1
 	recMember
 	recCache // for the node whose epoch is target only: a cache channel's last event
+	recNode  // version 2: the sender's node record, the last record of each of its batches
 )
+
+// stateVersion is the version of the state stream this node writes and the highest it reads.
+const stateVersion = 2
+
+// nodeRecord is the body of a recNode record: uvarint version, uvarint features, release
+// string; a later version may append fields, which this one does not read.
+type nodeRecord struct {
+	version  int
+	features Feature
+	release  string
+}
+
+func appendNodeRecord(b []byte, n nodeRecord) []byte {
+	var body []byte
+	body = binary.AppendUvarint(body, uint64(n.version))
+	body = binary.AppendUvarint(body, uint64(n.features))
+	body = appendString(body, n.release)
+	b = append(b, recNode)
+	b = appendString(b, "")
+	b = appendString(b, "")
+	return appendString(b, string(body))
+}
+
+// maxRelease bounds the release string kept of a peer.
+const maxRelease = 64
+
+func decodeNodeRecord(body []byte) (nodeRecord, error) {
+	r := stateReader{b: body}
+	n := nodeRecord{version: int(min(r.uvarint(), 1<<20)), features: Feature(r.uvarint())}
+	n.release = r.string()
+	if len(n.release) > maxRelease {
+		n.release = n.release[:maxRelease]
+	}
+	return n, r.err
+}
+
+// batchNode finds the node record of a batch whose header r has read, without decoding the
+// other records: found is false for a batch of version 1 (no node record).
+func batchNode(r stateReader) (n nodeRecord, found bool, err error) {
+	for r.err == nil && len(r.b) > 0 {
+		op := r.byte()
+		r.skipString() // app
+		r.skipString() // channel
+		switch {
+		case op == recSubs:
+			r.uvarint()
+		case op == recMember:
+			r.skipString()
+			if r.byte()&1 != 0 {
+				r.skipString()
+			}
+		case op == recCache:
+			r.skipString()
+			r.uvarint()
+			r.skipString()
+		case op == recNode:
+			body := r.bytes()
+			if r.err == nil {
+				n, err = decodeNodeRecord(body)
+				return n, true, err
+			}
+		case op > recNode:
+			r.skipString()
+		default:
+			r.err = errStateMalformed
+		}
+	}
+	return n, false, r.err
+}
 
 type stateHeader struct {
 	epoch, seq uint64
@@ -126,6 +210,21 @@ func (r *stateReader) string() string {
 	return s
 }
 
+// bytes reads a string's bytes without copying them.
+func (r *stateReader) bytes() []byte {
+	n := r.uvarint()
+	if r.err != nil || n > uint64(len(r.b)) {
+		r.err = errStateMalformed
+		r.b = nil
+		return nil
+	}
+	b := r.b[:n]
+	r.b = r.b[n:]
+	return b
+}
+
+func (r *stateReader) skipString() { r.bytes() }
+
 func (r *stateReader) header() stateHeader {
 	h := stateHeader{epoch: r.uvarint(), seq: r.uvarint(), flags: r.byte()}
 	if h.flags&flagSyncOne != 0 {
@@ -158,7 +257,11 @@ func (r *stateReader) next() (rec stateRecord, ok bool) {
 		rec.age = int64(r.uvarint())
 		rec.info = []byte(r.string())
 	default:
-		r.err = errStateMalformed
+		if rec.op < recNode {
+			r.err = errStateMalformed
+			break
+		}
+		rec.info = r.bytes() // an extension record (recNode, or one of a later release): its body
 	}
 	return rec, r.err == nil
 }

@@ -120,6 +120,16 @@ func TestHealthCluster(t *testing.T) {
 		"cluster":{"engine":"nats","node_id":"n1","connected":true,"interests":3}}`)
 	want("/ready", 200, `{"ready":true}`)
 
+	// Mid-upgrade: a node of v0.1.0 (no release, state version 1, no features) is heard.
+	mixed := &httpapi.ClusterHealth{Engine: "nats", NodeID: "n1", Connected: true, Interests: 3,
+		Nodes: []httpapi.ClusterNode{{NodeID: "n1", Self: true, Release: "v0.2.0", StateVersion: 2, Features: []string{"bundles"}},
+			{NodeID: "n2", StateVersion: 1, Features: []string{}}}}
+	set(httpapi.HealthReport{Status: "ok", Connections: httpapi.Capacity{Current: 1, Max: 10}, Version: "v", Cluster: mixed})
+	want("/health", 200, `{"status":"ok","connections":{"current":1,"max":10},"channels":0,"version":"v",
+		"cluster":{"engine":"nats","node_id":"n1","connected":true,"interests":3,"nodes":[
+			{"node_id":"n1","self":true,"release":"v0.2.0","state_version":2,"features":["bundles"]},
+			{"node_id":"n2","release":"","state_version":1,"features":[]}]}}`)
+
 	down := &httpapi.ClusterHealth{Engine: "redis", NodeID: "n1", Connected: false, Interests: 3}
 	set(httpapi.HealthReport{Status: "bus_down", Connections: httpapi.Capacity{Current: 10, Max: 10}, Version: "v", Cluster: down})
 	want("/health", 200, `{"status":"bus_down","connections":{"current":10,"max":10},"channels":0,"version":"v",

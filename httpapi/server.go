@@ -85,6 +85,11 @@ type ClusterHealth struct {
 	// the state of the one that carries the cluster's internal keys.
 	Mode   string        `json:"mode,omitempty"`
 	Shards []ShardHealth `json:"shards,omitempty"`
+	// Nodes are this node (first) and the live nodes it hears on the bus, with their releases
+	// and wire versions; FeaturesInUse the wire features every one of them reads, and so
+	// are used (docs/cluster.md, upgrading node by node).
+	Nodes         []ClusterNode `json:"nodes,omitempty"`
+	FeaturesInUse []string      `json:"features_in_use,omitempty"`
 }
 
 // ShardHealth is one connection of a bus of several.
@@ -92,6 +97,15 @@ type ShardHealth struct {
 	ID        string `json:"id"`
 	Connected bool   `json:"connected"`
 	Interests int    `json:"interests"`
+}
+
+// ClusterNode is one node of ClusterHealth.Nodes.
+type ClusterNode struct {
+	NodeID       string   `json:"node_id"`
+	Self         bool     `json:"self,omitempty"`
+	Release      string   `json:"release"`       // "" for a node of v0.1.0, which does not say
+	StateVersion int      `json:"state_version"` // its state stream's version: 1 for v0.1.0
+	Features     []string `json:"features"`      // the wire features it reads
 }
 
 // Capacity is how many connections the node holds and can hold: max is the smaller of the

@@ -49,33 +49,35 @@ type busCollector struct {
 	publishErrors, dropped, reconnections *prometheus.Desc
 	forged, replayed, invalid             *prometheus.Desc
 	shards, shardsUp                      *prometheus.Desc
+	unknownVersion                        *prometheus.Desc
 }
 
 func newBusCollector(prefix string, src BusSource) *busCollector {
 	d := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(prefix+name, help, nil, nil) }
 	return &busCollector{
-		src:           src,
-		connected:     d("bus_connected", "1 while the cluster bus is reachable."),
-		interests:     d("bus_interests", "(app, channel) pairs this node is subscribed to on the bus now."),
-		sent:          d("bus_messages_sent_total", "Messages handed to the cluster bus."),
-		sentBytes:     d("bus_bytes_sent_total", "Encoded bytes of the messages handed to the cluster bus."),
-		received:      d("bus_messages_received_total", "Messages received from other nodes through the bus."),
-		recvBytes:     d("bus_bytes_received_total", "Encoded bytes of the messages received from other nodes."),
-		publishErrors: d("bus_publish_errors_total", "Publishes to the bus that failed, and accepted messages the bus refused."),
-		dropped:       d("bus_dropped_total", "Received bus messages dropped: the receive queue was full, or the message undecodable."),
-		reconnections: d("bus_reconnects_total", "Times the connection to the bus came back after a loss."),
-		forged:        d("bus_forged_total", "Received bus messages and stored history events refused: not sealed with the cluster secret (unauthenticated, altered or forged)."),
-		replayed:      d("bus_replayed_total", "Received bus messages refused: sealed with the cluster secret, but received before or sent too long ago."),
-		invalid:       d("bus_invalid_frames_total", "Event frames from the bus or its history store refused: not one well-formed text frame."),
-		shards:        d("bus_shards", "Connections of a bus with several (Redis shards, or a Redis Cluster's channel groups); absent otherwise."),
-		shardsUp:      d("bus_shards_connected", "Of bus_shards, those connected now: the channels of the others fail until they come back."),
+		src:            src,
+		connected:      d("bus_connected", "1 while the cluster bus is reachable."),
+		interests:      d("bus_interests", "(app, channel) pairs this node is subscribed to on the bus now."),
+		sent:           d("bus_messages_sent_total", "Messages handed to the cluster bus."),
+		sentBytes:      d("bus_bytes_sent_total", "Encoded bytes of the messages handed to the cluster bus."),
+		received:       d("bus_messages_received_total", "Messages received from other nodes through the bus."),
+		recvBytes:      d("bus_bytes_received_total", "Encoded bytes of the messages received from other nodes."),
+		publishErrors:  d("bus_publish_errors_total", "Publishes to the bus that failed, and accepted messages the bus refused."),
+		dropped:        d("bus_dropped_total", "Received bus messages dropped: the receive queue was full, or the message undecodable."),
+		reconnections:  d("bus_reconnects_total", "Times the connection to the bus came back after a loss."),
+		forged:         d("bus_forged_total", "Received bus messages and stored history events refused: not sealed with the cluster secret (unauthenticated, altered or forged)."),
+		replayed:       d("bus_replayed_total", "Received bus messages refused: sealed with the cluster secret, but received before or sent too long ago."),
+		unknownVersion: d("bus_unknown_version_total", "Received bus messages refused unread: an envelope version this node does not know (a later release's)."),
+		invalid:        d("bus_invalid_frames_total", "Event frames from the bus or its history store refused: not one well-formed text frame."),
+		shards:         d("bus_shards", "Connections of a bus with several (Redis shards, or a Redis Cluster's channel groups); absent otherwise."),
+		shardsUp:       d("bus_shards_connected", "Of bus_shards, those connected now: the channels of the others fail until they come back."),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *busCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.connected, c.interests, c.sent, c.sentBytes, c.received, c.recvBytes,
-		c.publishErrors, c.dropped, c.reconnections, c.forged, c.replayed, c.invalid, c.shards, c.shardsUp} {
+		c.publishErrors, c.dropped, c.reconnections, c.forged, c.replayed, c.invalid, c.unknownVersion, c.shards, c.shardsUp} {
 		ch <- d
 	}
 }
@@ -100,6 +102,7 @@ func (c *busCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.dropped, st.Dropped)
 	counter(c.forged, st.Forged)
 	counter(c.replayed, st.Replayed)
+	counter(c.unknownVersion, st.UnknownVersion)
 	var invalid uint64
 	if f, ok := c.src.(invalidFrames); ok {
 		invalid = f.InvalidFrames()

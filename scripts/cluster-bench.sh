@@ -28,6 +28,12 @@
 #
 #   scripts/cluster-bench.sh fanout nats plain,secret,encrypt
 #
+# multichannel with bundles instead: each channel's burst as one batch_events request
+# (--batch), 2 nodes, cluster.bundles on, off, off, on; the bus messages the nodes sent and
+# received over the run are printed after each:
+#
+#   scripts/cluster-bench.sh multichannel nats bundles
+#
 # The bus server's CPU time over each scenario's window is in the server's (--bus-pid), and over
 # the whole run printed beside herald's report.
 set -euo pipefail
@@ -37,7 +43,11 @@ scenario=${1:?usage: cluster-bench.sh fanout|big|multichannel|routing|publish|pr
 engine=${2:-nats}
 variants=${3:-plain}
 variant=plain # of the cluster started next
-if [ "$variants" = history ]; then variants=plain; mode=history; else mode=; fi
+case $variants in
+history | bundles) mode=$variants variants=plain ;;
+*) mode= ;;
+esac
+bundles= # set (true or false): the nodes run with --cluster-bundles=$bundles
 js=         # set: nats-server runs with JetStream (history needs it)
 node_config= # set: the nodes read this config file
 tmp=$(mktemp -d)
@@ -106,6 +116,7 @@ start_node() {
 	*) echo "variant: plain, secret or encrypt" >&2; exit 2 ;;
 	esac
 	if [ -n "${2:-}" ]; then args+=(--cluster-url "$2" --cluster-node-id "$1"); fi
+	if [ -n "$bundles" ]; then args+=("--cluster-bundles=$bundles"); fi
 	"$S" "${args[@]}" >"$tmp/$1.log" 2>&1 &
 	node_pid=$!
 	pids+=("$node_pid")
@@ -143,15 +154,31 @@ cluster() { # cluster N SCENARIO ARGS...: N fresh nodes on a fresh bus
 	local n=$1
 	shift
 	start_bus
-	local ws=() np=() first=
+	local ws=() np=() nm=() first=
 	for i in $(seq "$n"); do
 		start_node "node-$i" "$bus_url"
 		ws+=("ws://127.0.0.1:$node_port")
 		np+=("$node_pid")
+		nm+=("$node_metrics")
 		[ -z "$first" ] && first=$node_port
 	done
-	echo "== $n nodes on $engine ($variant): $*"
+	if [ "$bundles" = true ]; then # bundles start two heartbeats after a node's start
+		for _ in $(seq 300); do
+			if curl -fs "http://127.0.0.1:$first/health" | grep -q '"features_in_use":\["bundles"'; then break; fi
+			sleep 0.1
+		done
+	fi
+	echo "== $n nodes on $engine ($variant${bundles:+, bundles $bundles}): $*"
 	bench "$@" --ws "$(IFS=,; echo "${ws[*]}")" --rest "http://127.0.0.1:$first" --server-pid "$(IFS=,; echo "${np[*]}")" --bus-pid "$bus_pid"
+	if [ -n "$bundles" ]; then
+		local sent=0 recv=0 b=0
+		for m in "${nm[@]}"; do
+			sent=$((sent + $(metric "$m" herald_bus_messages_sent_total)))
+			recv=$((recv + $(metric "$m" herald_bus_messages_received_total)))
+			b=$((b + $(metric "$m" herald_bus_bundles_sent_total)))
+		done
+		echo "bus messages over the run, all nodes: sent $sent (bundles $b), received $recv"
+	fi
 	for p in "${np[@]}"; do stop "$p"; done
 	stop "$bus_pid"
 }
@@ -168,6 +195,10 @@ big)
 	cluster 3 idle --conns 54000 --channels 1 --procs 3 --timeout 3m
 	;;
 multichannel)
+	if [ "$mode" = bundles ]; then
+		for bundles in true false false true; do cluster 2 multichannel --batch; done
+		exit 0
+	fi
 	for run in 1 2; do
 		single multichannel
 		for variant in ${variants//,/ }; do cluster 2 multichannel; done

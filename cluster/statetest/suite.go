@@ -37,6 +37,7 @@ func Run(t *testing.T, newCluster NewCluster) {
 		{"CacheAcrossNodes", testCacheAcrossNodes},
 		{"Terminate", testTerminate},
 		{"NodeLeaves", testNodeLeaves},
+		{"BundlesAcrossNodes", testBundlesAcrossNodes},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, newCluster) })

@@ -75,6 +75,7 @@ func multichannelScenario(fs *flag.FlagSet) benchRunner {
 	fs.DurationVar(&cfg.Interval, "interval", time.Second, "time between the starts of rounds")
 	fs.IntVar(&cfg.PayloadBytes, "payload", 100, "bytes of each event's data")
 	fs.DurationVar(&cfg.Wait, "wait", 10*time.Second, "after the last publish, how long to wait for every delivery")
+	fs.BoolVar(&cfg.Batch, "batch", false, "publish each channel's burst as one batch_events request (--burst at most 10) instead of one request per event naming every channel")
 	return func(ctx context.Context, t bench.Target) (benchReport, bool, error) {
 		cfg.Target = t
 		rep, err := bench.Multichannel(ctx, cfg)

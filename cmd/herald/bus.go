@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/cluster"
+	"github.com/herald-rt/herald/fanout"
 	"github.com/herald-rt/herald/httpapi"
 	"github.com/herald-rt/herald/metrics"
 	"github.com/herald-rt/herald/session"
@@ -24,7 +26,8 @@ type clusterBus struct {
 	prefix   string // of the metrics
 	log      *slog.Logger
 
-	c *busLink // set by start; nil when off
+	c   *busLink                           // set by start; nil when off
+	rep atomic.Pointer[cluster.Replicated] // the node's State, once built (versions.go)
 }
 
 func newClusterBus(cfg Config, reg *metrics.Registry, log *slog.Logger) *clusterBus {
@@ -35,6 +38,8 @@ func newClusterBus(cfg Config, reg *metrics.Registry, log *slog.Logger) *cluster
 		HistoryMaxBytesPerApp: cfg.History.MaxBytesPerApp,
 		Heartbeat:             cfg.Cluster.Heartbeat.Duration,
 		NodeTimeout:           cfg.Cluster.NodeTimeout.Duration,
+		Release:               buildVersion(),
+		NoBundles:             !cfg.Cluster.Bundles,
 	}}
 }
 
@@ -50,6 +55,7 @@ func (b *clusterBus) start() error {
 		return err
 	}
 	b.c = c
+	b.reg.AttachClusterVersions(b.prefix, b.versions)
 	if !c.Connected() {
 		b.log.Warn("cluster bus unreachable at start: serving this node's clients, retrying in the background",
 			"engine", c.engine, "url", c.url.redacted)
@@ -65,7 +71,14 @@ func (b *clusterBus) newState() session.NewState {
 	}
 	cfg := b.state
 	cfg.ValidFrame = b.c.validFrame
-	return cluster.ReplicatedState(cfg, b.c.Broker, b.history(), b.c.mux.Handle, b.log)
+	newState := cluster.ReplicatedState(cfg, b.c.Broker, b.history(), b.c.mux.Handle, b.log)
+	return func(eng *fanout.Engine) cluster.State {
+		st := newState(eng)
+		if r, ok := st.(*cluster.Replicated); ok {
+			b.rep.Store(r)
+		}
+		return st
+	}
 }
 
 // route registers, for a kind of message the bus brings, who receives it: nil when off.
@@ -106,5 +119,7 @@ func (b *clusterBus) health() *httpapi.ClusterHealth {
 	if b.c == nil {
 		return nil
 	}
-	return b.c.health()
+	h := b.c.health()
+	h.Nodes, h.FeaturesInUse = b.nodes()
+	return h
 }

@@ -160,6 +160,9 @@ type ClusterConfig struct {
 	// ClockSkew is how far the nodes' clocks may disagree: a sealed message sent longer
 	// ago than that is refused.
 	ClockSkew Duration
+	// Bundles sends the events of one publish call for one channel as one bus message
+	// (cluster: bundles) while every node of the cluster reads them; default true.
+	Bundles bool
 
 	// TLS to the bus server: a CA to verify it (empty: the system's), and this node's
 	// certificate and key (both or neither).
@@ -222,7 +225,7 @@ func defaultConfig() Config {
 		Pprof:                PprofConfig{MutexFraction: 10, BlockRate: 100_000},
 		Log:                  LogConfig{Level: "info", Format: "text"},
 		Cluster: ClusterConfig{Prefix: "herald", Heartbeat: Duration{2 * time.Second}, NodeTimeout: Duration{10 * time.Second},
-			ClockSkew: Duration{broker.DefaultMaxSkew}},
+			ClockSkew: Duration{broker.DefaultMaxSkew}, Bundles: true},
 		Apps:     []AppConfig{devApp},
 		Shutdown: defaultShutdown(),
 		Console:  ConsoleConfig{SessionLifetime: Duration{12 * time.Hour}},
@@ -329,6 +332,7 @@ var settings = slices.Concat([]setting{
 	{"cluster.accept_secret", "a second secret whose bus messages are accepted, never sent with: for a rotation", func(c *Config) any { return &c.Cluster.AcceptSecret }},
 	{"cluster.accept_secret_file", "file holding cluster.accept_secret", func(c *Config) any { return &c.Cluster.AcceptSecretFile }},
 	{"cluster.encrypt", "encrypt bus payloads and the history events kept on the bus server (needs cluster.secret)", func(c *Config) any { return &c.Cluster.Encrypt }},
+	{"cluster.bundles", "send a publish call's events of one channel as one bus message while every node reads them", func(c *Config) any { return &c.Cluster.Bundles }},
 	{"cluster.clock_skew", "how far the nodes' clocks may disagree: sealed messages sent longer ago are refused", func(c *Config) any { return &c.Cluster.ClockSkew }},
 	{"cluster.tls_ca_file", "CA certificates (PEM) that verify the bus server; empty = the system's", func(c *Config) any { return &c.Cluster.TLSCAFile }},
 	{"cluster.tls_cert_file", "this node's client certificate (PEM) for the bus server", func(c *Config) any { return &c.Cluster.TLSCertFile }},

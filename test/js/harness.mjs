@@ -225,7 +225,8 @@ process.on('exit', () => {
 });
 
 export class HeraldServer {
-  constructor({ port, config, apps, dir }) {
+  constructor({ port, config, apps, dir, bin }) {
+    this.bin = bin; // the herald binary to run; undefined: heraldBinary()
     this.port = port;
     this.config = config;
     this.apps = apps;
@@ -265,7 +266,7 @@ export class HeraldServer {
    * refuses connections from the start).
    */
   async start() {
-    const bin = heraldBinary();
+    const bin = this.bin ?? heraldBinary();
     const cfgPath = path.join(this.dir, `herald-${this.port}.yaml`);
     const cfg = { host: '127.0.0.1', port: this.port, ...this.config, apps: this.apps ?? undefined };
     writeFileSync(cfgPath, toYaml(cfg));
@@ -381,8 +382,9 @@ export class HeraldServer {
 
 /**
  * Starts herald with the default two apps. opts.config overrides/extends top-level keys,
- * opts.apps replaces the app list, opts.port reuses a port (for restarts), opts.healthStatus
- * is the /health status to wait for (default 'ok'). Ports are free ports; if another process
+ * opts.apps replaces the app list, opts.port reuses a port (for restarts), opts.bin runs
+ * another herald binary (an earlier release), opts.healthStatus is the /health status to wait
+ * for (default 'ok'). Ports are free ports; if another process
  * takes one between the probe and herald's bind, herald exits with "address already in use"
  * and this starts it again on new ports (on the same port for a restart).
  */
@@ -411,7 +413,7 @@ export async function startServer(opts = {}) {
         ...((opts.config && opts.config.metrics) || {}),
       },
     };
-    const server = new HeraldServer({ port, config, apps, dir });
+    const server = new HeraldServer({ port, config, apps, dir, bin: opts.bin });
     // The /health status start() waits for: 'ok' by default.
     if (opts.healthStatus) server.healthStatus = opts.healthStatus;
     try {

@@ -41,6 +41,19 @@ if (!env.HERALD_TEST_TLS_DIR) {
   env.NODE_EXTRA_CA_CERTS = path.join(dir, 'ca.pem');
 }
 
+// The previous release's binary, for the rolling-upgrade files (upgrade.mjs): built once per
+// machine into ~/.cache/herald-previous, here rather than inside a file's timeout.
+if (!env.HERALD_PREVIOUS_BIN) {
+  const { previousBinary } = await import('./upgrade.mjs');
+  try {
+    env.HERALD_PREVIOUS_BIN = previousBinary();
+  } catch (e) {
+    if (tmp) rmSync(tmp, { recursive: true, force: true });
+    console.error(e.message);
+    process.exit(1);
+  }
+}
+
 const args = process.argv.slice(2);
 const files =
   args.length > 0
