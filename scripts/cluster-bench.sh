@@ -28,6 +28,10 @@
 #
 #   scripts/cluster-bench.sh fanout nats plain,secret,encrypt
 #
+# multichannel batch: each channel's burst as one batch_events request (--batch), 1 node then 2,
+# twice (BUNDLES=false: the nodes run with cluster.bundles off; HERALD_SERVER=path: the nodes
+# run that binary, a previous release's, to compare in one run with this one's)
+#
 # multichannel with bundles instead: each channel's burst as one batch_events request
 # (--batch), 2 nodes, cluster.bundles on, off, off, on; the bus messages the nodes sent and
 # received over the run are printed after each:
@@ -44,10 +48,10 @@ engine=${2:-nats}
 variants=${3:-plain}
 variant=plain # of the cluster started next
 case $variants in
-history | bundles) mode=$variants variants=plain ;;
+history | bundles | batch) mode=$variants variants=plain ;;
 *) mode= ;;
 esac
-bundles= # set (true or false): the nodes run with --cluster-bundles=$bundles
+bundles=${BUNDLES:-} # set (true or false): the nodes run with --cluster-bundles=$bundles
 js=         # set: nats-server runs with JetStream (history needs it)
 node_config= # set: the nodes read this config file
 tmp=$(mktemp -d)
@@ -197,6 +201,13 @@ big)
 multichannel)
 	if [ "$mode" = bundles ]; then
 		for bundles in true false false true; do cluster 2 multichannel --batch; done
+		exit 0
+	fi
+	if [ "$mode" = batch ]; then # each channel's burst as one batch_events request: 1 node, then 2
+		for run in 1 2; do
+			single multichannel --batch
+			cluster 2 multichannel --batch
+		done
 		exit 0
 	fi
 	for run in 1 2; do
