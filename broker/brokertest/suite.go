@@ -108,10 +108,13 @@ func testLosses(t *testing.T, nc NewCluster) {
 	if len(lost) != 1 || lost[0] != "app1/held" {
 		t.Fatalf("Losses named %v, want [app1/held]", lost)
 	}
-	got := len(c.rec[1].on("held"))
-	if st := c.Brokers[1].Stats(); got+int(st.Dropped) != 200 || got >= 200 {
-		t.Errorf("received %d and dropped %d of 200 on the held channel", got, st.Dropped)
-	}
+	poll.Until(t, Wait, "every message of the held channel received or dropped", func() (bool, string) {
+		got, dropped := len(c.rec[1].on("held")), int(c.Brokers[1].Stats().Dropped)
+		if got+dropped > 200 || got >= 200 {
+			t.Fatalf("received %d and dropped %d of 200 on the held channel", got, dropped)
+		}
+		return got+dropped == 200, fmt.Sprintf("received %d, dropped %d", got, dropped)
+	})
 	lr.Losses(func(app, channel string) { t.Errorf("Losses named %s/%s again", app, channel) })
 }
 
