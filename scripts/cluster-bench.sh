@@ -30,7 +30,8 @@
 #
 # multichannel batch: each channel's burst as one batch_events request (--batch), 1 node then 2,
 # twice (BUNDLES=false: the nodes run with cluster.bundles off; HERALD_SERVER=path: the nodes
-# run that binary, a previous release's, to compare in one run with this one's)
+# run that binary, a previous release's, to compare in one run with this one's; MC_ARGS: more
+# flags for herald bench multichannel, e.g. "--interval 100ms --rounds 20" to saturate the server)
 #
 # multichannel with bundles instead: each channel's burst as one batch_events request
 # (--batch), 2 nodes, cluster.bundles on, off, off, on; the bus messages the nodes sent and
@@ -205,14 +206,14 @@ multichannel)
 	fi
 	if [ "$mode" = batch ]; then # each channel's burst as one batch_events request: 1 node, then 2
 		for run in 1 2; do
-			single multichannel --batch
-			cluster 2 multichannel --batch
+			single multichannel --batch ${MC_ARGS:-}
+			cluster 2 multichannel --batch ${MC_ARGS:-}
 		done
 		exit 0
 	fi
 	for run in 1 2; do
-		single multichannel
-		for variant in ${variants//,/ }; do cluster 2 multichannel; done
+		single multichannel ${MC_ARGS:-}
+		for variant in ${variants//,/ }; do cluster 2 multichannel ${MC_ARGS:-}; done
 	done
 	;;
 publish)
