@@ -294,4 +294,3 @@ func summarize(seqs []int) string {
 	}
 	return strings.Join(parts, " ")
 }
-
