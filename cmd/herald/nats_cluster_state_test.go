@@ -200,8 +200,8 @@ func natsClusterState(t *testing.T, strict bool) {
 			lost := s.missing(0, total)
 			for _, q := range lost {
 				if q < atKill-100 || q >= fromSeq+200 || strict && n != a {
-					return fmt.Errorf("%s missed %d of %d entries: %s (%d added before the kill, %d before node-a was back)",
-						n.name, len(lost), total, summarize(lost), atKill, fromSeq)
+					return fmt.Errorf("%s missed %d of %d entries: %s (%d added before the kill, %d before node-a was back; node-a missed %s)",
+						n.name, len(lost), total, summarize(lost), atKill, fromSeq, summarize(trades[0].missing(0, total)))
 				}
 			}
 			return nil
