@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/herald-rt/herald"
@@ -34,6 +35,8 @@ type Replicated struct {
 	// drained (herald.BusDrained), so each connection gets them in one write. Only the bus's
 	// delivery goroutine touches it.
 	batch *fanout.Batch
+	// started is set once Start ran: an app added later asks the others for their shares.
+	started atomic.Bool
 }
 
 var _ State = (*Replicated)(nil)
@@ -82,6 +85,19 @@ func (r *Replicated) Start(l Listener) {
 	cancel()
 	r.ops.run(r.stream.run)
 	r.ops.run(r.watchLosses)
+	r.started.Store(true)
+}
+
+// AddApp implements State. An app added while the node runs (created since it started, or
+// found by its app store's poll) may already have members and subscribers on the other nodes,
+// whose records this node dropped not knowing the app: it asks every node for its share.
+func (r *Replicated) AddApp(id string, g *fanout.Group, rules []herald.HistoryRule) *App {
+	a := r.node.AddApp(id, g, rules)
+	if r.started.Load() {
+		r.stream.syncAll.Store(true)
+		r.stream.poke()
+	}
+	return a
 }
 
 // Stop implements State: the stream says goodbye, the bus operations in flight end.

@@ -175,8 +175,8 @@ func TestAppsChangeWhileServing(t *testing.T) {
 
 // TestAppLearnedLateGetsRemotePresence: in a cluster, a node that learns of a new app after
 // another node's clients joined its presence channel (its poll came later), and so dropped
-// their records, has those members once it knows the app (through the state stream: within a
-// heartbeat, 2 s, here).
+// their records, has those members once it knows the app: adding it, it asks every node for
+// its share of the state.
 func TestAppLearnedLateGetsRemotePresence(t *testing.T) {
 	bus := memory.NewBus()
 	onBus := func(id string) session.NewState {

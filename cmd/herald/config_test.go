@@ -699,7 +699,7 @@ func TestSchemaCoversEveryField(t *testing.T) {
 	}
 	// Every Config field but the groups and the lists (Apps, Ingest) is one setting; each
 	// group's fields are.
-	groups := []any{c.Log, c.Memory, c.Cache, c.Metrics, c.Pprof, c.Cluster, c.Console, c.Shutdown, c.Webhooks, c.AppStore, c.TLS,
+	groups := []any{c.Log, c.Memory, c.Cache, c.History, c.Metrics, c.Pprof, c.Cluster, c.Console, c.Shutdown, c.Webhooks, c.AppStore, c.TLS,
 		c.AppStore.Postgres, c.AppStore.MySQL, c.TLS.ACME}
 	// The last three are groups inside groups: fields of app_store and tls (counted in their
 	// fields, not Config's).
