@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -25,6 +26,9 @@ type MultichannelConfig struct {
 	// Batch publishes each channel's burst as one batch_events request (Burst at most 10)
 	// instead of one request per event naming every channel.
 	Batch bool
+	// Publishers, with Batch, is how many requests are in flight at once, each channel's
+	// bursts always from one of them (in order); default 1.
+	Publishers int
 }
 
 func (c MultichannelConfig) withDefaults() MultichannelConfig {
@@ -36,6 +40,7 @@ func (c MultichannelConfig) withDefaults() MultichannelConfig {
 	c.Interval = or(c.Interval, time.Second)
 	c.PayloadBytes = or(c.PayloadBytes, 100)
 	c.Wait = or(c.Wait, 10*time.Second)
+	c.Publishers = or(c.Publishers, 1)
 	return c
 }
 
@@ -46,6 +51,9 @@ func (c MultichannelConfig) check() error {
 	}
 	if c.Subs < 0 || c.Channels < 0 || c.Burst < 0 || c.Rounds < 0 || c.PayloadBytes < 0 {
 		errs = append(errs, errors.New("--subs, --channels, --burst, --rounds and --payload must be positive"))
+	}
+	if c.Publishers < 1 || c.Publishers > 256 || c.Publishers > 1 && !c.Batch {
+		errs = append(errs, errors.New("--publishers must be from 1 to 256, and more than 1 only with --batch"))
 	}
 	if c.Batch && c.Burst > maxBatch {
 		errs = append(errs, errors.New("--batch: --burst must be at most 10, the events of one batch_events request"))
@@ -125,7 +133,7 @@ func Multichannel(ctx context.Context, cfg MultichannelConfig) (rep *Multichanne
 	for i := range names {
 		names[i] = "multi-" + strconv.Itoa(i)
 	}
-	pub, err := newPublisher(cfg.Target, cfg.PayloadBytes, 1)
+	pub, err := newPublisher(cfg.Target, cfg.PayloadBytes, cfg.Publishers)
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +152,7 @@ func Multichannel(ctx context.Context, cfg MultichannelConfig) (rep *Multichanne
 			firstPublish[round] = began
 			rep.PerRound[round].StartLagMs = ms(began.Sub(sched))
 			if cfg.Batch {
-				if err := publishBursts(ctx, pub, names, round*cfg.Burst, cfg.Burst, sched); err != nil {
+				if err := publishBursts(ctx, pub, cfg.Publishers, names, round*cfg.Burst, cfg.Burst, sched); err != nil {
 					return err
 				}
 			}
@@ -183,17 +191,27 @@ func Multichannel(ctx context.Context, cfg MultichannelConfig) (rep *Multichanne
 
 // publishBursts publishes to each channel its burst of n events, seqs after+1 to after+n, as
 // one batch_events request, the channels one after the other.
-func publishBursts(ctx context.Context, pub *publisher, names []string, after, n int, sched time.Time) error {
-	items := make([]item, n)
-	for _, ch := range names {
-		for k := range items {
-			items[k] = item{channel: ch, seq: after + k + 1}
-		}
-		if _, err := pub.batchAt(ctx, items, sched); err != nil {
-			return err
-		}
+func publishBursts(ctx context.Context, pub *publisher, publishers int, names []string, after, n int, sched time.Time) error {
+	errs := make([]error, publishers)
+	var wg sync.WaitGroup
+	for p := range publishers { // publisher p takes channels p, p+publishers, ...
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			items := make([]item, n)
+			for c := p; c < len(names); c += publishers {
+				for k := range items {
+					items[k] = item{channel: names[c], seq: after + k + 1}
+				}
+				if _, err := pub.batchAt(ctx, items, sched); err != nil {
+					errs[p] = err
+					return
+				}
+			}
+		}()
 	}
-	return nil
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // WriteText writes the report as a readable block.

@@ -248,3 +248,20 @@ func TestNothingDeliveredFails(t *testing.T) {
 		}
 	}
 }
+
+// TestMultichannelBatchPublishers: bursts as batch_events from several publishers at once
+// still reach every subscriber, each channel's events in order.
+func TestMultichannelBatchPublishers(t *testing.T) {
+	target := startHerald(t, nil)
+	rep, err := Multichannel(t.Context(), MultichannelConfig{Target: target, Subs: 40, Channels: 8, Burst: 5, Rounds: 3,
+		Interval: 100 * time.Millisecond, Wait: patience, Batch: true, Publishers: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := rep.Delivery; d.Expected != 600 || d.Delivered != 600 || !d.Complete || !d.Clean() {
+		t.Fatalf("delivery %+v; want 40 subscribers × 15 events, all in order", d)
+	}
+	if _, err := Multichannel(t.Context(), MultichannelConfig{Target: target, Publishers: 2}); err == nil {
+		t.Fatal("--publishers 2 without --batch accepted")
+	}
+}

@@ -76,6 +76,7 @@ func multichannelScenario(fs *flag.FlagSet) benchRunner {
 	fs.IntVar(&cfg.PayloadBytes, "payload", 100, "bytes of each event's data")
 	fs.DurationVar(&cfg.Wait, "wait", 10*time.Second, "after the last publish, how long to wait for every delivery")
 	fs.BoolVar(&cfg.Batch, "batch", false, "publish each channel's burst as one batch_events request (--burst at most 10) instead of one request per event naming every channel")
+	fs.IntVar(&cfg.Publishers, "publishers", 1, "with --batch: requests in flight at once (each channel's bursts from one of them, in order)")
 	return func(ctx context.Context, t bench.Target) (benchReport, bool, error) {
 		cfg.Target = t
 		rep, err := bench.Multichannel(ctx, cfg)
