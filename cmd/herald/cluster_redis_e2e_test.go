@@ -105,22 +105,33 @@ func TestClusterRedisTopologies(t *testing.T) {
 		const room = "presence-room"
 		u1 := connectPeer(t, a, restApp, "u1")
 		u1.join(t, room)
+		// Every node knows the room is occupied before another node's first subscriber joins:
+		// first subscribers on two nodes within the state's delay would both post
+		// channel_occupied (docs/webhooks.md).
+		waitOccupancy(t, nodes, restApp, room, occupancy{1, []string{"u1"}})
 		u2 := connectPeer(t, b, restApp, "u2")
 		u2.join(t, room)
+		// The state is eventually consistent (within a heartbeat): u3's snapshot lists u2 once
+		// node-c has heard of u2.
+		waitOccupancy(t, nodes, restApp, room, occupancy{2, []string{"u1", "u2"}})
 		u3 := connectPeer(t, c, restApp, "u3")
 		if got := u3.join(t, room); !slices.Equal(got, []string{"u1", "u2", "u3"}) {
 			t.Fatalf("u3's subscription_succeeded lists %v, want [u1 u2 u3]", got)
 		}
 		waitOccupancy(t, nodes, restApp, room, occupancy{3, []string{"u1", "u2", "u3"}})
 		u1.wait(t, "member_added u3", memberEvent("member_added", room, "u3"))
-		for _, n := range []*node{a, b, c, c} {
+		for i, n := range []*node{a, b, c, c} {
 			subscribe(t, n, "counted")
+			if i == 0 {
+				waitOccupancy(t, nodes, restApp, "counted", occupancy{subs: 1})
+			}
 		}
 		waitOccupancy(t, nodes, restApp, "counted", occupancy{subs: 4})
 
 		u2.close()
 		waitOccupancy(t, nodes, restApp, room, occupancy{2, []string{"u1", "u3"}})
 		u1.close()
+		waitOccupancy(t, nodes, restApp, room, occupancy{1, []string{"u3"}}) // the last leave is then one node's
 		u3.close()
 		waitOccupancy(t, nodes, restApp, room, occupancy{0, []string{}})
 
