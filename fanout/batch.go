@@ -39,19 +39,9 @@ func (b *Batch) Len() int { return b.n }
 // numbered excl (0: none), observing m once its last frame is queued (see Dispatch).
 // Workers with no subscriber of ch now are skipped.
 func (b *Batch) Add(ch *Channel, frame []byte, excl uint64, m Measure) {
-	var track *pubTrack
-	if m.lat != nil && (m.lat.Publish != nil || m.at != 0) {
-		n := int32(0)
-		for i := range b.per {
-			if ch.wcount[i].Load() > 0 {
-				n++
-			}
-		}
-		if n == 0 {
-			return
-		}
-		track = &pubTrack{start: mono(), Measure: m}
-		track.left.Store(n)
+	track, ok := m.track(ch)
+	if !ok {
+		return
 	}
 	for i := range b.per {
 		if ch.wcount[i].Load() <= 0 {

@@ -101,19 +101,9 @@ func (e *Engine) Release(s *Slots) {
 // waits for room, which a worker always makes. m says what to observe once the last worker
 // has queued the frame for its subscribers.
 func (e *Engine) Dispatch(ch *Channel, frame []byte, excl uint64, s *Slots, m Measure) {
-	var track *pubTrack
-	if m.lat != nil && (m.lat.Publish != nil || m.at != 0) {
-		n := int32(0)
-		for i := range e.workers {
-			if ch.wcount[i].Load() > 0 {
-				n++
-			}
-		}
-		if n == 0 {
-			return
-		}
-		track = &pubTrack{start: mono(), Measure: m}
-		track.left.Store(n)
+	track, ok := m.track(ch)
+	if !ok {
+		return
 	}
 	for i, w := range e.workers {
 		if ch.wcount[i].Load() <= 0 {

@@ -31,6 +31,27 @@ type pubTrack struct {
 	Measure
 }
 
+// track returns the tracking of one publish to ch: nil when m observes nothing, else one
+// count for each worker with subscribers of ch now. ok is false when m observes something and
+// no worker has a subscriber: there is nothing to publish.
+func (m Measure) track(ch *Channel) (t *pubTrack, ok bool) {
+	if m.lat == nil || (m.lat.Publish == nil && m.at == 0) {
+		return nil, true
+	}
+	n := int32(0)
+	for i := range ch.wcount {
+		if ch.wcount[i].Load() > 0 {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil, false
+	}
+	t = &pubTrack{start: mono(), Measure: m}
+	t.left.Store(n)
+	return t, true
+}
+
 func (t *pubTrack) done() {
 	if t == nil || t.left.Add(-1) != 0 {
 		return
