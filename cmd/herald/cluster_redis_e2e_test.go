@@ -103,29 +103,10 @@ func TestClusterRedisTopologies(t *testing.T) {
 
 		// Presence: one member per node; every node agrees, each member_added posted once.
 		const room = "presence-room"
-		u1 := connectPeer(t, a, restApp, "u1")
-		u1.join(t, room)
-		// Every node knows the room is occupied before another node's first subscriber joins:
-		// first subscribers on two nodes within the state's delay would both post
-		// channel_occupied (docs/webhooks.md).
-		waitOccupancy(t, nodes, restApp, room, occupancy{1, []string{"u1"}})
-		u2 := connectPeer(t, b, restApp, "u2")
-		u2.join(t, room)
-		// The state is eventually consistent (within a heartbeat): u3's snapshot lists u2 once
-		// node-c has heard of u2.
-		waitOccupancy(t, nodes, restApp, room, occupancy{2, []string{"u1", "u2"}})
-		u3 := connectPeer(t, c, restApp, "u3")
-		if got := u3.join(t, room); !slices.Equal(got, []string{"u1", "u2", "u3"}) {
-			t.Fatalf("u3's subscription_succeeded lists %v, want [u1 u2 u3]", got)
-		}
-		waitOccupancy(t, nodes, restApp, room, occupancy{3, []string{"u1", "u2", "u3"}})
+		users := joinInTurn(t, nodes, room)
+		u1, u2, u3 := users[0], users[1], users[2]
 		u1.wait(t, "member_added u3", memberEvent("member_added", room, "u3"))
-		for i, n := range []*node{a, b, c, c} {
-			subscribe(t, n, "counted")
-			if i == 0 {
-				waitOccupancy(t, nodes, restApp, "counted", occupancy{subs: 1})
-			}
-		}
+		subscribeInTurn(t, nodes, "counted", a, b, c, c)
 		waitOccupancy(t, nodes, restApp, "counted", occupancy{subs: 4})
 
 		u2.close()
@@ -376,4 +357,37 @@ func (n *node) tryPublish(channel, data string) int {
 	}
 	resp.Body.Close()
 	return resp.StatusCode
+}
+
+// joinInTurn joins u1, u2, ... to room, user i on nodes[i-1], each once every node agrees on
+// the ones before: the state is eventually consistent (within a heartbeat), so first joins on
+// two nodes within its delay would both post channel_occupied (docs/webhooks.md), and a
+// member's snapshot lists only the members its node has heard of. It checks the last one's
+// snapshot lists them all.
+func joinInTurn(t *testing.T, nodes []*node, room string) []*peer {
+	t.Helper()
+	var users []*peer
+	var names []string
+	for i, n := range nodes {
+		u := connectPeer(t, n, restApp, "u"+strconv.Itoa(i+1))
+		names = append(names, "u"+strconv.Itoa(i+1))
+		if got := u.join(t, room); i == len(nodes)-1 && !slices.Equal(got, names) {
+			t.Fatalf("%s's subscription_succeeded lists %v, want %v", names[i], got, names)
+		}
+		waitOccupancy(t, nodes, restApp, room, occupancy{len(names), slices.Clone(names)})
+		users = append(users, u)
+	}
+	return users
+}
+
+// subscribeInTurn subscribes to channel on each of on, in order; every node knows the first
+// subscription before the others come (see joinInTurn).
+func subscribeInTurn(t *testing.T, nodes []*node, channel string, on ...*node) {
+	t.Helper()
+	for i, n := range on {
+		subscribe(t, n, channel)
+		if i == 0 {
+			waitOccupancy(t, nodes, restApp, channel, occupancy{subs: 1})
+		}
+	}
 }

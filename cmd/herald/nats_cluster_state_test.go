@@ -77,24 +77,9 @@ func natsClusterState(t *testing.T, strict bool) {
 
 	// Presence: one member per node, each joined once the others agree on the one before.
 	const room = "presence-room"
-	u1 := connectPeer(t, a, restApp, "u1")
-	u1.join(t, room)
-	waitOccupancy(t, nodes, restApp, room, occupancy{1, []string{"u1"}})
-	u2 := connectPeer(t, b, restApp, "u2")
-	u2.join(t, room)
-	waitOccupancy(t, nodes, restApp, room, occupancy{2, []string{"u1", "u2"}})
-	u3 := connectPeer(t, c, restApp, "u3")
-	if got := u3.join(t, room); !slices.Equal(got, []string{"u1", "u2", "u3"}) {
-		t.Fatalf("u3's subscription_succeeded lists %v, want [u1 u2 u3]", got)
-	}
-	waitOccupancy(t, nodes, restApp, room, occupancy{3, []string{"u1", "u2", "u3"}})
-	// The first subscriber of a channel is everywhere before the others subscribe: two first
-	// subscribers within the state's propagation delay both post channel_occupied.
-	subscribe(t, a, "counted")
-	waitOccupancy(t, nodes, restApp, "counted", occupancy{subs: 1})
-	for _, n := range []*node{b, c, c} {
-		subscribe(t, n, "counted")
-	}
+	users := joinInTurn(t, nodes, room)
+	u1, u2, u3 := users[0], users[1], users[2]
+	subscribeInTurn(t, nodes, "counted", a, b, c, c)
 	waitOccupancy(t, nodes, restApp, "counted", occupancy{subs: 4})
 
 	// Ingest: entries added without pause, read by the three nodes in one consumer group.
