@@ -35,10 +35,6 @@ func TestNATSClusterKill(t *testing.T) {
 		nodes = append(nodes, n)
 	}
 	a := nodes[0]
-	type delivery struct {
-		seq int
-		at  time.Time
-	}
 	var (
 		mu   sync.Mutex
 		got  = map[*node][]delivery{}
@@ -97,28 +93,8 @@ func TestNATSClusterKill(t *testing.T) {
 		}
 	}
 	gap := back.Sub(killed)
-	a.waitHealth(t, "connected", func(h nodeHealth) error { return h.want("ok", "nats", true) })
-	if !strings.Contains(a.logs.String(), "cluster bus reconnected") || strings.Contains(lastLine(a.logs.String(), "cluster bus reconnected"), `"server":"n1"`) {
-		t.Errorf("node-a's log does not say it reconnected to another server:\n%s", a.logs.String())
-	}
-	// Every event published a second after node-a was back reaches every node.
 	after := backSeq + rate
-	for _, n := range nodes {
-		poll.NoError(t, clusterWait, n.name+"'s subscriber to receive every event from "+strconv.Itoa(after), func() error {
-			mu.Lock()
-			defer mu.Unlock()
-			seen := map[int]bool{}
-			for _, d := range got[n] {
-				seen[d.seq] = true
-			}
-			for seq := after; seq <= last; seq++ {
-				if !seen[seq] {
-					return fmt.Errorf("seq %d not received", seq)
-				}
-			}
-			return nil
-		})
-	}
+	waitBackOnAnotherServer(t, a, nodes, &mu, got, after, last)
 	mu.Lock()
 	var pause time.Duration
 	for i := 1; i < len(got[a]); i++ {
@@ -160,4 +136,37 @@ func lastLine(logs, s string) string {
 		}
 	}
 	return out
+}
+
+// delivery is an event a subscriber of the NATS kill tests received: its seq, and when.
+type delivery struct {
+	seq int
+	at  time.Time
+}
+
+// waitBackOnAnotherServer checks that node a, whose NATS server was killed, is connected
+// again, to another server than n1, and that every event from seq after to last (published a
+// second after it was back) reached every node's subscriber (got, under mu).
+func waitBackOnAnotherServer(t *testing.T, a *node, nodes []*node, mu *sync.Mutex, got map[*node][]delivery, after, last int) {
+	t.Helper()
+	a.waitHealth(t, "connected", func(h nodeHealth) error { return h.want("ok", "nats", true) })
+	if !strings.Contains(a.logs.String(), "cluster bus reconnected") || strings.Contains(lastLine(a.logs.String(), "cluster bus reconnected"), `"server":"n1"`) {
+		t.Errorf("node-a's log does not say it reconnected to another server:\n%s", a.logs.String())
+	}
+	for _, n := range nodes {
+		poll.NoError(t, clusterWait, n.name+"'s subscriber to receive every event from "+strconv.Itoa(after), func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			seen := map[int]bool{}
+			for _, d := range got[n] {
+				seen[d.seq] = true
+			}
+			for seq := after; seq <= last; seq++ {
+				if !seen[seq] {
+					return fmt.Errorf("seq %d not received", seq)
+				}
+			}
+			return nil
+		})
+	}
 }
