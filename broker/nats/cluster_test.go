@@ -280,10 +280,16 @@ func TestClusterFailover(t *testing.T) {
 	// gap (a publish refused may have been kept all the same, never twice).
 	for ch, m := range kept {
 		for _, h := range []*nats.History{h0, h1} {
-			page, err := h.Read(ctx, rule, "app", ch, 0, 100_000)
-			if err != nil {
-				t.Fatal(err)
-			}
+			// A read on a replica whose consumer the failover left behind times out; a
+			// later one is answered (measured above): each attempt has its own deadline.
+			var page herald.HistoryPage
+			poll.NoError(t, 2*historytest.Wait, "a complete read of "+ch, func() error {
+				rctx, rcancel := context.WithTimeout(ctx, historytest.Wait/2)
+				defer rcancel()
+				var err error
+				page, err = h.Read(rctx, rule, "app", ch, 0, 100_000)
+				return err
+			})
 			seen := map[string]uint64{}
 			for i, e := range page.Entries {
 				if e.Offset != uint64(i+1) {
