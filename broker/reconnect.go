@@ -24,3 +24,12 @@ func Unavailable(what string, err error) error {
 	}
 	return fmt.Errorf("%s: %w", what, e)
 }
+
+// TimedOut is the error of an operation (what) whose context ended before the bus answered
+// (a Flush under a publish timeout, on a bus or a node too busy to answer in time): code
+// CodeUnavailable, so that the publisher is answered 503 and may retry (the message may
+// have been sent: a retry may deliver it twice), wrapping the context's error.
+func TimedOut(what string, ctxErr error) error {
+	e := herald.Errorf(herald.CodeUnavailable, "the cluster bus did not answer in time, retry later")
+	return fmt.Errorf("%s: %w: %w", what, e, ctxErr)
+}

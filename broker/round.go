@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"errors"
-	"fmt"
 )
 
 // Round is one round trip to the bus that Flush calls wait for: the goroutine that makes it
@@ -23,14 +22,15 @@ func (r *Round) End(err error) {
 }
 
 // Wait returns the round trip's result once End was called. When ctx is done first it
-// returns ctx's error, and when stop (the broker's, closed by Close) is closed first a
-// CodeUnavailable error: the round trip may never be made. what names the operation.
+// returns TimedOut's CodeUnavailable error, and when stop (the broker's, closed by Close) is
+// closed first a CodeUnavailable error: the round trip may never be made. what names the
+// operation.
 func (r *Round) Wait(ctx context.Context, stop <-chan struct{}, what string) error {
 	select {
 	case <-r.done:
 		return r.err
 	case <-ctx.Done():
-		return fmt.Errorf("%s: %w", what, ctx.Err())
+		return TimedOut(what, ctx.Err())
 	case <-stop:
 		select {
 		case <-r.done:

@@ -97,3 +97,20 @@ func flushDown(t *testing.T, b herald.Broker) {
 		t.Fatalf("Flush with the bus down returned %v after %v; want a CodeUnavailable error within %v", err, d, prompt)
 	}
 }
+
+// testFlushDeadline: a Flush whose context ends before the bus answers (a publish timeout
+// on a busy node) fails with CodeUnavailable, which a publisher is answered 503 for and may
+// retry, never with an internal error.
+func testFlushDeadline(t *testing.T, nc NewCluster) {
+	c := start(t, nc, 2)
+	subscribe(t, c.Brokers[1], "app", "late")
+	for i := 0; i < 100; i++ {
+		publish(t, c.Brokers[0], "app", "late", strconv.Itoa(i))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := c.Brokers[0].Flush(ctx); err != nil && herald.CodeOf(err) != herald.CodeUnavailable {
+		t.Fatalf("Flush with its context done returned %v (code %v); want nil or a CodeUnavailable error", err, herald.CodeOf(err))
+	}
+	c.rec[1].waitCount(t, "late", 100)
+}

@@ -35,6 +35,7 @@ func Run(t *testing.T, newCluster NewCluster) {
 		{"Origin", testOrigin},
 		{"FlushOrder", testFlushOrder},
 		{"FlushConcurrent", testFlushConcurrent},
+		{"FlushDeadline", testFlushDeadline},
 		{"Close", testClose},
 		{"Outage", testOutage},
 		{"StartWithoutBus", testStartWithoutBus},

@@ -404,7 +404,7 @@ func (s *shard) flush(ctx context.Context) error {
 	m := outMsg{flush: broker.NewRound(), since: s.pipelines.Load()}
 	if err := s.enqueue(ctx, m); err != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("redis flush: %w", err)
+			return broker.TimedOut("redis flush", err)
 		}
 		return broker.Unavailable("redis flush", err)
 	}
