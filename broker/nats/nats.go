@@ -353,6 +353,12 @@ func (b *Broker) Losses(f func(app, channel string)) bool {
 	return b.lost.Take(f)
 }
 
+// Connection numbers the broker's connection to its server: it changes once a lost
+// connection is replaced (ingest.Reconnector). What Flush answered for on the lost one had
+// reached that server, but perhaps not the other servers of its cluster: a server killed
+// right after answering may not have passed it on over its routes.
+func (b *Broker) Connection() uint64 { return b.count.Reconnects.Load() }
+
 // Server names the NATS server the broker is connected to ("" while it is not).
 func (b *Broker) Server() string {
 	if !b.Connected() {
