@@ -15,8 +15,8 @@ import (
 //
 // With one, the pipeline keeps the events it handed off lately and, once Connection has
 // changed, hands off again those it had handed off on the lost connection within
-// ResendWindow before its last hand-off there (at most ResendEvents, none older than
-// ResendAge): subscribers may get them twice, as at least once allows.
+// ResendWindow before its last hand-off there (at most ResendEvents and ResendBytes of data,
+// none older than ResendAge): subscribers may get them twice, as at least once allows.
 type Reconnector interface{ Connection() uint64 }
 
 // How much of what was handed off on a lost connection is handed off again. A server
@@ -26,9 +26,11 @@ type Reconnector interface{ Connection() uint64 }
 // without closing its connections takes to be noticed (broker/nats: PingInterval ×
 // (MaxPingsOutstanding + 1)): what was handed off before that was answered by a server
 // that lived on, since the bus answered pings after it.
+// ResendBytes bounds the memory the kept events' names, channels and data hold.
 const (
 	ResendWindow = time.Second
 	ResendEvents = 4096
+	ResendBytes  = 4 << 20
 	ResendAge    = 15 * time.Second
 )
 
@@ -42,11 +44,12 @@ type kept struct {
 // resent is the ring of the last ResendEvents events handed off (allocated on first use),
 // and what was on the connection before the current one.
 type resent struct {
-	ring []kept
-	next int // where the next event goes
-	n    int // events in ring
-	conn uint64
-	buf  []herald.Event // the events handed off again and those that follow, reused
+	ring  []kept
+	next  int // where the next event goes
+	n     int // events in ring
+	bytes int // their size
+	conn  uint64
+	buf   []herald.Event // the events handed off again and those that follow, reused
 }
 
 // keep remembers evs, handed off on conn at now.
@@ -55,10 +58,30 @@ func (r *resent) keep(evs []herald.Event, conn uint64, now int64) {
 		r.ring = make([]kept, ResendEvents)
 	}
 	for i := range evs {
+		if r.n == len(r.ring) {
+			r.drop()
+		}
 		r.ring[r.next] = kept{evs[i], conn, now}
+		r.bytes += size(&evs[i])
 		r.next = (r.next + 1) % len(r.ring)
-		r.n = min(r.n+1, len(r.ring))
+		r.n++
+		for r.bytes > ResendBytes && r.n > 1 {
+			r.drop()
+		}
 	}
+}
+
+// drop forgets the oldest event.
+func (r *resent) drop() {
+	k := &r.ring[r.index(0)]
+	r.bytes -= size(&k.ev)
+	*k = kept{}
+	r.n--
+}
+
+// size is what ev holds in memory, roughly.
+func size(ev *herald.Event) int {
+	return len(ev.Name) + len(ev.Channel) + len(ev.Data) + len(ev.SocketID) + len(ev.UserID)
 }
 
 // again is what must be handed off again, oldest first, before evs, now that the connection
@@ -83,7 +106,7 @@ func (r *resent) again(conn uint64, now int64, evs []herald.Event) []herald.Even
 		}
 		*k = kept{}
 	}
-	r.n, r.next = 0, 0
+	r.n, r.next, r.bytes = 0, 0, 0
 	if len(out) == 0 {
 		return nil
 	}

@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -66,8 +67,8 @@ func TestResendAfterReconnect(t *testing.T) {
 	}
 }
 
-// TestResendBounds: at most ResendEvents are kept, and none handed off more than ResendAge
-// ago is handed off again.
+// TestResendBounds: at most ResendEvents and ResendBytes are kept, and none handed off more
+// than ResendAge ago is handed off again.
 func TestResendBounds(t *testing.T) {
 	pub := &reconnectingStub{}
 	p := newPipeline(t, pub, nil)
@@ -98,6 +99,15 @@ func TestResendBounds(t *testing.T) {
 	}
 	if len(pub.events()) != n {
 		t.Errorf("an event handed off more than ResendAge ago was handed off again")
+	}
+
+	big := make([]herald.Event, 10) // larger than a hub takes: the bound is the pipeline's
+	for i := range big {
+		big[i] = herald.Event{Name: "trade", Channel: "A", Data: strings.Repeat("x", ResendBytes/4)}
+	}
+	p.sent.keep(big, 0, time.Now().UnixNano())
+	if p.sent.n != 3 || p.sent.bytes > ResendBytes {
+		t.Errorf("kept %d events of %d bytes, want the last 3 (ResendBytes %d)", p.sent.n, p.sent.bytes, ResendBytes)
 	}
 }
 
