@@ -22,16 +22,16 @@ type Reconnector interface{ Connection() uint64 }
 // How much of what was handed off on a lost connection is handed off again. A server
 // passes what it received on to the other servers within milliseconds; what it had not
 // passed on when it died came in its last moments, so the last second before the last
-// hand-off on it covers it many times over. ResendAge is past the 12 s a server lost
-// without closing its connections takes to be noticed (broker/nats: PingInterval ×
-// (MaxPingsOutstanding + 1)): what was handed off before that was answered by a server
-// that lived on, since the bus answered pings after it.
-// ResendBytes bounds the memory the kept events' names, channels and data hold.
+// hand-off on it covers that many times over. ResendEvents and ResendBytes bound the memory
+// kept (the events' names, channels and data). ResendAge keeps an idle source from handing
+// off again, after a connection lost long after, events the server had all the time to pass
+// on; it is past the 12 s a server lost without closing its connections takes to be noticed
+// (broker/nats: PingInterval × (MaxPingsOutstanding + 1)), with time to reconnect.
 const (
 	ResendWindow = time.Second
 	ResendEvents = 4096
 	ResendBytes  = 4 << 20
-	ResendAge    = 15 * time.Second
+	ResendAge    = 30 * time.Second
 )
 
 // kept is an event handed off, on which connection and when (Unix nanoseconds).
