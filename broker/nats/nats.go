@@ -189,9 +189,22 @@ func (b *Broker) flusher() {
 		b.next = nil
 		b.flushMu.Unlock()
 		if r != nil {
-			r.End(b.flush(context.Background(), "nats flush"))
+			r.End(b.flushPublished())
 		}
 	}
+}
+
+// flushPublished is the flusher's round trip. One that a reconnection interrupted can be
+// answered by the next server (nats.go queues its PING for it, and drops only the PINGs
+// waiting when the connection broke), while what was published before it went to the lost
+// server: that is a failure, so that the publisher publishes again (at least once).
+func (b *Broker) flushPublished() error {
+	n := b.nc.Stats().Reconnects // counted before the next server gets the PING
+	err := b.flush(context.Background(), "nats flush")
+	if err == nil && b.nc.Stats().Reconnects != n {
+		return broker.Unavailable("nats flush", errors.New("the connection was replaced during the round trip"))
+	}
+	return err
 }
 
 // flush returns once the server has processed everything written before it: a round trip.
