@@ -26,6 +26,9 @@ type Lifecycle struct {
 // runs once they have all returned, to release what they used.
 func NewLifecycle(p *Pipeline, closed func(), loops ...func()) (*Lifecycle, context.Context) {
 	ctx, cancel := context.WithCancel(context.Background())
+	if p.rc != nil { // hands off again what a replaced bus connection may have lost (resend.go)
+		loops = append(loops[:len(loops):len(loops)], func() { p.watch(ctx) })
+	}
 	return &Lifecycle{p: p, cancel: cancel, loops: loops, closed: closed}, ctx
 }
 

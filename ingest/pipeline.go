@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/herald-rt/herald"
@@ -59,6 +60,10 @@ type Pipeline struct {
 	stats  counters
 	evs    []herald.Event
 	dead   DeadLetter
+
+	rc   Reconnector // pub's, if it is one
+	mu   sync.Mutex  // held by Handle and by watch while it hands off again
+	sent resent      // under mu
 }
 
 // retryMax is the longest pause between two attempts to hand events to a refusing server.
@@ -80,6 +85,10 @@ func New(cfg Config, pub Publisher) (*Pipeline, error) {
 	}
 	p := &Pipeline{cfg: cfg, pub: pub, limits: cfg.App.Limits.WithDefaults(),
 		log: cfg.Logger.With("source", cfg.Name, "app_id", cfg.App.ID)}
+	p.rc, _ = pub.(Reconnector)
+	if p.rc != nil {
+		p.sent.conn = p.rc.Connection()
+	}
 	p.stats.init(cfg.Name, cfg.Kind)
 	return p, nil
 }
@@ -96,6 +105,8 @@ func (p *Pipeline) Logger() *slog.Logger { return p.log }
 // done. It returns how many of recs (a prefix) are done: handed to the publisher or skipped
 // as bad, and safe to commit; fewer than len(recs) only with ctx's error.
 func (p *Pipeline) Handle(ctx context.Context, recs []Record) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.stats.consumed.Add(uint64(len(recs)))
 	evs := p.evs[:0]
 	from := 0 // first record whose events are in evs
@@ -128,15 +139,47 @@ func (p *Pipeline) Handle(ctx context.Context, recs []Record) (int, error) {
 	return len(recs), nil
 }
 
-// flush hands evs, the events of recs, to the publisher, retrying with growing pauses until
-// it takes them or ctx ends.
+// flush hands evs, the events of recs, to the publisher (handoff) and observes the records'
+// hand-off latency.
 func (p *Pipeline) flush(ctx context.Context, evs []herald.Event, recs []Record) error {
 	if len(evs) == 0 {
 		return nil
 	}
+	if err := p.handoff(ctx, evs); err != nil {
+		return err
+	}
+	if p.cfg.Handoff != nil {
+		now := time.Now()
+		for i := range recs {
+			if !recs[i].Time.IsZero() {
+				p.cfg.Handoff.Observe(max(now.Sub(recs[i].Time).Seconds(), 0))
+			}
+		}
+	}
+	return nil
+}
+
+// handoff hands evs to the publisher, retrying with growing pauses until it takes them or
+// ctx ends. With a Reconnector whose connection changed, the events a lost connection may
+// have lost go first, in the same Publish (resend.go). Called with mu held.
+func (p *Pipeline) handoff(ctx context.Context, evs []herald.Event) error {
 	wait := 5 * time.Millisecond
 	var t *time.Timer
+	var conn uint64
+	again := 0 // of evs, the first events, handed off again
 	for {
+		if p.rc != nil {
+			conn = p.rc.Connection()
+			if redo := p.sent.again(conn, time.Now().UnixNano(), evs); redo != nil {
+				again += len(redo) - len(evs)
+				evs = redo
+				p.log.Info("ingest: the cluster bus connection was replaced; handing off again the events it may have lost",
+					"events", again)
+			}
+		}
+		if len(evs) == 0 {
+			return nil
+		}
 		err := p.pub.Publish(p.cfg.App.ID, evs...)
 		if err == nil {
 			break
@@ -154,19 +197,19 @@ func (p *Pipeline) flush(ctx context.Context, evs []herald.Event, recs []Record)
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			p.sent.release()
 			return ctx.Err()
 		case <-t.C:
 		}
 		wait = min(2*wait, retryMax)
 	}
 	p.stats.setPaused(false)
-	p.stats.published.Add(uint64(len(evs)))
-	if p.cfg.Handoff != nil {
-		now := time.Now()
-		for i := range recs {
-			if !recs[i].Time.IsZero() {
-				p.cfg.Handoff.Observe(max(now.Sub(recs[i].Time).Seconds(), 0))
-			}
+	p.stats.published.Add(uint64(len(evs) - again))
+	p.stats.resent.Add(uint64(again))
+	if p.rc != nil {
+		p.sent.keep(evs, conn, time.Now().UnixNano())
+		if again > 0 {
+			p.sent.release()
 		}
 	}
 	return nil

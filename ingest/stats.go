@@ -33,6 +33,7 @@ type Stats struct {
 	PublishRetries   uint64 // publishes the hub refused (backpressure), each retried
 	CommitErrors     uint64 // commits (Kafka) or acknowledgements (Redis) that failed
 	Reclaimed        uint64 // Redis: pending entries claimed from idle consumers
+	Resent           uint64 // events handed off again after the bus connection was replaced (Reconnector)
 	Lag              []Lag
 }
 
@@ -55,7 +56,7 @@ type lagKey struct {
 type counters struct {
 	name, kind                                        string
 	consumed, published, deadLettered, deadLetterErrs atomic.Uint64
-	retries, commitErrors, reclaimed                  atomic.Uint64
+	retries, commitErrors, reclaimed, resent          atomic.Uint64
 	bad                                               [numReasons]atomic.Uint64
 	paused                                            atomic.Bool
 
@@ -121,7 +122,8 @@ func (p *Pipeline) Stats() Stats {
 	c := &p.stats
 	s := Stats{Name: c.name, Kind: c.kind, Consumed: c.consumed.Load(), Published: c.published.Load(),
 		DeadLettered: c.deadLettered.Load(), DeadLetterErrors: c.deadLetterErrs.Load(),
-		PublishRetries: c.retries.Load(), CommitErrors: c.commitErrors.Load(), Reclaimed: c.reclaimed.Load()}
+		PublishRetries: c.retries.Load(), CommitErrors: c.commitErrors.Load(), Reclaimed: c.reclaimed.Load(),
+		Resent: c.resent.Load()}
 	for i := range c.bad {
 		s.Bad[i] = c.bad[i].Load()
 	}

@@ -189,9 +189,22 @@ func (b *Broker) flusher() {
 		b.next = nil
 		b.flushMu.Unlock()
 		if r != nil {
-			r.End(b.flush(context.Background(), "nats flush"))
+			r.End(b.flushPublished())
 		}
 	}
+}
+
+// flushPublished is the flusher's round trip. One that a reconnection interrupted can be
+// answered by the next server (nats.go queues its PING for it, and drops only the PINGs
+// waiting when the connection broke), while what was published before it went to the lost
+// server: that is a failure, so that the publisher publishes again (at least once).
+func (b *Broker) flushPublished() error {
+	n := b.nc.Stats().Reconnects // counted before the next server gets the PING
+	err := b.flush(context.Background(), "nats flush")
+	if err == nil && b.nc.Stats().Reconnects != n {
+		return broker.Unavailable("nats flush", errors.New("the connection was replaced during the round trip"))
+	}
+	return err
 }
 
 // flush returns once the server has processed everything written before it: a round trip.
@@ -352,6 +365,12 @@ func (b *Broker) Losses(f func(app, channel string)) bool {
 	b.mu.Unlock()
 	return b.lost.Take(f)
 }
+
+// Connection numbers the broker's connection to its server: it changes once a lost
+// connection is replaced (ingest.Reconnector). What Flush answered for on the lost one had
+// reached that server, but perhaps not the other servers of its cluster: a server killed
+// right after answering may not have passed it on over its routes.
+func (b *Broker) Connection() uint64 { return b.count.Reconnects.Load() }
 
 // Server names the NATS server the broker is connected to ("" while it is not).
 func (b *Broker) Server() string {

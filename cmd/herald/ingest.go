@@ -39,7 +39,7 @@ func (s *ingestSources) start() error {
 	if len(s.cfg) == 0 {
 		return nil
 	}
-	if err := s.build(s.node.h); err != nil {
+	if err := s.build(s.publisher()); err != nil {
 		s.log.Error("start ingest", "err", err)
 		return err
 	}
@@ -49,6 +49,23 @@ func (s *ingestSources) start() error {
 		s.log.Info("ingest source started", "source", s.cfg[i].Name, "app_id", s.cfg[i].App, "from", describeSource(s.cfg[i]))
 	}
 	return nil
+}
+
+// publisher is where the sources publish: the server, which also tells them when the bus
+// connection was replaced (NATS) so that they hand off again what it may have lost.
+func (s *ingestSources) publisher() ingest.Publisher {
+	if c := s.node.bus.c; c != nil {
+		if rc, ok := c.Broker.(ingest.Reconnector); ok {
+			return reconnecting{s.node.h, rc}
+		}
+	}
+	return s.node.h
+}
+
+// reconnecting is a Publisher whose bus is an ingest.Reconnector.
+type reconnecting struct {
+	ingest.Publisher
+	ingest.Reconnector
 }
 
 // build builds every source, publishing into pub; when one fails, it closes those built.
