@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
@@ -142,7 +143,8 @@ func (h *History) store(ctx context.Context, rule herald.HistoryRule, msg herald
 	sk := streamKey{app: msg.App, rule: rule}
 	subject := h.subject(sk, msg.Channel)
 	var last error // why the previous attempt failed
-	for attempt := 1; ; attempt++ {
+	waited := 0    // the pauses for publishes in flight
+	for attempt := 1; ; {
 		if attempt > maxAttempts {
 			return herald.Position{}, nil, herald.Errorf(herald.CodeBusy, "channel %q: %d attempts in a row beaten by other nodes' publishes (last: %v)", msg.Channel, maxAttempts, last)
 		}
@@ -156,6 +158,7 @@ func (h *History) store(ctx context.Context, rule herald.HistoryRule, msg herald
 				if missing(err) {
 					h.forget(sk, s)
 					last = err
+					attempt++
 					continue
 				}
 				return herald.Position{}, nil, unavailable(err)
@@ -182,7 +185,16 @@ func (h *History) store(ctx context.Context, rule herald.HistoryRule, msg herald
 			cs.seq, cs.pos = ack.Sequence, next
 			return next, sealed, nil
 		}
-		cs.known, last = false, err
+		last = err
+		if inFlight(err) { // what this node knows may still be right: try it again shortly
+			if err := pause(ctx, waited); err != nil {
+				return herald.Position{}, nil, herald.Errorf(herald.CodeBusy, "channel %q: other nodes' publishes in flight until the deadline (last: %v)", msg.Channel, last)
+			}
+			waited++
+			continue
+		}
+		cs.known = false
+		attempt++
 		switch {
 		case wrongLast(err):
 		case missing(err):
@@ -228,8 +240,35 @@ func positionOf(hdr nats.Header) (herald.Position, error) {
 // sequence of its subject is not the last one.
 func wrongLast(err error) bool {
 	var e *jetstream.APIError
-	return errors.As(err, &e) && (e.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		e.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+	return errors.As(err, &e) && e.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+}
+
+// inFlight reports whether err is JetStream's refusal of a publish to a replicated stream
+// while another publish of its subject with an expected last sequence is being stored
+// (nats-server 2.11 and later), or before a new stream leader has applied what it was given
+// (2.11): the expectation is checked once that is done, so the publish is made again a
+// moment later, as it is.
+func inFlight(err error) bool {
+	var e *jetstream.APIError
+	return errors.As(err, &e) && (e.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant || e.ErrorCode == errNotReady)
+}
+
+// errNotReady is nats-server 2.11's refusal of a publish with an expected last sequence of
+// its subject by a stream leader that has not yet applied the messages it was given.
+const errNotReady jetstream.ErrorCode = 10163
+
+// pause waits before publish n+1 of a channel that JetStream refused while another was in
+// flight: a random time up to 1 ms, doubled each time up to 32 ms (publishes of several
+// nodes so take turns at random instead of in lockstep). It fails when ctx ends first.
+func pause(ctx context.Context, n int) error {
+	t := time.NewTimer(time.Duration(rand.Int64N(int64(time.Millisecond << min(n, 5)))))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // missing reports whether err says that the stream is gone: nobody answers for its subjects.
