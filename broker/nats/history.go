@@ -92,7 +92,9 @@ type chanState struct {
 	pos   herald.Position
 }
 
-// NewHistory returns the History beside b, on b's connection and prefix.
+// NewHistory returns the History beside b, on b's connection and prefix. With
+// HistoryReplicas above 1 it fails when b is connected to a nats-server older than
+// MinReplicatedVersion (and so does every publish while b is on one).
 func NewHistory(b *Broker) (*History, error) {
 	js, err := jetstream.New(b.nc, jetstream.WithDefaultTimeout(b.cfg.Timeout))
 	if err != nil {
@@ -100,6 +102,9 @@ func NewHistory(b *Broker) (*History, error) {
 	}
 	h := &History{b: b, js: js, streams: map[streamKey]jetstream.Stream{}}
 	h.chans.Max = maxChanStates
+	if err := h.checkServer(); err != nil {
+		return nil, fmt.Errorf("nats history: %w", err)
+	}
 	return h, nil
 }
 
@@ -113,6 +118,10 @@ func (h *History) Publish(ctx context.Context, rule herald.HistoryRule, msg hera
 	if h.b.closed.Load() || !h.b.nc.IsConnected() {
 		h.b.count.PublishErrors.Add(1)
 		return herald.Position{}, broker.Unavailable(what, nil)
+	}
+	if err := h.checkServer(); err != nil { // the broker may have moved to another server
+		h.b.count.PublishErrors.Add(1)
+		return herald.Position{}, fmt.Errorf("%s: %w", what, err)
 	}
 	ctx, cancel := h.deadline(ctx)
 	defer cancel()
@@ -188,6 +197,9 @@ func (h *History) store(ctx context.Context, rule herald.HistoryRule, msg herald
 		last = err
 		if inFlight(err) { // what this node knows may still be right: try it again shortly
 			if err := pause(ctx, waited); err != nil {
+				if notReady(last) {
+					return herald.Position{}, nil, unavailable(last)
+				}
 				return herald.Position{}, nil, herald.Errorf(herald.CodeBusy, "channel %q: other nodes' publishes in flight until the deadline (last: %v)", msg.Channel, last)
 			}
 			waited++
@@ -250,12 +262,16 @@ func wrongLast(err error) bool {
 // moment later, as it is.
 func inFlight(err error) bool {
 	var e *jetstream.APIError
-	return errors.As(err, &e) && (e.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant || e.ErrorCode == errNotReady)
+	return errors.As(err, &e) && e.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant || notReady(err)
 }
 
-// errNotReady is nats-server 2.11's refusal of a publish with an expected last sequence of
-// its subject by a stream leader that has not yet applied the messages it was given.
-const errNotReady jetstream.ErrorCode = 10163
+// notReady reports whether err is nats-server 2.11's refusal of a publish with an expected
+// last sequence of its subject by a stream leader that has not yet applied the messages it
+// was given (after an election).
+func notReady(err error) bool {
+	var e *jetstream.APIError
+	return errors.As(err, &e) && e.ErrorCode == 10163
+}
 
 // pause waits before publish n+1 of a channel that JetStream refused while another was in
 // flight: a random time up to 1 ms, doubled each time up to 32 ms (publishes of several
