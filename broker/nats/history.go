@@ -30,13 +30,15 @@ var _ herald.History = (*History)(nil)
 // message is still the one it knows (Nats-Expected-Last-Subject-Sequence); when another
 // node got there first it reads the channel's last message again and retries. This node's
 // publishes of one channel wait for one another; publishes of different channels do not.
-// Offsets are so given once per channel, without gaps, whichever node publishes - on a
-// stream of one replica. A replicated stream of nats-server 2.9.10 checks the expectation
-// against what it has stored, not against the publishes it is storing, so two nodes'
-// publishes to one channel at the same moment can both be stored with one offset (the
-// history conformance suite's ConcurrentNodes on three servers with three replicas shows
-// it); the receivers then drop one of them as a duplicate. Hence HistoryReplicas 1 by
-// default. A
+// Offsets are so given once per channel, without gaps, whichever node publishes. On a
+// replicated stream that holds because the stream's leader checks the expectation against
+// the publishes of the channel it is still storing too, and refuses a publish while another
+// of its channel is in flight (or while a new leader has not applied what it was given):
+// such a publish is made again, as it was, after a random pause of up to a few
+// milliseconds. nats-server does so from MinReplicatedVersion (2.11.0); 2.9.10 (Debian's)
+// checks against what it has stored only, and gave a third of the offsets twice to six
+// nodes publishing to one channel (TestClusterHistoryRaceR3), so NewHistory refuses an
+// older server when HistoryReplicas is above 1. A
 // channel's epoch is carried by each of its messages: made (at random) by the publish that
 // finds no message of the channel left, and read from the last message by every later one.
 // (It is the channel's, not the stream's: an epoch of the stream, such as one derived from

@@ -26,8 +26,8 @@ func (h *History) checkServer() error {
 		return nil
 	}
 	return herald.Errorf(herald.CodeUnavailable, "history.replicas %d needs nats-server %s or later on every server of the cluster "+
-		"(an older one can give one offset of a channel to two nodes' publishes); %s runs %s: upgrade it, or set history.replicas to 1",
-		h.replicas(), MinReplicatedVersion, h.b.nc.ConnectedServerName(), v)
+		"(an older one can give one offset of a channel to two nodes' publishes); the server at %s runs %s: upgrade it, or set history.replicas to 1",
+		h.replicas(), MinReplicatedVersion, h.b.nc.ConnectedUrlRedacted(), v)
 }
 
 // older reports whether version v (major.minor.patch, perhaps with a suffix such as
