@@ -46,15 +46,14 @@ func TestClusterHistoryConformance(t *testing.T) {
 	historytest.Run(t, newServersHistoryCluster(servicetest.NATSClusterJetStream(t, 3), 1))
 }
 
-// TestClusterHistoryConformanceR3 runs the History contract on streams of three replicas,
-// on nats-server servicetest.NATSReplicatedVersion (on Debian's 2.9.10 its ConcurrentNodes
-// case fails, one offset given to two publishes of different nodes; NewHistory now refuses
-// that server: TestHistoryReplicasOldServer).
+// TestClusterHistoryConformanceR3 runs the History contract on streams of three replicas
+// (Debian's nats-server 2.9.10: ConcurrentNodes holds thanks to the events' IDs; see
+// TestClusterHistoryRaceR3).
 func TestClusterHistoryConformanceR3(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a cluster of three nats-servers")
 	}
-	historytest.Run(t, newServersHistoryCluster(servicetest.NATSClusterReplicated(t, 3), 3))
+	historytest.Run(t, newServersHistoryCluster(servicetest.NATSClusterJetStream(t, 3), 3))
 }
 
 func newServersCluster(c *servicetest.NATSCluster) brokertest.NewCluster {
@@ -108,15 +107,14 @@ func newClusterBroker(t testing.TB, c *servicetest.NATSCluster, first, replicas 
 // TestClusterFailover kills (-9) the NATS server a node is connected to, under a steady
 // publish load: the node, given only that server's URL, has learnt the others from it and
 // is on one of them within 5 s; every interest it holds (one taken while it was cut off
-// too) is restored; delivery across nodes goes on; the history streams (R3, on
-// nats-server servicetest.NATSReplicatedVersion) keep every event and their offsets, without
-// a duplicate or a gap, through the election of new leaders, a channel published by both
-// nodes too. The gap is logged.
+// too) is restored; delivery across nodes goes on; the history streams (R3) keep every
+// event and their offsets, without a duplicate or a gap, through the election of new
+// leaders, a channel published by both nodes too. The gap is logged.
 func TestClusterFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a cluster of three nats-servers")
 	}
-	c := servicetest.NATSClusterReplicated(t, 3)
+	c := servicetest.NATSClusterJetStream(t, 3)
 	prefix := "test." + strconv.FormatInt(clusters.Add(1), 10)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*historytest.Wait)
 	defer cancel()

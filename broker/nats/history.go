@@ -94,9 +94,7 @@ type chanState struct {
 	pos   herald.Position
 }
 
-// NewHistory returns the History beside b, on b's connection and prefix. With
-// HistoryReplicas above 1 it fails when b is connected to a nats-server older than
-// MinReplicatedVersion (and so does every publish while b is on one).
+// NewHistory returns the History beside b, on b's connection and prefix.
 func NewHistory(b *Broker) (*History, error) {
 	js, err := jetstream.New(b.nc, jetstream.WithDefaultTimeout(b.cfg.Timeout))
 	if err != nil {
@@ -104,9 +102,6 @@ func NewHistory(b *Broker) (*History, error) {
 	}
 	h := &History{b: b, js: js, streams: map[streamKey]jetstream.Stream{}}
 	h.chans.Max = maxChanStates
-	if err := h.checkServer(); err != nil {
-		return nil, fmt.Errorf("nats history: %w", err)
-	}
 	return h, nil
 }
 
@@ -120,10 +115,6 @@ func (h *History) Publish(ctx context.Context, rule herald.HistoryRule, msg hera
 	if h.b.closed.Load() || !h.b.nc.IsConnected() {
 		h.b.count.PublishErrors.Add(1)
 		return herald.Position{}, broker.Unavailable(what, nil)
-	}
-	if err := h.checkServer(); err != nil { // the broker may have moved to another server
-		h.b.count.PublishErrors.Add(1)
-		return herald.Position{}, fmt.Errorf("%s: %w", what, err)
 	}
 	ctx, cancel := h.deadline(ctx)
 	defer cancel()
@@ -191,7 +182,18 @@ func (h *History) store(ctx context.Context, rule herald.HistoryRule, msg herald
 		m.Header.Set(offsetHeader, strconv.FormatUint(next.Offset, 10))
 		m.Header.Set(atHeader, strconv.FormatInt(time.Now().UnixMilli(), 10))
 		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(cs.seq, 10))
+		if h.replicas() > 1 {
+			m.Header.Set(jetstream.MsgIDHeader, offsetID(msg.Channel, next.Offset))
+		}
 		ack, err := h.js.PublishMsg(ctx, m, jetstream.WithRetryAttempts(0))
+		if err == nil && ack.Duplicate { // the offset was stored by another publish first
+			cs.known, last = false, fmt.Errorf("offset %d stored by another publish", next.Offset)
+			if err := pause(ctx, waited); err != nil {
+				return herald.Position{}, nil, herald.Errorf(herald.CodeBusy, "channel %q: beaten by other nodes' publishes until the deadline (last: %v)", msg.Channel, last)
+			}
+			waited++
+			continue
+		}
 		if err == nil {
 			cs.seq, cs.pos = ack.Sequence, next
 			return next, sealed, nil
@@ -219,6 +221,13 @@ func (h *History) store(ctx context.Context, rule herald.HistoryRule, msg herald
 			return herald.Position{}, nil, unavailable(err)
 		}
 	}
+}
+
+// offsetID is the message ID (Nats-Msg-Id) of a channel's event at offset in a replicated
+// stream: JetStream stores one message of an ID within the stream's duplicate window, and
+// acknowledges another as a duplicate.
+func offsetID(channel string, offset uint64) string {
+	return broker.Token(channel) + " " + strconv.FormatUint(offset, 10)
 }
 
 // lastOf returns the stream sequence and position of subject's last message in s, or 0 and
@@ -264,8 +273,13 @@ func wrongLast(err error) bool {
 // moment later, as it is.
 func inFlight(err error) bool {
 	var e *jetstream.APIError
-	return errors.As(err, &e) && e.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant || notReady(err)
+	return errors.As(err, &e) && (e.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant || e.ErrorCode == errIDInFlight) ||
+		notReady(err)
 }
+
+// errIDInFlight is nats-server 2.11's refusal of a publish whose message ID (offsetID) is
+// another's still being stored.
+const errIDInFlight jetstream.ErrorCode = 10158
 
 // notReady reports whether err is nats-server 2.11's refusal of a publish with an expected
 // last sequence of its subject by a stream leader that has not yet applied the messages it
