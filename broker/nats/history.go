@@ -31,14 +31,19 @@ var _ herald.History = (*History)(nil)
 // node got there first it reads the channel's last message again and retries. This node's
 // publishes of one channel wait for one another; publishes of different channels do not.
 // Offsets are so given once per channel, without gaps, whichever node publishes. On a
-// replicated stream that holds because the stream's leader checks the expectation against
-// the publishes of the channel it is still storing too, and refuses a publish while another
-// of its channel is in flight (or while a new leader has not applied what it was given):
-// such a publish is made again, as it was, after a random pause of up to a few
-// milliseconds. nats-server does so from MinReplicatedVersion (2.11.0); 2.9.10 (Debian's)
-// checks against what it has stored only, and gave a third of the offsets twice to six
-// nodes publishing to one channel (TestClusterHistoryRaceR3), so NewHistory refuses an
-// older server when HistoryReplicas is above 1. A
+// stream of one replica that is all. A replicated stream of nats-server 2.9.10 (Debian's)
+// checks the expectation against what it has stored only, not against the publishes it is
+// still storing, so two nodes' publishes to one channel at the same moment could both be
+// stored with one offset (six nodes publishing to one channel were given about a third of
+// their offsets twice: TestClusterHistoryRaceR3). So on a replicated stream each event also
+// carries its channel and offset as its message ID (Nats-Msg-Id, offsetID): JetStream
+// stores the first message of an ID and acknowledges a later one within the stream's
+// duplicate window (dupWindow) as a duplicate, deciding in the order of the stream's log on
+// every server alike, across elections too; the node whose publish was a duplicate reads
+// the channel's last message again and retries. nats-server 2.11 and later also refuse a
+// publish while another of its channel (or its ID) is in flight, or while a new leader has
+// not applied what it was given: such a publish is made again, as it was, after a random
+// pause of up to a few milliseconds (inFlight). A
 // channel's epoch is carried by each of its messages: made (at random) by the publish that
 // finds no message of the channel left, and read from the last message by every later one.
 // (It is the channel's, not the stream's: an epoch of the stream, such as one derived from

@@ -33,8 +33,7 @@ type Config struct {
 
 	// HistoryReplicas is the replicas of the JetStream streams a History creates, from 1 to
 	// MaxHistoryReplicas (at most the JetStream servers of the cluster); 0 means 1. More
-	// than 1 keeps a history through the loss of a server, and needs nats-server
-	// MinReplicatedVersion or later (see History).
+	// than 1 keeps a history through the loss of a server (see History).
 	HistoryReplicas int
 }
 

@@ -9,11 +9,11 @@ import (
 	"time"
 )
 
-// NATSReplicatedVersion is the nats-server that the tests of replicated JetStream streams
-// (herald's history.replicas above 1) run: the first release that checks a publish's expected
-// last sequence of its subject against the publishes of the subject still being stored, not
-// only against what is stored (Debian's 2.9.10 gives two nodes' publishes one offset),
-// built from the Go module proxy once and cached (like pebble).
+// NATSReplicatedVersion is the newer nats-server that tests of replicated JetStream streams
+// (herald's history.replicas above 1) run besides Debian's 2.9.10: the first release that
+// checks a publish's expected last sequence of its subject against the publishes of the
+// subject still being stored too, and refuses a publish while another is (which herald
+// handles), built from the Go module proxy once and cached (like pebble).
 const NATSReplicatedVersion = "v2.11.0"
 
 // NATSClusterReplicated is NATSClusterJetStream of nats-server NATSReplicatedVersion (or of the
