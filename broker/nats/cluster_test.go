@@ -344,6 +344,17 @@ func event(channel, payload string) herald.BusMessage {
 // checkReplicas fails unless every stream of the cluster has want replicas.
 func checkReplicas(t *testing.T, c *servicetest.NATSCluster, want int) {
 	t.Helper()
+	checkStreams(t, c, func(s *jetstream.StreamInfo) error {
+		if s.Config.Replicas != want || s.Cluster == nil || len(s.Cluster.Replicas)+1 != want {
+			return fmt.Errorf("%d replicas (%+v); want %d", s.Config.Replicas, s.Cluster, want)
+		}
+		return nil
+	})
+}
+
+// checkStreams fails unless the cluster has a stream and check passes every stream.
+func checkStreams(t *testing.T, c *servicetest.NATSCluster, check func(*jetstream.StreamInfo) error) {
+	t.Helper()
 	nc, err := natsgo.Connect(c.URL(2))
 	if err != nil {
 		t.Fatal(err)
@@ -355,8 +366,8 @@ func checkReplicas(t *testing.T, c *servicetest.NATSCluster, want int) {
 	n := 0
 	for s := range js.ListStreams(ctx).Info() {
 		n++
-		if s.Config.Replicas != want || s.Cluster == nil || len(s.Cluster.Replicas)+1 != want {
-			t.Errorf("stream %s: %d replicas (%+v); want %d", s.Config.Name, s.Config.Replicas, s.Cluster, want)
+		if err := check(s); err != nil {
+			t.Errorf("stream %s: %v", s.Config.Name, err)
 		}
 	}
 	if n == 0 {

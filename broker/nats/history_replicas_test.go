@@ -12,6 +12,7 @@ import (
 	"github.com/herald-rt/herald/broker/historytest"
 	"github.com/herald-rt/herald/broker/nats"
 	"github.com/herald-rt/herald/internal/servicetest"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // raceOffsets has six nodes, two on each server of c, publish to one channel of a stream of
@@ -76,6 +77,14 @@ func raceOffsets(t *testing.T, c *servicetest.NATSCluster, replicas int) {
 	}
 	if len(page.Entries) != nodes*per || len(given) != nodes*per {
 		t.Fatalf("%d entries in the history and %d distinct offsets given; want %d", len(page.Entries), len(given), nodes*per)
+	}
+	if replicas > 1 { // the events' IDs are remembered for 30 s (the TTL's half is more)
+		checkStreams(t, c, func(s *jetstream.StreamInfo) error {
+			if s.Config.Duplicates != 30*time.Second {
+				return fmt.Errorf("duplicate window %v, want 30s", s.Config.Duplicates)
+			}
+			return nil
+		})
 	}
 }
 

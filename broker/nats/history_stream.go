@@ -126,13 +126,14 @@ func (h *History) replicas() int { return max(h.b.cfg.HistoryReplicas, 1) }
 // dupWindow is how long a replicated stream under rule remembers its events' IDs
 // (offsetID): at most maxDupWindow, which outlasts any publish in flight or leader election,
 // and at most half the TTL, so that the ID of a channel's first event is forgotten before the
-// channel can have none left and start again at offset 1. 0 (JetStream's default) with one
-// replica: its publishes carry no ID.
+// channel can have none left and start again at offset 1 - but at least JetStream's least,
+// 100 ms (and at most the TTL). 0 (JetStream's default) with one replica: its publishes carry
+// no ID.
 func (h *History) dupWindow(rule herald.HistoryRule) time.Duration {
 	if h.replicas() < 2 {
 		return 0
 	}
-	return min(rule.TTL/2, maxDupWindow)
+	return min(max(rule.TTL/2, 100*time.Millisecond), maxDupWindow, rule.TTL)
 }
 
 // maxDupWindow bounds dupWindow: JetStream keeps each ID of the window in memory on every
