@@ -282,17 +282,20 @@ func inFlight(err error) bool {
 		notReady(err)
 }
 
-// errIDInFlight is nats-server 2.11's refusal of a publish whose message ID (offsetID) is
-// another's still being stored.
-const errIDInFlight jetstream.ErrorCode = 10158
-
 // notReady reports whether err is nats-server 2.11's refusal of a publish with an expected
 // last sequence of its subject by a stream leader that has not yet applied the messages it
 // was given (after an election).
 func notReady(err error) bool {
 	var e *jetstream.APIError
-	return errors.As(err, &e) && e.ErrorCode == 10163
+	return errors.As(err, &e) && e.ErrorCode == errNotReady
 }
+
+// nats-server's refusals of a publish to a replicated stream while another is in flight,
+// from 2.11 on (besides jetstream.JSErrCodeStreamWrongLastSequenceConstant).
+const (
+	errIDInFlight jetstream.ErrorCode = 10158 // its message ID (offsetID) is another's, still being stored
+	errNotReady   jetstream.ErrorCode = 10163 // see notReady
+)
 
 // pause waits before publish n+1 of a channel that JetStream refused while another was in
 // flight: a random time up to 1 ms, doubled each time up to 32 ms (publishes of several
