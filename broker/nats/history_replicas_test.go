@@ -118,3 +118,9 @@ func TestClusterHistoryRaceR3Newer(t *testing.T) {
 	}
 	raceOffsets(t, servicetest.NATSClusterReplicated(t, 3), 3)
 }
+
+// BenchmarkClusterHistoryPublishR3 is BenchmarkHistoryPublish on a cluster of three servers
+// (Debian's), streams of three replicas: each publish carries its offsetID.
+func BenchmarkClusterHistoryPublishR3(b *testing.B) {
+	historytest.BenchmarkPublish(b, newServersHistoryCluster(servicetest.NATSClusterJetStream(b, 3), 3))
+}
