@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
@@ -29,13 +30,20 @@ var _ herald.History = (*History)(nil)
 // message is still the one it knows (Nats-Expected-Last-Subject-Sequence); when another
 // node got there first it reads the channel's last message again and retries. This node's
 // publishes of one channel wait for one another; publishes of different channels do not.
-// Offsets are so given once per channel, without gaps, whichever node publishes - on a
-// stream of one replica. A replicated stream of nats-server 2.9.10 checks the expectation
-// against what it has stored, not against the publishes it is storing, so two nodes'
-// publishes to one channel at the same moment can both be stored with one offset (the
-// history conformance suite's ConcurrentNodes on three servers with three replicas shows
-// it); the receivers then drop one of them as a duplicate. Hence HistoryReplicas 1 by
-// default. A
+// Offsets are so given once per channel, without gaps, whichever node publishes. On a
+// stream of one replica that is all. A replicated stream of nats-server 2.9.10 (Debian's)
+// checks the expectation against what it has stored only, not against the publishes it is
+// still storing, so two nodes' publishes to one channel at the same moment could both be
+// stored with one offset (six nodes publishing to one channel were given about a third of
+// their offsets twice: TestClusterHistoryRaceR3). So on a replicated stream each event also
+// carries its channel and offset as its message ID (Nats-Msg-Id, offsetID): JetStream
+// stores the first message of an ID and acknowledges a later one within the stream's
+// duplicate window (dupWindow) as a duplicate, deciding in the order of the stream's log on
+// every server alike, across elections too; the node whose publish was a duplicate reads
+// the channel's last message again and retries. nats-server 2.11 and later also refuse a
+// publish while another of its channel (or its ID) is in flight, or while a new leader has
+// not applied what it was given: such a publish is made again, as it was, after a random
+// pause of up to a few milliseconds (inFlight). A
 // channel's epoch is carried by each of its messages: made (at random) by the publish that
 // finds no message of the channel left, and read from the last message by every later one.
 // (It is the channel's, not the stream's: an epoch of the stream, such as one derived from
@@ -142,7 +150,8 @@ func (h *History) store(ctx context.Context, rule herald.HistoryRule, msg herald
 	sk := streamKey{app: msg.App, rule: rule}
 	subject := h.subject(sk, msg.Channel)
 	var last error // why the previous attempt failed
-	for attempt := 1; ; attempt++ {
+	waited := 0    // the pauses for publishes in flight
+	for attempt := 1; ; {
 		if attempt > maxAttempts {
 			return herald.Position{}, nil, herald.Errorf(herald.CodeBusy, "channel %q: %d attempts in a row beaten by other nodes' publishes (last: %v)", msg.Channel, maxAttempts, last)
 		}
@@ -156,6 +165,7 @@ func (h *History) store(ctx context.Context, rule herald.HistoryRule, msg herald
 				if missing(err) {
 					h.forget(sk, s)
 					last = err
+					attempt++
 					continue
 				}
 				return herald.Position{}, nil, unavailable(err)
@@ -177,12 +187,35 @@ func (h *History) store(ctx context.Context, rule herald.HistoryRule, msg herald
 		m.Header.Set(offsetHeader, strconv.FormatUint(next.Offset, 10))
 		m.Header.Set(atHeader, strconv.FormatInt(time.Now().UnixMilli(), 10))
 		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(cs.seq, 10))
+		if h.replicas() > 1 {
+			m.Header.Set(jetstream.MsgIDHeader, offsetID(msg.Channel, next.Offset))
+		}
 		ack, err := h.js.PublishMsg(ctx, m, jetstream.WithRetryAttempts(0))
+		if err == nil && ack.Duplicate { // the offset was stored by another publish first
+			cs.known, last = false, fmt.Errorf("offset %d stored by another publish", next.Offset)
+			if err := pause(ctx, waited); err != nil {
+				return herald.Position{}, nil, herald.Errorf(herald.CodeBusy, "channel %q: beaten by other nodes' publishes until the deadline (last: %v)", msg.Channel, last)
+			}
+			waited++
+			continue
+		}
 		if err == nil {
 			cs.seq, cs.pos = ack.Sequence, next
 			return next, sealed, nil
 		}
-		cs.known, last = false, err
+		last = err
+		if inFlight(err) { // what this node knows may still be right: try it again shortly
+			if err := pause(ctx, waited); err != nil {
+				if notReady(last) {
+					return herald.Position{}, nil, unavailable(last)
+				}
+				return herald.Position{}, nil, herald.Errorf(herald.CodeBusy, "channel %q: other nodes' publishes in flight until the deadline (last: %v)", msg.Channel, last)
+			}
+			waited++
+			continue
+		}
+		cs.known = false
+		attempt++
 		switch {
 		case wrongLast(err):
 		case missing(err):
@@ -193,6 +226,13 @@ func (h *History) store(ctx context.Context, rule herald.HistoryRule, msg herald
 			return herald.Position{}, nil, unavailable(err)
 		}
 	}
+}
+
+// offsetID is the message ID (Nats-Msg-Id) of a channel's event at offset in a replicated
+// stream: JetStream stores one message of an ID within the stream's duplicate window, and
+// acknowledges another as a duplicate.
+func offsetID(channel string, offset uint64) string {
+	return broker.Token(channel) + " " + strconv.FormatUint(offset, 10)
 }
 
 // lastOf returns the stream sequence and position of subject's last message in s, or 0 and
@@ -228,8 +268,47 @@ func positionOf(hdr nats.Header) (herald.Position, error) {
 // sequence of its subject is not the last one.
 func wrongLast(err error) bool {
 	var e *jetstream.APIError
-	return errors.As(err, &e) && (e.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		e.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+	return errors.As(err, &e) && e.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
+}
+
+// inFlight reports whether err is JetStream's refusal of a publish to a replicated stream
+// while another publish of its subject with an expected last sequence is being stored
+// (nats-server 2.11 and later), or before a new stream leader has applied what it was given
+// (2.11): the expectation is checked once that is done, so the publish is made again a
+// moment later, as it is.
+func inFlight(err error) bool {
+	var e *jetstream.APIError
+	return errors.As(err, &e) && (e.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant || e.ErrorCode == errIDInFlight) ||
+		notReady(err)
+}
+
+// notReady reports whether err is nats-server 2.11's refusal of a publish with an expected
+// last sequence of its subject by a stream leader that has not yet applied the messages it
+// was given (after an election).
+func notReady(err error) bool {
+	var e *jetstream.APIError
+	return errors.As(err, &e) && e.ErrorCode == errNotReady
+}
+
+// nats-server's refusals of a publish to a replicated stream while another is in flight,
+// from 2.11 on (besides jetstream.JSErrCodeStreamWrongLastSequenceConstant).
+const (
+	errIDInFlight jetstream.ErrorCode = 10158 // its message ID (offsetID) is another's, still being stored
+	errNotReady   jetstream.ErrorCode = 10163 // see notReady
+)
+
+// pause waits before publish n+1 of a channel that JetStream refused while another was in
+// flight: a random time up to 1 ms, doubled each time up to 32 ms (publishes of several
+// nodes so take turns at random instead of in lockstep). It fails when ctx ends first.
+func pause(ctx context.Context, n int) error {
+	t := time.NewTimer(time.Duration(rand.Int64N(int64(time.Millisecond << min(n, 5)))))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // missing reports whether err says that the stream is gone: nobody answers for its subjects.

@@ -2,6 +2,7 @@ package nats
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -64,7 +65,8 @@ func (h *History) read(ctx context.Context, s jetstream.Stream, rule herald.Hist
 		return page, err
 	}
 	defer func() { _ = s.DeleteConsumer(context.WithoutCancel(ctx), c.CachedInfo().Name) }()
-	oldest := time.Now().Add(-rule.TTL)
+	made := time.Now()
+	oldest := made.Add(-rule.TTL)
 	// seen is the offset of the last message read of Latest's epoch. The page is complete
 	// once it reaches Latest (what is missing before is gone: a prefix), or the limit: on a
 	// cluster the consumer may be on a replica that has not yet stored what the leader
@@ -73,6 +75,9 @@ func (h *History) read(ctx context.Context, s jetstream.Stream, rule herald.Hist
 	var seen uint64
 	for pending := c.CachedInfo().NumPending; seen < latest.Offset && len(page.Entries) < limit; {
 		batch, err := c.Fetch(int(min(max(pending, 1), 256)), jetstream.FetchMaxWait(fetchWait))
+		if unreached(err, made) {
+			continue
+		}
 		if err != nil {
 			return page, err
 		}
@@ -113,7 +118,9 @@ func (h *History) read(ctx context.Context, s jetstream.Stream, rule herald.Hist
 			}
 			page.Entries = append(page.Entries, herald.HistoryEntry{Offset: p.Offset, At: at.UnixMilli(), Frame: frame})
 		}
-		if err := batch.Error(); err != nil {
+		if err := batch.Error(); unreached(err, made) {
+			continue
+		} else if err != nil {
 			return page, err
 		}
 		if n == 0 && seen < latest.Offset {
@@ -129,6 +136,21 @@ func (h *History) read(ctx context.Context, s jetstream.Stream, rule herald.Hist
 	}
 	return page, nil
 }
+
+// unreached reports whether err is a fetch from a consumer made at made that its server
+// may not have made known to this node's server yet: "no responders" within reachWait of
+// its creation (seen with nats-server 2.12 on a cluster, a consumer on another server than
+// this node's). It waits a moment first when so.
+func unreached(err error, made time.Time) bool {
+	if !errors.Is(err, nats.ErrNoResponders) || time.Since(made) > reachWait {
+		return false
+	}
+	time.Sleep(reachWait / 100) // the interval of the fetches until the consumer is reached
+	return true
+}
+
+// reachWait bounds the time a read's consumer may take to be reachable from this node.
+const reachWait = 2 * time.Second
 
 // fetchWait bounds one fetch of a read's consumer that has nothing to give yet.
 const fetchWait = 200 * time.Millisecond

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/broker"
@@ -83,6 +84,7 @@ func (h *History) createStream(ctx context.Context, k streamKey) (jetstream.Stre
 		Replicas:          h.replicas(),
 		MaxMsgsPerSubject: int64(k.rule.Size),
 		MaxAge:            k.rule.TTL,
+		Duplicates:        h.dupWindow(k.rule),
 		Discard:           jetstream.DiscardOld,
 		// Not AllowDirect: a direct get from a stream that was deleted goes unanswered
 		// until its timeout (nats-server 2.9), where a get through the API says at once
@@ -121,8 +123,27 @@ const (
 // HistoryReplicas, 1 when 0.
 func (h *History) replicas() int { return max(h.b.cfg.HistoryReplicas, 1) }
 
-// sameStream reports whether a stream configured as have is what want asks for.
+// dupWindow is how long a replicated stream under rule remembers its events' IDs
+// (offsetID): at most maxDupWindow, which outlasts any publish in flight or leader election,
+// and at most half the TTL, so that the ID of a channel's first event is forgotten before the
+// channel can have none left and start again at offset 1 - but at least JetStream's least,
+// 100 ms (and at most the TTL). 0 (JetStream's default) with one replica: its publishes carry
+// no ID.
+func (h *History) dupWindow(rule herald.HistoryRule) time.Duration {
+	if h.replicas() < 2 {
+		return 0
+	}
+	return min(max(rule.TTL/2, 100*time.Millisecond), maxDupWindow, rule.TTL)
+}
+
+// maxDupWindow bounds dupWindow: JetStream keeps each ID of the window in memory on every
+// server of the stream.
+const maxDupWindow = 30 * time.Second
+
+// sameStream reports whether a stream configured as have is what want asks for (its
+// duplicate window only when want sets one).
 func sameStream(have, want jetstream.StreamConfig) bool {
 	return slices.Equal(have.Subjects, want.Subjects) && have.Storage == want.Storage && have.Replicas == want.Replicas &&
-		have.MaxMsgsPerSubject == want.MaxMsgsPerSubject && have.MaxAge == want.MaxAge && have.Discard == want.Discard
+		have.MaxMsgsPerSubject == want.MaxMsgsPerSubject && have.MaxAge == want.MaxAge && have.Discard == want.Discard &&
+		(want.Duplicates == 0 || have.Duplicates == want.Duplicates)
 }

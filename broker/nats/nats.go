@@ -33,9 +33,7 @@ type Config struct {
 
 	// HistoryReplicas is the replicas of the JetStream streams a History creates, from 1 to
 	// MaxHistoryReplicas (at most the JetStream servers of the cluster); 0 means 1. More
-	// than 1 keeps a history through the loss of a server, but see History: on
-	// nats-server 2.9 two nodes publishing to one channel at the same moment may then be
-	// given one offset.
+	// than 1 keeps a history through the loss of a server (see History).
 	HistoryReplicas int
 }
 

@@ -4,6 +4,10 @@
 // pid - is killed on test cleanup. A missing binary fails the test with how to install it
 // (scripts/test.sh installs both), except under -short, where the test is skipped.
 //
+// NATSClusterReplicated (natsreplicated.go) is a NATS cluster of nats-server
+// NATSReplicatedVersion, newer than Debian's, for replicated JetStream streams: built from
+// the Go module proxy once and cached.
+//
 // Pebble (pebble.go) is an ACME CA for the TLS tests, with its own DNS server, built from the
 // Go module proxy once and cached.
 //

@@ -28,7 +28,12 @@ type NATSCluster struct {
 // every server is routed to every other and JetStream has a meta leader.
 func NATSClusterJetStream(t testing.TB, n int) *NATSCluster {
 	t.Helper()
-	bin := find(t, "nats-server")
+	return natsCluster(t, n, find(t, "nats-server"))
+}
+
+// natsCluster is NATSClusterJetStream of the nats-server at bin.
+func natsCluster(t testing.TB, n int, bin string) *NATSCluster {
+	t.Helper()
 	var errs []string
 	for attempt := 0; attempt < 3; attempt++ {
 		c := &NATSCluster{}
