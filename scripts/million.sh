@@ -23,7 +23,8 @@
 # when the machine's available memory falls below it; NATS_PING_INTERVAL (30s) and
 # NATS_PINGS_OUTSTANDING (3): the nodes' NATS keepalive (cluster.nats_ping_interval,
 # cluster.nats_pings_outstanding; herald's defaults are 3s and 3), loose because here a live
-# nats-server's answers came 15 s and more late (every node's connection went stale at 5 s × 3);
+# nats-server's read loops waited up to 48 s for the CPU (every node's connection went stale at
+# 5 s × 3);
 # LOGS: a directory to keep the nodes' and the bus server's logs in (default: dropped).
 set -euo pipefail
 cd "$(dirname "$0")/.."
