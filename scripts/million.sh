@@ -20,7 +20,12 @@
 # Environment: GOMAXPROCS (1) for every Go process here; PER_NODE (19000) connections per node and per client process; NODE_ACTIVITY
 # (empty: herald's default, 120s) herald's activity_timeout; IDLE, IDLE_FAST,
 # IDLE_FAST_ACTIVITY, EVENTS, INTERVAL as above; MIN_AVAILABLE_MIB (1024): the run is stopped
-# when the machine's available memory falls below it.
+# when the machine's available memory falls below it; NATS_PING_INTERVAL (30s) and
+# NATS_PINGS_OUTSTANDING (3): the nodes' NATS keepalive (cluster.nats_ping_interval,
+# cluster.nats_pings_outstanding; herald's defaults are 3s and 3), loose because here a live
+# nats-server's read loops waited up to 48 s for the CPU (every node's connection went stale at
+# 5 s × 3);
+# LOGS: a directory to keep the nodes' and the bus server's logs in (default: dropped).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,6 +40,8 @@ events=${EVENTS:-5}
 interval=${INTERVAL:-20s}
 min_avail=${MIN_AVAILABLE_MIB:-1024}
 case $engine in nats | redis) ;; *) echo "usage: million.sh [nats|redis] [conns]" >&2; exit 2 ;; esac
+nats_ping=${NATS_PING_INTERVAL:-30s}
+nats_pings=${NATS_PINGS_OUTSTANDING:-3}
 
 # Every process here (nodes, bus clients, client processes) runs on one scheduler thread:
 # 107 processes share two cores, and two threads each only multiply the runnable threads
@@ -104,6 +111,9 @@ start_node() {
 	metrics=$(freeport)
 	args=(serve --port "$port" --metrics-port "$metrics" --cluster-url "$bus_url" --cluster-node-id "node-$1")
 	if [ -n "${NODE_ACTIVITY:-}" ]; then args+=(--activity-timeout "$NODE_ACTIVITY"); fi
+	if [ "$engine" = nats ]; then
+		args+=(--cluster-nats-ping-interval "$nats_ping" --cluster-nats-pings-outstanding "$nats_pings")
+	fi
 	"$H" "${args[@]}" >"$tmp/node-$1.log" 2>&1 &
 	pids+=($!)
 	np+=($!)
@@ -159,6 +169,7 @@ exec 9>/tmp/herald-bench.lock
 echo "== waiting for /tmp/herald-bench.lock"
 flock 9
 echo "== $conns connections: $nodes herald nodes on one $engine server, $nodes client processes ($(date -u +%FT%TZ))"
+if [ "$engine" = nats ]; then echo "== the nodes' NATS keepalive: a ping every $nats_ping, stale after $nats_pings unanswered"; fi
 start_bus
 for i in $(seq "$nodes"); do start_node "$i"; done
 await_nodes
@@ -195,4 +206,19 @@ for log in "$tmp"/node-*.log; do # the development app's warning aside
 		echo "-- $(basename "$log"): $(wc -l <<<"$warn") warnings/errors, first: $(head -1 <<<"$warn")"
 	fi
 done
+# When the nodes lost their bus: a loss during the fan-out costs a node whole events.
+losses=$(grep -h 'cluster bus disconnected' "$tmp"/node-*.log | grep -oE 'time=[^ ]+' | sort || true)
+if [ -n "$losses" ]; then
+	echo "== bus connections lost: $(wc -l <<<"$losses"), the first $(head -1 <<<"$losses"), the last $(tail -1 <<<"$losses")"
+else
+	echo "== bus connections lost: none"
+fi
+bwarn=$(grep -E '\[(WRN|ERR)\]|# WARNING' "$tmp/bus.log" || true)
+if [ -n "$bwarn" ]; then
+	echo "== bus server log: $(wc -l <<<"$bwarn") warnings/errors; $(grep -c 'Readloop processing time' <<<"$bwarn" || true) read loops slow," \
+		"$(grep -ci 'slow consumer' <<<"$bwarn" || true) slow consumers, $(grep -ci 'stale' <<<"$bwarn" || true) stale; first: $(head -1 <<<"$bwarn")"
+fi
+if [ -n "${LOGS:-}" ]; then
+	mkdir -p "$LOGS" && cp "$tmp"/*.log "$tmp/samples" "$tmp/report" "$LOGS"/ && echo "== logs kept in $LOGS"
+fi
 exit "$status"

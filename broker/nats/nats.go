@@ -1,6 +1,7 @@
 package nats
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,6 +31,12 @@ type Config struct {
 	// auth) or NKeySeedFile (a file holding an nkey user's seed) authenticate the node;
 	// empty: neither.
 	CredsFile, NKeySeedFile string
+
+	// PingInterval and PingsOutstanding are the connection's keepalive (see PingInterval,
+	// the constant): a PING every PingInterval, the connection given up as stale when
+	// PingsOutstanding of them are unanswered. 0 means the default; negative is an error.
+	PingInterval     time.Duration
+	PingsOutstanding int
 
 	// HistoryReplicas is the replicas of the JetStream streams a History creates, from 1 to
 	// MaxHistoryReplicas (at most the JetStream servers of the cluster); 0 means 1. More
@@ -80,6 +87,9 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 	b := &Broker{cfg: cfg, auth: auth, handler: h, in: make(chan *nats.Msg, cfg.QueueSize), ctl: make(chan *nats.Msg, cfg.QueueSize),
 		subs: map[broker.Key]*nats.Subscription{}, kick: make(chan struct{}, 1), stop: make(chan struct{})}
 	b.interests = broker.NewInterests(b.sub, b.unsub)
+	if cfg.PingInterval < 0 || cfg.PingsOutstanding < 0 {
+		return nil, fmt.Errorf("nats broker: ping interval %v, pings outstanding %d: want 0 (the default) or more", cfg.PingInterval, cfg.PingsOutstanding)
+	}
 	if cfg.HistoryReplicas < 0 || cfg.HistoryReplicas > MaxHistoryReplicas {
 		return nil, fmt.Errorf("nats broker: history replicas %d: want 0 (1) to %d", cfg.HistoryReplicas, MaxHistoryReplicas)
 	}
@@ -91,8 +101,8 @@ func New(cfg Config, h herald.BusHandler) (*Broker, error) {
 		nats.MaxReconnects(-1),
 		nats.CustomReconnectDelay(cfg.Reconnect),
 		nats.Timeout(cfg.Timeout),
-		nats.PingInterval(PingInterval),
-		nats.MaxPingsOutstanding(MaxPingsOutstanding),
+		nats.PingInterval(cmp.Or(cfg.PingInterval, PingInterval)),
+		nats.MaxPingsOutstanding(cmp.Or(cfg.PingsOutstanding, MaxPingsOutstanding)),
 		nats.ConnectHandler(func(nc *nats.Conn) {
 			failing.Store(false)
 			log.Info("cluster bus connected", server(nc)...)

@@ -12,7 +12,9 @@ import (
 // MaxPingsOutstanding of them are unanswered, so within about PingInterval ×
 // (MaxPingsOutstanding + 1), 12 s. A server killed on a machine that lives closes the
 // connection: that is noticed at once. (Shorter, 2 s × 2, gave up connections to a live
-// server on a machine at a load of 200 with -race, losing messages.)
+// server on a machine at a load of 200 with -race, losing messages.) Config.PingInterval and
+// Config.PingsOutstanding override them (cluster.nats_ping_interval and
+// cluster.nats_pings_outstanding): looser for a machine whose processes wait seconds for a CPU.
 const (
 	PingInterval        = 3 * time.Second
 	MaxPingsOutstanding = 3

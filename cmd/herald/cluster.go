@@ -246,7 +246,8 @@ func startCluster(c ClusterConfig, replicas int, reg *metrics.Registry, metricPr
 	switch u.engine {
 	case "nats":
 		var b *nats.Broker
-		cfg := nats.Config{URL: c.URL, Common: common, CredsFile: c.NATSCredsFile, NKeySeedFile: c.NATSNKeyFile, HistoryReplicas: replicas}
+		cfg := nats.Config{URL: c.URL, Common: common, CredsFile: c.NATSCredsFile, NKeySeedFile: c.NATSNKeyFile, HistoryReplicas: replicas,
+			PingInterval: c.NATSPingInterval.Duration, PingsOutstanding: c.NATSPingsOutstanding}
 		if b, err = nats.New(cfg, mux.Receive); err == nil {
 			link.Broker = b
 			if link.history, err = nats.NewHistory(b); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/broker"
+	"github.com/herald-rt/herald/broker/nats"
 )
 
 // Config is everything `herald serve` needs, filled once by LoadConfig from defaults, the
@@ -170,6 +171,11 @@ type ClusterConfig struct {
 	// NATSCredsFile (a .creds file: a user JWT and its nkey seed) or NATSNKeyFile (an nkey
 	// seed) authenticate the node to a NATS server.
 	NATSCredsFile, NATSNKeyFile string
+	// NATSPingInterval and NATSPingsOutstanding are the NATS connection's keepalive: a PING
+	// every NATSPingInterval, the connection given up as stale (and reconnected) when
+	// NATSPingsOutstanding of them are unanswered.
+	NATSPingInterval     Duration
+	NATSPingsOutstanding int
 }
 
 // AppConfig is one app as configured; HeraldApps turns it into a herald.App.
@@ -225,7 +231,8 @@ func defaultConfig() Config {
 		Pprof:                PprofConfig{MutexFraction: 10, BlockRate: 100_000},
 		Log:                  LogConfig{Level: "info", Format: "text"},
 		Cluster: ClusterConfig{Prefix: "herald", Heartbeat: Duration{2 * time.Second}, NodeTimeout: Duration{10 * time.Second},
-			ClockSkew: Duration{broker.DefaultMaxSkew}, Bundles: true},
+			ClockSkew: Duration{broker.DefaultMaxSkew}, Bundles: true,
+			NATSPingInterval: Duration{nats.PingInterval}, NATSPingsOutstanding: nats.MaxPingsOutstanding},
 		Apps:     []AppConfig{devApp},
 		Shutdown: defaultShutdown(),
 		Console:  ConsoleConfig{SessionLifetime: Duration{12 * time.Hour}},
@@ -339,6 +346,8 @@ var settings = slices.Concat([]setting{
 	{"cluster.tls_key_file", "the key (PEM) of cluster.tls_cert_file", func(c *Config) any { return &c.Cluster.TLSKeyFile }},
 	{"cluster.nats_creds_file", "NATS credentials file (.creds: user JWT and nkey seed)", func(c *Config) any { return &c.Cluster.NATSCredsFile }},
 	{"cluster.nats_nkey_file", "file holding a NATS user's nkey seed", func(c *Config) any { return &c.Cluster.NATSNKeyFile }},
+	{"cluster.nats_ping_interval", "how often the node pings its NATS server", func(c *Config) any { return &c.Cluster.NATSPingInterval }},
+	{"cluster.nats_pings_outstanding", "unanswered pings after which the NATS connection is stale and reconnected", func(c *Config) any { return &c.Cluster.NATSPingsOutstanding }},
 }, webhookSettings, appStoreSettings, tlsSettings)
 
 // env is the setting's environment variable.

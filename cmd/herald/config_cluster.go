@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald/broker"
+	"github.com/herald-rt/herald/broker/nats"
 )
 
 // clusterSecrets checks cluster.secret and cluster.accept_secret, each given itself or by a
@@ -119,5 +120,19 @@ func (l *loader) clusterTLS(c *ClusterConfig) {
 	}
 	if u.engine == "redis" && !u.tls && (c.TLSCAFile != "" || c.TLSCertFile != "") {
 		l.problem("cluster.url", "TLS files are set (cluster.tls_*): use rediss://, Redis over TLS")
+	}
+}
+
+// clusterKeepalive checks the NATS connection's keepalive, cluster.nats_ping_interval and
+// cluster.nats_pings_outstanding: a Redis bus has none of its own to set.
+func (l *loader) clusterKeepalive(c *ClusterConfig) {
+	l.longerThan("cluster.nats_ping_interval", c.NATSPingInterval, time.Second)
+	l.atLeast("cluster.nats_pings_outstanding", c.NATSPingsOutstanding, 1)
+	u, err := parseBusURL(c.URL)
+	if c.URL == "" || err != nil || u.engine != "redis" {
+		return
+	}
+	if c.NATSPingInterval.Duration != nats.PingInterval || c.NATSPingsOutstanding != nats.MaxPingsOutstanding {
+		l.problem("cluster.nats_ping_interval", "cluster.url is a Redis bus: the NATS keepalive does not apply")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestClusterSecretConfig: cluster.secret from a file, and every mistake in the secrets, the
@@ -78,6 +79,34 @@ func TestWarnUnauthenticated(t *testing.T) {
 		}
 		if strings.Contains(logs.String(), ":pw@") {
 			t.Errorf("the warning shows the password: %s", logs.String())
+		}
+	}
+}
+
+// TestClusterNATSKeepaliveConfig: the NATS keepalive from flags and the environment, its
+// defaults, and each mistake named by its field.
+func TestClusterNATSKeepaliveConfig(t *testing.T) {
+	c, err := load(t, []string{"--cluster-url", "nats://127.0.0.1:4222"}, nil)
+	if err != nil || c.Cluster.NATSPingInterval.Duration != 3*time.Second || c.Cluster.NATSPingsOutstanding != 3 {
+		t.Fatalf("defaults: %v × %d, %v", c.Cluster.NATSPingInterval, c.Cluster.NATSPingsOutstanding, err)
+	}
+	c, err = load(t, []string{"--cluster-url", "nats://127.0.0.1:4222", "--cluster-nats-ping-interval", "20s"},
+		map[string]string{"HERALD_CLUSTER_NATS_PINGS_OUTSTANDING": "4"})
+	if err != nil || c.Cluster.NATSPingInterval.Duration != 20*time.Second || c.Cluster.NATSPingsOutstanding != 4 {
+		t.Fatalf("set: %v × %d, %v", c.Cluster.NATSPingInterval, c.Cluster.NATSPingsOutstanding, err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"short", []string{"--cluster-nats-ping-interval", "10ms"}, "cluster.nats_ping_interval: 10ms must be at least 1s"},
+		{"zero pings", []string{"--cluster-nats-pings-outstanding", "0"}, "cluster.nats_pings_outstanding: 0 must be at least 1"},
+		{"on redis", []string{"--cluster-url", "redis://127.0.0.1:6379", "--cluster-nats-pings-outstanding", "5"},
+			"cluster.nats_ping_interval: cluster.url is a Redis bus: the NATS keepalive does not apply"},
+	} {
+		if _, err := load(t, tc.args, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want it to contain %q", tc.name, err, tc.want)
 		}
 	}
 }

@@ -58,7 +58,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		Metrics:              MetricsConfig{Enabled: true, Host: "127.0.0.1", Port: 9601, Prefix: "herald_"},
 		Pprof:                PprofConfig{MutexFraction: 10, BlockRate: 100000},
 		Log:                  LogConfig{Level: "info", Format: "text"},
-		Cluster:              ClusterConfig{Prefix: "herald", Heartbeat: secs(2), NodeTimeout: secs(10), ClockSkew: secs(60), Bundles: true},
+		Cluster:              ClusterConfig{Prefix: "herald", Heartbeat: secs(2), NodeTimeout: secs(10), ClockSkew: secs(60), Bundles: true, NATSPingInterval: secs(3), NATSPingsOutstanding: 3},
 		Shutdown:             ShutdownConfig{DrainDelay: secs(5)},
 		Console:              ConsoleConfig{SessionLifetime: secs(12 * 3600)},
 		Webhooks:             defaultWebhooks(),
@@ -221,7 +221,7 @@ var fullWant = Config{
 	Pprof:   PprofConfig{Addr: "127.0.0.1:6060", MutexFraction: 5, BlockRate: 1000},
 	Log:     LogConfig{Level: "debug", Format: "json"},
 	Cluster: ClusterConfig{URL: "nats://127.0.0.1:4222,nats://127.0.0.2:4222", NodeID: "node-1", Prefix: "prod.herald",
-		Heartbeat: Duration{500 * time.Millisecond}, NodeTimeout: secs(4), ClockSkew: secs(60), Bundles: true},
+		Heartbeat: Duration{500 * time.Millisecond}, NodeTimeout: secs(4), ClockSkew: secs(60), Bundles: true, NATSPingInterval: secs(3), NATSPingsOutstanding: 3},
 	Shutdown: ShutdownConfig{DrainDelay: Duration{2500 * time.Millisecond}},
 	Console:  ConsoleConfig{SessionLifetime: secs(12 * 3600)},
 	Webhooks: defaultWebhooks(),
@@ -320,7 +320,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 				Pprof:   PprofConfig{Addr: "127.0.0.1:16", MutexFraction: 17, BlockRate: 18},
 				Log:     LogConfig{"warn", "json"}, Apps: c.Apps, Webhooks: c.Webhooks, AppStore: c.AppStore,
 				Cluster: ClusterConfig{URL: "redis://:pw@10.0.0.1:6379/2", NodeID: "n-2", Prefix: "p",
-					Heartbeat: secs(1), NodeTimeout: Duration{3500 * time.Millisecond}, ClockSkew: secs(60), Bundles: true},
+					Heartbeat: secs(1), NodeTimeout: Duration{3500 * time.Millisecond}, ClockSkew: secs(60), Bundles: true, NATSPingInterval: secs(3), NATSPingsOutstanding: 3},
 				FrameTimeout: secs(22), Shutdown: ShutdownConfig{DrainDelay: secs(24)}}
 		}},
 		{"every flag", []string{"--host", "h", "--port", "1", "--max-connections", "2", "--shutdown-timeout", "3",
@@ -352,7 +352,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 					Log:     LogConfig{"warn", "json"}, Apps: c.Apps, Webhooks: c.Webhooks, AppStore: c.AppStore,
 					Cluster: ClusterConfig{URL: "rediss://u:pw@redis.example:6380", NodeID: "n.3", Prefix: "a.b",
 						Heartbeat: Duration{250 * time.Millisecond}, NodeTimeout: secs(1),
-						Secret: strings.Repeat("s", 32), AcceptSecret: strings.Repeat("t", 40), Encrypt: true, ClockSkew: secs(30), Bundles: true},
+						Secret: strings.Repeat("s", 32), AcceptSecret: strings.Repeat("t", 40), Encrypt: true, ClockSkew: secs(30), Bundles: true, NATSPingInterval: secs(3), NATSPingsOutstanding: 3},
 					SocketSendBufferBytes: 8192, FrameTimeout: secs(23), Shutdown: ShutdownConfig{DrainDelay: secs(25)}}
 			}},
 	} {

@@ -140,6 +140,7 @@ func (l *loader) cluster(c *ClusterConfig) {
 	}
 	l.clusterSecrets(c)
 	l.clusterTLS(c)
+	l.clusterKeepalive(c)
 }
 
 // problem records a problem with the field at path, unless reading it or a table holding it
