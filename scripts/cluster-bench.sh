@@ -33,6 +33,9 @@
 # run that binary, a previous release's, to compare in one run with this one's; MC_ARGS: more
 # flags for herald bench multichannel, e.g. "--interval 100ms --rounds 20" to saturate the server)
 #
+# NODE_PROCS=n: the cluster's nodes run with GOMAXPROCS=n (the single node keeps the machine's),
+# e.g. NODE_PROCS=1 for two nodes sharing this machine's two cores, a core each.
+#
 # multichannel with bundles instead: each channel's burst as one batch_events request
 # (--batch), 2 nodes, cluster.bundles on, off, off, on; the bus messages the nodes sent and
 # received over the run are printed after each:
@@ -122,7 +125,11 @@ start_node() {
 	esac
 	if [ -n "${2:-}" ]; then args+=(--cluster-url "$2" --cluster-node-id "$1"); fi
 	if [ -n "$bundles" ]; then args+=("--cluster-bundles=$bundles"); fi
-	"$S" "${args[@]}" >"$tmp/$1.log" 2>&1 &
+	if [ -n "${2:-}" ] && [ -n "${NODE_PROCS:-}" ]; then
+		GOMAXPROCS=$NODE_PROCS "$S" "${args[@]}" >"$tmp/$1.log" 2>&1 &
+	else
+		"$S" "${args[@]}" >"$tmp/$1.log" 2>&1 &
+	fi
 	node_pid=$!
 	pids+=("$node_pid")
 	for _ in $(seq 300); do
