@@ -33,6 +33,9 @@
 # run that binary, a previous release's, to compare in one run with this one's; MC_ARGS: more
 # flags for herald bench multichannel, e.g. "--interval 100ms --rounds 20" to saturate the server)
 #
+# FANOUT_ARGS: more flags for herald bench fanout, e.g. "--events 20" (more events a run, so
+# that one slow event does not decide its P99).
+#
 # NODE_PROCS=n: the cluster's nodes run with GOMAXPROCS=n (the single node keeps the machine's),
 # e.g. NODE_PROCS=1 for two nodes sharing this machine's two cores, a core each.
 #
@@ -198,8 +201,8 @@ cluster() { # cluster N SCENARIO ARGS...: N fresh nodes on a fresh bus
 case $scenario in
 fanout)
 	for run in 1 2; do
-		single fanout --subs 10000
-		for variant in ${variants//,/ }; do cluster 2 fanout --subs 10000; done
+		single fanout --subs 10000 ${FANOUT_ARGS:-}
+		for variant in ${variants//,/ }; do cluster 2 fanout --subs 10000 ${FANOUT_ARGS:-}; done
 	done
 	;;
 big)
