@@ -19,6 +19,7 @@ type hubStub struct {
 	calls   int
 	refuse  int
 	refused chan struct{} // signalled on each refusal, when not nil
+	block   bool          // each refusal waits until its signal is received
 }
 
 func (h *hubStub) Publish(app string, evs ...herald.Event) error {
@@ -26,7 +27,9 @@ func (h *hubStub) Publish(app string, evs ...herald.Event) error {
 	defer h.mu.Unlock()
 	if h.refuse != 0 {
 		h.refuse--
-		if h.refused != nil {
+		if h.refused != nil && h.block {
+			h.refused <- struct{}{}
+		} else if h.refused != nil {
 			select {
 			case h.refused <- struct{}{}:
 			default:
@@ -171,7 +174,7 @@ func TestHandleDeadLetterFailureSkips(t *testing.T) {
 }
 
 func TestHandleBackpressure(t *testing.T) {
-	pub := &hubStub{refuse: 5, refused: make(chan struct{}, 1)}
+	pub := &hubStub{refuse: 5, refused: make(chan struct{}), block: true}
 	p := newPipeline(t, pub, nil)
 	p.SetState(StateUp, nil)
 	done := make(chan error, 1)
@@ -179,9 +182,13 @@ func TestHandleBackpressure(t *testing.T) {
 		_, err := p.Handle(context.Background(), []Record{trade("BTC", 0), trade("BTC", 1)})
 		done <- err
 	}()
-	<-pub.refused
+	<-pub.refused // the first refusal
+	<-pub.refused // the second: the pipeline paused after the first and is trying again
 	if st := p.Stats().State; st != StatePaused {
 		t.Errorf("state while refused %s, want paused", st)
+	}
+	for range 3 {
+		<-pub.refused
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
