@@ -100,8 +100,8 @@ type Port struct {
 	// Connections whose request has arrived whole and is being served are on no list: they
 	// are not evicted.
 
-	evictedIdle, evictedBusy, refused, fdShort atomic.Int64
-	lastWarn                                   atomic.Int64 // unix ns of the last warning
+	evictedIdle, evictedBusy, refused, fdShort, timedOut atomic.Int64
+	lastWarn, lastTimeoutWarn                            atomic.Int64 // unix ns of the last warning of each kind
 }
 
 // PortStats are a Port's counts.
@@ -111,8 +111,10 @@ type PortStats struct {
 	// EvictedIdle and EvictedBusy count connections closed to make room for a new one: idle
 	// keep-alive ones, and ones reading a request (slow-loris). Refused counts new connections
 	// closed because every connection was being served; FDShortages counts accepts that failed for
-	// want of a descriptor.
-	EvictedIdle, EvictedBusy, Refused, FDShortages int64
+	// want of a descriptor; TimedOut counts connections closed because their request's headers
+	// (HeaderTimeout: a WebSocket upgrade's handshake_timeout) or body (RequestTimeout) did not
+	// arrive in time, a client never sending one included.
+	EvictedIdle, EvictedBusy, Refused, FDShortages, TimedOut int64
 }
 
 // NewPort wraps ln. log may be nil.
@@ -195,7 +197,7 @@ func (p *Port) Stats() PortStats {
 	open, idle := p.open, p.idle.n
 	p.mu.Unlock()
 	return PortStats{Open: open, Idle: idle, Max: p.cfg.MaxConns, EvictedIdle: p.evictedIdle.Load(), EvictedBusy: p.evictedBusy.Load(),
-		Refused: p.refused.Load(), FDShortages: p.fdShort.Load()}
+		Refused: p.refused.Load(), FDShortages: p.fdShort.Load(), TimedOut: p.timedOut.Load()}
 }
 
 // Accept returns the next connection, making room for it when the port is full.
@@ -380,6 +382,7 @@ type portConn struct {
 	list       *connList // the list holding c; nil once hijacked or released
 	prev, next *portConn
 	released   bool
+	timedOut   bool      // counted in TimedOut
 	since      time.Time // when it joined busy
 }
 
@@ -390,6 +393,40 @@ func (c *portConn) Close() error {
 	c.p.releaseLocked(c)
 	c.p.mu.Unlock()
 	return err
+}
+
+// Read reads from the connection. A read that fails on its deadline while a request is being
+// read (net/http then closes the connection without a word) is counted and logged, so that a
+// handshake cut short on a starved machine is not silent; the keep-alive idle timeout is not.
+func (c *portConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if err != nil {
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			c.p.readTimedOut(c)
+		}
+	}
+	return n, err
+}
+
+// readTimedOut counts a deadline that ended c's read, if c was reading a request, once per
+// connection (net/http may read again before it closes).
+func (p *Port) readTimedOut(c *portConn) {
+	p.mu.Lock()
+	reading := !c.released && c.list == &p.busy && !c.timedOut
+	c.timedOut = c.timedOut || reading
+	since := c.since
+	p.mu.Unlock()
+	if !reading {
+		return
+	}
+	total := p.timedOut.Add(1)
+	now := time.Now().UnixNano()
+	last := p.lastTimeoutWarn.Load()
+	if now-last < int64(10*time.Second) || !p.lastTimeoutWarn.CompareAndSwap(last, now) {
+		return
+	}
+	p.log.Warn("HTTP request not read within its deadline (handshake_timeout for headers and upgrades, rest_request_timeout for bodies): closed",
+		"reading_for", time.Since(since).Round(time.Millisecond), "timed_out_total", total)
 }
 
 // SyscallConn exposes the descriptor (syscall.Conn).

@@ -459,6 +459,44 @@ func TestIdleKeepAliveClosed(t *testing.T) {
 	if took := time.Since(start); took < 200*time.Millisecond {
 		t.Errorf("closed after %v, before the idle timeout", took)
 	}
+	if st := e.port.Stats(); st.TimedOut != 0 {
+		t.Errorf("stats %+v: the idle timeout counted as a request timeout", st)
+	}
+}
+
+// TestRequestTimeoutsCounted: a connection closed because its request's headers, or its
+// body, did not arrive in time is counted (net/http closes it without a word; a client then
+// sees its WebSocket handshake end in EOF), and the requests served are not.
+func TestRequestTimeoutsCounted(t *testing.T) {
+	e := newPortEnv(t, httpapi.PortConfig{HeaderTimeout: 300 * time.Millisecond, RequestTimeout: 600 * time.Millisecond}, httpapi.Config{}, 100)
+	ok := rawRequest(t, e.addr, "GET /health HTTP/1.1", "")
+	if resp, b := readAnswer(t, ok, wait); resp.StatusCode != 200 {
+		t.Fatalf("/health: %d %s", resp.StatusCode, b)
+	}
+	silent, err := net.Dial("tcp", e.addr) // sends nothing
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { silent.Close() })
+	half, err := net.Dial("tcp", e.addr) // half an upgrade's headers
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { half.Close() })
+	if _, err := io.WriteString(half, "GET /app/key-one HTTP/1.1\r\nHost: x\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	body := `{"name":"e","channel":"c","data":"d"}`
+	slowBody := rawRequest(t, e.addr, fmt.Sprintf("POST %s HTTP/1.1\r\nContent-Length: %d", signedPath(e.app, "POST", "/apps/1/events", body), len(body)), body[:5])
+	expectClosed(t, silent, "a connection that sent nothing", wait)
+	expectClosed(t, half, "a connection that sent half its headers", wait)
+	expectClosed(t, slowBody, "a request whose body stopped", wait)
+	poll.NoError(t, wait, "three request timeouts counted", func() error {
+		if st := e.port.Stats(); st.TimedOut != 3 {
+			return fmt.Errorf("%+v", st)
+		}
+		return nil
+	})
 }
 
 // TestEventChannelsDeduplicated: an event naming one channel 100 times reaches each

@@ -103,8 +103,8 @@ start_bus() {
 	exit 1
 }
 
-# start_node I: starts herald node I on the bus; appends to ws, np.
-ws=() np=()
+# start_node I: starts herald node I on the bus; appends to ws, np, mp.
+ws=() np=() mp=()
 start_node() {
 	local port metrics args
 	port=$(freeport)
@@ -117,6 +117,7 @@ start_node() {
 	"$H" "${args[@]}" >"$tmp/node-$1.log" 2>&1 &
 	pids+=($!)
 	np+=($!)
+	mp+=("$metrics")
 	ws+=("ws://127.0.0.1:$port")
 	first_port=${first_port:-$port}
 }
@@ -206,6 +207,13 @@ for log in "$tmp"/node-*.log; do # the development app's warning aside
 		echo "-- $(basename "$log"): $(wc -l <<<"$warn") warnings/errors, first: $(head -1 <<<"$warn")"
 	fi
 done
+# The nodes' API ports: connections closed in their HTTP phase (a handshake that did not
+# arrive within handshake_timeout, one evicted or refused at max_http_connections).
+for m in "${mp[@]}"; do curl -fs "http://127.0.0.1:$m/metrics" || true; done | awk '
+	/^herald_http_request_timeouts_total / {to += $2}
+	/^herald_http_connections_evicted_total/ {ev += $2}
+	/^herald_http_connections_refused_total / {rf += $2}
+	END {printf "== the nodes API ports: %d requests timed out (handshake_timeout), %d connections evicted, %d refused\n", to, ev, rf}'
 # When the nodes lost their bus: a loss during the fan-out costs a node whole events.
 losses=$(grep -h 'cluster bus disconnected' "$tmp"/node-*.log | grep -oE 'time=[^ ]+' | sort || true)
 if [ -n "$losses" ]; then

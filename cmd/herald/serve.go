@@ -99,6 +99,8 @@ func exportPort(reg *metrics.Registry, prefix string, port *httpapi.Port) {
 		stat(func(s httpapi.PortStats) int64 { return s.Refused }))
 	reg.CounterFunc(prefix+"http_accept_fd_shortages_total", "Accepts on the API port that failed for want of a file descriptor.", nil,
 		stat(func(s httpapi.PortStats) int64 { return s.FDShortages }))
+	reg.CounterFunc(prefix+"http_request_timeouts_total", "HTTP connections closed because a request's headers (handshake_timeout) or body (rest_request_timeout) did not arrive in time.", nil,
+		stat(func(s httpapi.PortStats) int64 { return s.TimedOut }))
 }
 
 // newLogger builds the logger c configures, writing to w. Durations are written as Go
