@@ -39,6 +39,12 @@
 # NODE_PROCS=n: the cluster's nodes run with GOMAXPROCS=n (the single node keeps the machine's),
 # e.g. NODE_PROCS=1 for two nodes sharing this machine's two cores, a core each.
 #
+# NODE_WORKERS=n: the cluster's nodes run with --workers n; by default each takes its share of
+# the machine's cores (cores / nodes, at least 1), as docs/scaling.md advises for nodes that
+# share a machine (two nodes of two workers each on two cores spent a quarter more CPU per
+# delivery); NODE_WORKERS=0 gives them herald's default, one per core. The single node keeps
+# one per core.
+#
 # multichannel with bundles instead: each channel's burst as one batch_events request
 # (--batch), 2 nodes, cluster.bundles on, off, off, on; the bus messages the nodes sent and
 # received over the run are printed after each:
@@ -61,6 +67,7 @@ esac
 bundles=${BUNDLES:-} # set (true or false): the nodes run with --cluster-bundles=$bundles
 js=         # set: nats-server runs with JetStream (history needs it)
 node_config= # set: the nodes read this config file
+node_workers=${NODE_WORKERS:-0} # the cluster nodes' --workers (cluster sets each run's share)
 tmp=$(mktemp -d)
 pids=()
 cleanup() {
@@ -128,6 +135,7 @@ start_node() {
 	esac
 	if [ -n "${2:-}" ]; then args+=(--cluster-url "$2" --cluster-node-id "$1"); fi
 	if [ -n "$bundles" ]; then args+=("--cluster-bundles=$bundles"); fi
+	if [ -n "${2:-}" ]; then args+=(--workers "$node_workers"); fi
 	if [ -n "${2:-}" ] && [ -n "${NODE_PROCS:-}" ]; then
 		GOMAXPROCS=$NODE_PROCS "$S" "${args[@]}" >"$tmp/$1.log" 2>&1 &
 	else
@@ -168,6 +176,7 @@ single() { # single SCENARIO ARGS...: one fresh node, no bus
 cluster() { # cluster N SCENARIO ARGS...: N fresh nodes on a fresh bus
 	local n=$1
 	shift
+	node_workers=${NODE_WORKERS:-$(($(nproc) / n > 0 ? $(nproc) / n : 1))}
 	start_bus
 	local ws=() np=() nm=() first=
 	for i in $(seq "$n"); do
@@ -183,7 +192,7 @@ cluster() { # cluster N SCENARIO ARGS...: N fresh nodes on a fresh bus
 			sleep 0.1
 		done
 	fi
-	echo "== $n nodes on $engine ($variant${bundles:+, bundles $bundles}): $*"
+	echo "== $n nodes on $engine ($variant${bundles:+, bundles $bundles}, workers $node_workers each): $*"
 	bench "$@" --ws "$(IFS=,; echo "${ws[*]}")" --rest "http://127.0.0.1:$first" --server-pid "$(IFS=,; echo "${np[*]}")" --bus-pid "$bus_pid"
 	if [ -n "$bundles" ]; then
 		local sent=0 recv=0 b=0

@@ -24,7 +24,10 @@
 # NATS_PINGS_OUTSTANDING (3): the nodes' NATS keepalive (cluster.nats_ping_interval,
 # cluster.nats_pings_outstanding; herald's defaults are 3s and 3), loose because here a live
 # nats-server's read loops waited up to 48 s for the CPU (every node's connection went stale at
-# 5 s × 3);
+# 5 s × 3); NODE_PONG (90s): herald's pong_timeout (its default is 30 s), loose because here
+# a fan-out to a million takes 30 to 40 s to reach its last client, and a client whose server
+# ping was queued behind an event answers it only once it has read the event: at 30 s, 143 of
+# a million were closed with 4201 in one run;
 # LOGS: a directory to keep the nodes' and the bus server's logs in (default: dropped).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -111,6 +114,7 @@ start_node() {
 	metrics=$(freeport)
 	args=(serve --port "$port" --metrics-port "$metrics" --cluster-url "$bus_url" --cluster-node-id "node-$1")
 	if [ -n "${NODE_ACTIVITY:-}" ]; then args+=(--activity-timeout "$NODE_ACTIVITY"); fi
+	args+=(--pong-timeout "${NODE_PONG:-90s}")
 	if [ "$engine" = nats ]; then
 		args+=(--cluster-nats-ping-interval "$nats_ping" --cluster-nats-pings-outstanding "$nats_pings")
 	fi
@@ -170,6 +174,7 @@ exec 9>/tmp/herald-bench.lock
 echo "== waiting for /tmp/herald-bench.lock"
 flock 9
 echo "== $conns connections: $nodes herald nodes on one $engine server, $nodes client processes ($(date -u +%FT%TZ))"
+echo "== the nodes' pong_timeout: ${NODE_PONG:-90s}"
 if [ "$engine" = nats ]; then echo "== the nodes' NATS keepalive: a ping every $nats_ping, stale after $nats_pings unanswered"; fi
 start_bus
 for i in $(seq "$nodes"); do start_node "$i"; done
