@@ -63,8 +63,10 @@ func activityTimeoutOf(data json.RawMessage) int64 {
 type pinger struct {
 	mu       sync.Mutex
 	activity time.Duration // the clients' own timeout; negative: they never ping first
+	respread bool          // the timeout became shorter: the sweep spreads the next pings
 	sent     int64
 	missed   int64
+	wake     chan struct{} // setActivity asks for a sweep now
 	stop     chan struct{}
 	done     chan struct{}
 	once     sync.Once
@@ -76,7 +78,7 @@ func (p *pool) startPings(activity time.Duration) {
 	if activity == 0 {
 		activity = DefaultActivityTimeout
 	}
-	p.ping = &pinger{activity: activity, stop: make(chan struct{}), done: make(chan struct{})}
+	p.ping = &pinger{activity: activity, wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go p.sweepPings()
 }
 
@@ -88,27 +90,33 @@ func (p *pool) setActivity(activity time.Duration) PingCounts {
 		return c
 	}
 	p.ping.mu.Lock()
-	defer p.ping.mu.Unlock()
 	if activity > 0 && (p.ping.activity < 0 || activity < p.ping.activity) {
-		p.spread(activity)
+		p.ping.respread = true
 	}
 	if activity != 0 {
 		p.ping.activity = activity
 	}
 	c.Sent, c.Unanswered = p.ping.sent, p.ping.missed
+	p.ping.mu.Unlock()
+	select { // the sweep's timer may be a whole second of the old timeout away
+	case p.ping.wake <- struct{}{}:
+	default:
+	}
 	return c
 }
 
 // spread makes the clients' next pings, under a shorter activity timeout, fall evenly over
 // its first period, as they would for clients that connected at random times; without it
 // every client that has been quiet longer than the new timeout would ping in the same sweep,
-// and again together one period later.
-func (p *pool) spread(activity time.Duration) {
-	p.mu.Lock()
-	clients := p.clients
-	p.mu.Unlock()
-	now := time.Now().UnixNano()
+// and again together one period later. It runs on the sweep, which owns pingAt: a ping
+// already answered is settled first, or moving its client's last receipt back before it
+// would make it look unanswered, and that client would not ping again until its pong
+// timeout.
+func spread(clients []*client, activity time.Duration, now int64) {
 	for k, c := range clients {
+		if c.pingAt != 0 && c.lastRx.Load() >= c.pingAt {
+			c.pingAt = 0
+		}
 		c.lastRx.Store(now - int64(activity)*int64(k*7919%1000)/1000)
 	}
 }
@@ -128,6 +136,13 @@ func (p *pool) sweepPings() {
 	for {
 		select {
 		case <-t.C:
+		case <-p.ping.wake:
+			if !t.Stop() {
+				select { // drain a tick that fired meanwhile
+				case <-t.C:
+				default:
+				}
+			}
 		case <-p.ping.stop:
 			return
 		}
@@ -135,8 +150,12 @@ func (p *pool) sweepPings() {
 		clients := p.clients // append-only: the elements below len stay
 		p.mu.Unlock()
 		p.ping.mu.Lock()
-		own := p.ping.activity
+		own, respread := p.ping.activity, p.ping.respread
+		p.ping.respread = false
 		p.ping.mu.Unlock()
+		if respread && own > 0 {
+			spread(clients, own, time.Now().UnixNano())
+		}
 		// A tenth of the timeout, within [100 ms, 1 s]: pings at most 10% late.
 		if own < 0 {
 			t.Reset(pingSweepEvery)

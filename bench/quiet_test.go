@@ -27,6 +27,30 @@ func TestActivityTimeoutOf(t *testing.T) {
 	}
 }
 
+// TestSpreadSettlesAnsweredPings: spreading the clients' next pings over a shorter activity
+// timeout moves their last receipt back; a ping already answered must not then look
+// unanswered (its client stopped pinging until its pong timeout, and an idle window saw
+// almost no client pings), while one still waiting stays outstanding.
+func TestSpreadSettlesAnsweredPings(t *testing.T) {
+	now := time.Now().UnixNano()
+	sent := now - int64(900*time.Millisecond)
+	answered, waiting := &client{pingAt: sent}, &client{pingAt: sent}
+	answered.lastRx.Store(sent + int64(time.Millisecond)) // the pong
+	waiting.lastRx.Store(sent - int64(time.Second))
+	spread([]*client{waiting, answered}, time.Second, now)
+	if answered.pingAt != 0 {
+		t.Errorf("answered ping still outstanding after the spread (pingAt %d, lastRx %d)", answered.pingAt, answered.lastRx.Load())
+	}
+	if waiting.pingAt != sent {
+		t.Errorf("unanswered ping settled by the spread")
+	}
+	for k, c := range []*client{waiting, answered} {
+		if got, want := c.lastRx.Load(), now-int64(time.Second)*int64(k*7919%1000)/1000; got != want {
+			t.Errorf("client %d: lastRx %d, want %d", k, got, want)
+		}
+	}
+}
+
 func TestKernelMemory(t *testing.T) {
 	before := kernelSample{TCPInuse: 10, TCPMemPages: 1, SlabKB: 1000, SUnreclaim: 500, AvailableKB: 100000}
 	after := kernelSample{TCPInuse: 210, TCPMemPages: 1, SlabKB: 2000, SUnreclaim: 1000, AvailableKB: 99000}
