@@ -136,13 +136,7 @@ func (p *pool) sweepPings() {
 	for {
 		select {
 		case <-t.C:
-		case <-p.ping.wake:
-			if !t.Stop() {
-				select { // drain a tick that fired meanwhile
-				case <-t.C:
-				default:
-				}
-			}
+		case <-p.ping.wake: // t.Reset below discards a tick that fired meanwhile (Go 1.23 timers)
 		case <-p.ping.stop:
 			return
 		}

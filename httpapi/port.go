@@ -346,14 +346,20 @@ func (p *Port) connState(nc net.Conn, st http.ConnState) {
 
 // warn logs a capacity warning at most once every 10 s, with the running totals.
 func (p *Port) warn(msg string, args ...any) {
-	now := time.Now().UnixNano()
-	last := p.lastWarn.Load()
-	if now-last < int64(10*time.Second) || !p.lastWarn.CompareAndSwap(last, now) {
+	if !due(&p.lastWarn) {
 		return
 	}
 	st := p.Stats()
 	p.log.Warn(msg, append(args, "open", st.Open, "max", st.Max, "evicted_idle_total", st.EvictedIdle,
 		"evicted_busy_total", st.EvictedBusy, "refused_total", st.Refused)...)
+}
+
+// due reports whether a warning whose last one was logged at *last (Unix nanoseconds) may be
+// logged now, at most one every 10 s, and if so records now.
+func due(last *atomic.Int64) bool {
+	now := time.Now().UnixNano()
+	l := last.Load()
+	return now-l >= int64(10*time.Second) && last.CompareAndSwap(l, now)
 }
 
 // portConnOf returns the port's connection under v: a *portConn, or a connection wrapping one
@@ -413,16 +419,16 @@ func (c *portConn) Read(b []byte) (int, error) {
 func (p *Port) readTimedOut(c *portConn) {
 	p.mu.Lock()
 	reading := !c.released && c.list == &p.busy && !c.timedOut
-	c.timedOut = c.timedOut || reading
+	if reading {
+		c.timedOut = true
+	}
 	since := c.since
 	p.mu.Unlock()
 	if !reading {
 		return
 	}
 	total := p.timedOut.Add(1)
-	now := time.Now().UnixNano()
-	last := p.lastTimeoutWarn.Load()
-	if now-last < int64(10*time.Second) || !p.lastTimeoutWarn.CompareAndSwap(last, now) {
+	if !due(&p.lastTimeoutWarn) {
 		return
 	}
 	p.log.Warn("HTTP request not read within its deadline (handshake_timeout for headers and upgrades, rest_request_timeout for bodies): closed",

@@ -133,9 +133,8 @@ start_node() {
 	encrypt) args+=(--cluster-secret-file "$tmp/secret" --cluster-encrypt) ;;
 	*) echo "variant: plain, secret or encrypt" >&2; exit 2 ;;
 	esac
-	if [ -n "${2:-}" ]; then args+=(--cluster-url "$2" --cluster-node-id "$1"); fi
+	if [ -n "${2:-}" ]; then args+=(--cluster-url "$2" --cluster-node-id "$1" --workers "$node_workers"); fi
 	if [ -n "$bundles" ]; then args+=("--cluster-bundles=$bundles"); fi
-	if [ -n "${2:-}" ]; then args+=(--workers "$node_workers"); fi
 	if [ -n "${2:-}" ] && [ -n "${NODE_PROCS:-}" ]; then
 		GOMAXPROCS=$NODE_PROCS "$S" "${args[@]}" >"$tmp/$1.log" 2>&1 &
 	else

@@ -218,7 +218,7 @@ for m in "${mp[@]}"; do curl -fs "http://127.0.0.1:$m/metrics" || true; done | a
 	/^herald_http_request_timeouts_total / {to += $2}
 	/^herald_http_connections_evicted_total/ {ev += $2}
 	/^herald_http_connections_refused_total / {rf += $2}
-	END {printf "== the nodes API ports: %d requests timed out (handshake_timeout), %d connections evicted, %d refused\n", to, ev, rf}'
+	END {printf "== the nodes\047 API ports: %d requests timed out (handshake_timeout), %d connections evicted, %d refused\n", to, ev, rf}'
 # When the nodes lost their bus: a loss during the fan-out costs a node whole events.
 losses=$(grep -h 'cluster bus disconnected' "$tmp"/node-*.log | grep -oE 'time=[^ ]+' | sort || true)
 if [ -n "$losses" ]; then
