@@ -45,12 +45,15 @@ type client struct {
 	lastRx   atomic.Int64
 	activity int64
 	pingAt   int64
+	pingRx   atomic.Int64 // when the server's last pusher:ping arrived (unix ns; 0: none)
 
 	mu      sync.Mutex // guards what follows and every write to conn
 	pending []byte     // frames the kernel has not taken yet
 	code    int32      // close code the server sent (0: none yet)
 	closing bool       // the generator is closing it
 	gone    bool       // hung up: conn is closed
+	lastTx  int64      // when it last wrote a frame (unix ns; 0: not since attached)
+	closed  *LostConn  // what it had seen when the server's close frame arrived
 }
 
 // closedError is a close frame from the server.
@@ -227,6 +230,7 @@ func (c *client) onMessage(op ws.Opcode, p []byte) {
 			return
 		}
 		if isPusherPing(p) {
+			c.pingRx.Store(now)
 			c.rec.pings.Add(1)
 			c.pings.Add(1)
 			c.send(ws.OpText, pongMessage)
@@ -242,6 +246,8 @@ func (c *client) onMessage(op ws.Opcode, p []byte) {
 			return // the server's answer to our close
 		}
 		c.code = int32(closedErrorOf(p).code)
+		seen := c.lastMoments(int(c.code), len(c.pending))
+		c.closed = &seen
 		c.pending = ws.AppendClientFrame(c.pending, ws.OpClose, p[:min(len(p), 2)])
 		c.flushLocked()
 		c.conn.Shutdown()
@@ -265,6 +271,9 @@ func (c *client) flushLocked() {
 		return
 	}
 	n, _, err := c.conn.Writev([][]byte{c.pending})
+	if n > 0 {
+		c.lastTx = time.Now().UnixNano()
+	}
 	if err != nil {
 		c.pending = nil
 		c.conn.Shutdown()
@@ -288,4 +297,17 @@ func (c *client) close() {
 	c.pending = ws.AppendClientFrame(c.pending, ws.OpClose, []byte{0x03, 0xE8})
 	c.flushLocked()
 	c.conn.Shutdown()
+}
+
+// lastMoments is what c had seen when it ended with code (c.mu held): ages in ms.
+func (c *client) lastMoments(code, unsent int) LostConn {
+	now := time.Now().UnixNano()
+	ago := func(t int64) int64 {
+		if t == 0 {
+			return -1
+		}
+		return (now - t) / int64(time.Millisecond)
+	}
+	return LostConn{Code: code, EndMs: now / int64(time.Millisecond), RxAgo: ago(c.lastRx.Load()),
+		PingAgo: ago(c.pingRx.Load()), TxAgo: ago(c.lastTx), Unsent: unsent}
 }

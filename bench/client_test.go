@@ -56,13 +56,16 @@ func TestAnswersPusherPing(t *testing.T) {
 }
 
 // TestLostCountsServerClose: the server closes every connection (shutdown, 4200); each is
-// counted lost once, by its close code.
+// counted lost once, by its close code, and the report keeps what each had seen: when the
+// close came, the last message before it, no server ping, no write since it was set up.
 func TestLostCountsServerClose(t *testing.T) {
 	target, h := startHub(t, session.Config{}, nil)
+	start := time.Now().UnixMilli()
 	l, err := subscribeHere(t.Context(), target, subSpec{Conns: 20, Channels: []string{"a"}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	before := time.Now().UnixMilli()
 	ctx, cancel := context.WithTimeout(t.Context(), patience)
 	defer cancel()
 	if err := h.Shutdown(ctx); err != nil {
@@ -78,6 +81,21 @@ func TestLostCountsServerClose(t *testing.T) {
 	}
 	if tl.Lost.Count != 20 || tl.Lost.ByCode[4200] != 20 || !strings.Contains(tl.Lost.FirstError, "4200") {
 		t.Fatalf("lost %+v; want 20, all with code 4200", tl.Lost)
+	}
+	after := time.Now().UnixMilli()
+	if len(tl.Lost.Seen) != 20 {
+		t.Fatalf("lost %d connections' last moments; want 20", len(tl.Lost.Seen))
+	}
+	for _, s := range tl.Lost.Seen {
+		if s.Code != 4200 || s.EndMs < before || s.EndMs > after || s.RxAgo < 0 || s.RxAgo > s.EndMs-start ||
+			s.PingAgo != -1 || s.TxAgo != -1 || s.Unsent != 0 {
+			t.Fatalf("a lost connection's last moments %+v; want code 4200 between %d and %d, no ping, no write", s, before, after)
+		}
+	}
+	var text strings.Builder
+	writeLost(&text, tl.Lost, "subscribers")
+	if !strings.Contains(text.String(), "code 4200 at ") || !strings.Contains(text.String(), "server ping none before") {
+		t.Fatalf("the report says %q; want each lost connection's last moments", text.String())
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +39,22 @@ type Lost struct {
 	Count      int         `json:"count"`
 	FirstError string      `json:"first_error,omitempty"`
 	ByCode     map[int]int `json:"by_code,omitempty"`
+	// Seen is what the first few lost clients had seen when they ended (at most maxLostSeen):
+	// enough to tell a server that stopped writing from a client that stopped answering.
+	Seen []LostConn `json:"seen,omitempty"`
+}
+
+// maxLostSeen bounds Lost.Seen.
+const maxLostSeen = 20
+
+// LostConn is one lost client's last moments, in milliseconds before it ended.
+type LostConn struct {
+	Code    int   `json:"code"`        // the server's close code; 0: no close frame
+	EndMs   int64 `json:"end_unix_ms"` // when the close frame arrived, or the hang-up without one
+	RxAgo   int64 `json:"rx_ago_ms"`   // since it last received a message
+	PingAgo int64 `json:"ping_ago_ms"` // since the server's last pusher:ping reached it; -1: none did
+	TxAgo   int64 `json:"tx_ago_ms"`   // since it last wrote a frame; -1: none since attached
+	Unsent  int   `json:"unsent"`      // bytes it had written that the kernel had not taken
 }
 
 func (l *Lost) merge(o Lost) {
@@ -51,6 +68,7 @@ func (l *Lost) merge(o Lost) {
 		}
 		l.ByCode[code] += n
 	}
+	l.Seen = append(l.Seen, o.Seen[:min(len(o.Seen), maxLostSeen-len(l.Seen))]...)
 }
 
 func newPool(rec *recorder, tl *Timeline) (*pool, error) {
@@ -121,8 +139,15 @@ func (p *pool) OnHangup(conn *ws.Conn) {
 	c := conn.Data.(*client)
 	c.mu.Lock()
 	c.gone = true
-	c.pending = nil
 	lost, code := !c.closing, int(c.code)
+	var seen LostConn
+	switch {
+	case lost && c.closed != nil:
+		seen = *c.closed
+	case lost:
+		seen = c.lastMoments(code, len(c.pending))
+	}
+	c.pending = nil
 	conn.Close()
 	c.mu.Unlock()
 	if lost {
@@ -133,6 +158,9 @@ func (p *pool) OnHangup(conn *ws.Conn) {
 			p.lost.ByCode = map[int]int{}
 		}
 		p.lost.ByCode[code]++
+		if len(p.lost.Seen) < maxLostSeen {
+			p.lost.Seen = append(p.lost.Seen, seen)
+		}
 		p.mu.Unlock()
 	}
 	p.active.Add(-1)
@@ -163,6 +191,7 @@ func (p *pool) lostSoFar() Lost {
 		}
 		l.ByCode[code] = n
 	}
+	l.Seen = slices.Clone(p.lost.Seen)
 	if l.Count > 0 && p.lostErr != nil {
 		l.FirstError = p.lostErr.Error()
 	}

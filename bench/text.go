@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // WriteText writes the report as a readable block.
@@ -158,6 +159,18 @@ func writeLost(b io.Writer, l Lost, what string) {
 		fmt.Fprintf(b, " (first: %s)", l.FirstError)
 	}
 	fmt.Fprintln(b)
+	for _, s := range l.Seen {
+		fmt.Fprintf(b, "    code %d at %s: last message %s before, server ping %s before, last write %s before, %d bytes unsent\n",
+			s.Code, time.UnixMilli(s.EndMs).UTC().Format("15:04:05.000"), agoText(s.RxAgo), agoText(s.PingAgo), agoText(s.TxAgo), s.Unsent)
+	}
+}
+
+// agoText is an age in ms as seconds, or "none" for -1.
+func agoText(ms int64) string {
+	if ms < 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%.1f s", float64(ms)/1000)
 }
 
 func writeLatency(b io.Writer, name string, l Latency, extra string) {

@@ -22,6 +22,13 @@ type RoomMaker interface {
 	MakeRoom(n int) error
 }
 
+// Backlogger is a Transport that can tell what the kernel holds for the socket
+// (*ws.Conn.Backlog): bytes received but not read yet, and bytes written but not yet
+// acknowledged by the peer.
+type Backlogger interface {
+	Backlog() (unread, unsent int, err error)
+}
+
 // Conn is one connection's outbound side. The layer above embeds it in its own connection
 // and hands it to Engine.Init, then Engine.Attach. Its worker alone touches its queue; the
 // read side shares only the atomics (LastSeen, the close code).

@@ -82,6 +82,8 @@ type Engine struct {
 
 	pongTimeouts atomic.Int64
 	slowWarn     lograte.Limit // slow-consumer warnings
+	pongUnread   atomic.Int64  // missed pongs forgiven: the client's bytes were in the kernel, unread
+	pongWarn     lograte.Limit // pong-timeout warnings
 
 	syncMu sync.Mutex
 	syncs  []*Conn // one per worker, for Sync
@@ -190,6 +192,10 @@ func (e *Engine) Conns() int64 { return e.conns.Load() }
 
 // PongTimeouts is how many connections were closed for not answering a ping.
 func (e *Engine) PongTimeouts() int64 { return e.pongTimeouts.Load() }
+
+// PongsUnread is how many times a connection's pong timeout passed while the client had
+// sent bytes the node had not read yet: the connection was kept and waited for again.
+func (e *Engine) PongsUnread() int64 { return e.pongUnread.Load() }
 
 // SlowConsumers sums every group's slow-consumer closes.
 func (e *Engine) SlowConsumers() int64 {

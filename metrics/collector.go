@@ -16,7 +16,7 @@ type collector struct {
 	httpCalls, httpReceived, httpTransmitted         *prometheus.Desc
 	slow, eventsLimited, channels, subs              *prometheus.Desc
 	subsLimited                                      *prometheus.Desc
-	refused, queueDepth, pongTimeouts                *prometheus.Desc
+	refused, queueDepth, pongTimeouts, pongsUnread   *prometheus.Desc
 	capacity, refusing, nodeConns, nodeChans         *prometheus.Desc
 	cacheBytes, cacheEntries, cacheEvictions         *prometheus.Desc
 	histBytes, histEntries, histEvictions            *prometheus.Desc
@@ -66,6 +66,7 @@ func newCollector(prefix string, src Source, http *HTTP) *collector {
 		refused:      d("refused_connections_total", "Connections refused at the handshake, by reason.", "reason"),
 		queueDepth:   d("fanout_queue_depth", "Commands waiting in each fan-out worker's queue.", "worker"),
 		pongTimeouts: d("pong_timeouts_total", "Connections closed with 4201 for not answering a ping."),
+		pongsUnread:  d("pongs_unread_total", "Pong timeouts that passed while the client's bytes waited in the kernel, unread by this node: the connection was kept."),
 		capacity:     d("max_connections", "Connections this node accepts: the configured limit capped by the open-file limit."),
 		refusing:     d("memory_guard_refusing", "1 while the memory guard refuses new connections."),
 		nodeConns:    d("node_connections", "WebSocket connections open on this node, all apps."),
@@ -77,7 +78,7 @@ func newCollector(prefix string, src Source, http *HTTP) *collector {
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.connected, c.newConns, c.disconnects, c.sent, c.received, c.sentBytes,
 		c.receivedBytes, c.httpCalls, c.httpReceived, c.httpTransmitted, c.slow, c.eventsLimited, c.subsLimited, c.channels, c.subs,
-		c.refused, c.queueDepth, c.pongTimeouts, c.capacity, c.refusing, c.nodeConns, c.nodeChans,
+		c.refused, c.queueDepth, c.pongTimeouts, c.pongsUnread, c.capacity, c.refusing, c.nodeConns, c.nodeChans,
 		c.cacheBytes, c.cacheEntries, c.cacheEvictions, c.histBytes, c.histEntries, c.histEvictions,
 		c.recoveries, c.gapsRepaired, c.gapsLost, c.dups, c.missed} {
 		ch <- d
@@ -134,6 +135,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.dups, st.Duplicates)
 	counter(c.missed, st.Missed)
 	counter(c.pongTimeouts, st.PongTimeouts)
+	counter(c.pongsUnread, st.PongsUnread)
 	gauge(c.capacity, float64(st.MaxConnections))
 	gauge(c.nodeConns, float64(st.Connections))
 	gauge(c.nodeChans, float64(st.Channels))

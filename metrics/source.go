@@ -39,6 +39,7 @@ type NodeStats struct {
 	MaxConnections int       // max_connections
 	Channels       int64     // node_channels
 	PongTimeouts   int64     // pong_timeouts_total
+	PongsUnread    int64     // pongs_unread_total
 	Refusing       bool      // memory_guard_refusing: the memory guard refuses new connections
 	Refused        []Refusal // refused_connections_total, one series per reason
 	QueueDepths    []int     // fanout_queue_depth: commands waiting in each fan-out worker's queue

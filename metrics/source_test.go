@@ -31,7 +31,7 @@ func (fakeSource) AppCounters() []metrics.AppCounters {
 }
 
 func (fakeSource) NodeStats() metrics.NodeStats {
-	return metrics.NodeStats{Connections: 41, MaxConnections: 42, Channels: 43, PongTimeouts: 45, Refusing: true,
+	return metrics.NodeStats{Connections: 41, MaxConnections: 42, Channels: 43, PongTimeouts: 45, PongsUnread: 46, Refusing: true,
 		Refused: []metrics.Refusal{{"app_not_found", 21}, {"draining", 22}, {"origin", 23}, {"ip_rate", 24},
 			{"memory", 25}, {"node_full", 26}, {"app_full", 27}},
 		QueueDepths: []int{31, 0, 33}}

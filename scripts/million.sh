@@ -218,7 +218,12 @@ for m in "${mp[@]}"; do curl -fs "http://127.0.0.1:$m/metrics" || true; done | a
 	/^herald_http_request_timeouts_total / {to += $2}
 	/^herald_http_connections_evicted_total/ {ev += $2}
 	/^herald_http_connections_refused_total / {rf += $2}
-	END {printf "== the nodes\047 API ports: %d requests timed out (handshake_timeout), %d connections evicted, %d refused\n", to, ev, rf}'
+	/^herald_pong_timeouts_total / {pt += $2}
+	/^herald_pongs_unread_total / {pu += $2}
+	END {printf "== the nodes\047 API ports: %d requests timed out (handshake_timeout), %d connections evicted, %d refused\n", to, ev, rf
+		printf "== the nodes\047 pings: %d connections closed unanswered (4201), %d pong timeouts passed with the client\047s bytes unread in the kernel (kept)\n", pt, pu}'
+# Each node logs its 4201 closes (at most one a second) with what it still held for the client.
+grep -h 'ping not answered' "$tmp"/node-*.log | head -20 || true
 # When the nodes lost their bus: a loss during the fan-out costs a node whole events.
 losses=$(grep -h 'cluster bus disconnected' "$tmp"/node-*.log | grep -oE 'time=[^ ]+' | sort || true)
 if [ -n "$losses" ]; then

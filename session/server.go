@@ -312,6 +312,7 @@ type Stats struct {
 	Channels       int64
 	SlowConsumers  int64
 	PongTimeouts   int64
+	PongsUnread    int64 // pong timeouts forgiven: the client's bytes were unread in the kernel
 	Refused        int64 // every refusal, whatever the reason (see Refusals)
 	Draining       bool
 	Refusing       bool // the memory guard refuses new connections
@@ -333,6 +334,7 @@ func (s *Server) Stats() Stats {
 		Channels:       channels,
 		SlowConsumers:  s.eng.SlowConsumers(),
 		PongTimeouts:   s.eng.PongTimeouts(),
+		PongsUnread:    s.eng.PongsUnread(),
 		Refused:        refused,
 		Draining:       s.eng.Draining(),
 		Refusing:       s.cfg.Memory.Refusing(),

@@ -157,3 +157,21 @@ func (c *Conn) Close() error {
 	}
 	return syscall.Close(c.fd)
 }
+
+// Backlog returns the bytes the kernel holds for this socket: unread, received but not yet
+// read by the poller (SIOCINQ, which is TIOCINQ), and unsent, written but not yet acknowledged by the peer
+// (SIOCOUTQ, which is TIOCOUTQ). The fan-out engine asks before closing a connection that missed its pong: a
+// client whose answer is in the kernel is alive.
+func (c *Conn) Backlog() (unread, unsent int, err error) {
+	if c.closed.Load() {
+		return 0, 0, ErrClosed
+	}
+	var in, out int32
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(c.fd), syscall.TIOCINQ, uintptr(unsafe.Pointer(&in))); e != 0 {
+		return 0, 0, e
+	}
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(c.fd), syscall.TIOCOUTQ, uintptr(unsafe.Pointer(&out))); e != 0 {
+		return 0, 0, e
+	}
+	return int(in), int(out), nil
+}

@@ -107,3 +107,56 @@ func TestConnSizeUnchanged(t *testing.T) {
 		t.Fatalf("ws.Conn is %d bytes; want at most 96", n)
 	}
 }
+
+// TestBacklog: Backlog reports the bytes the peer sent that nobody read yet, and the bytes
+// written that the peer's kernel has not taken (its receive buffer full).
+func TestBacklog(t *testing.T) {
+	server, client := tcpPair(t)
+	defer client.Close()
+	raw, err := server.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd := -1
+	raw.Control(func(s uintptr) { fd, err = dupCloexec(int(s)) })
+	server.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.SetNonblock(fd, true); err != nil {
+		t.Fatal(err)
+	}
+	c := &Conn{fd: fd, p: &poller{}}
+
+	if in, out, err := c.Backlog(); in != 0 || out != 0 || err != nil {
+		t.Fatalf("Backlog of a quiet socket = %d, %d, %v; want 0, 0, nil", in, out, err)
+	}
+	if _, err := client.Write([]byte("a pong, unread")); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(waitFor)
+	for in, _, _ := c.Backlog(); in != len("a pong, unread"); in, _, _ = c.Backlog() {
+		if time.Now().After(deadline) {
+			t.Fatalf("Backlog reports %d bytes unread; want %d", in, len("a pong, unread"))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// Fill the peer, which does not read, until the kernel refuses more.
+	chunk := [][]byte{bytes.Repeat([]byte("x"), 64<<10)}
+	for {
+		_, blocked, err := c.Writev(chunk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if blocked {
+			break
+		}
+	}
+	if _, out, err := c.Backlog(); out <= 0 || err != nil {
+		t.Fatalf("Backlog of a socket its peer does not read = %d unsent, %v; want some", out, err)
+	}
+	c.Close()
+	if _, _, err := c.Backlog(); err != ErrClosed {
+		t.Fatalf("Backlog after Close: %v; want ErrClosed", err)
+	}
+}

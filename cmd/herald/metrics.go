@@ -67,6 +67,7 @@ func (m nodeMetrics) NodeStats() metrics.NodeStats {
 		MaxConnections: st.MaxConnections,
 		Channels:       st.Channels,
 		PongTimeouts:   st.PongTimeouts,
+		PongsUnread:    st.PongsUnread,
 		Refusing:       st.Refusing,
 		Refused:        refused,
 		QueueDepths:    m.h.QueueDepths(),

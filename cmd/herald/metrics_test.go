@@ -68,6 +68,7 @@ func TestMetricsFromTheHub(t *testing.T) {
 		{"herald_node_connections", "", "", 1},
 		{"herald_node_channels", "", "", 1},
 		{"herald_pong_timeouts_total", "", "", 0},
+		{"herald_pongs_unread_total", "", "", 0},
 		{"herald_fanout_queue_depth", "worker", "1", 0},
 	})
 	for _, name := range []string{"herald_socket_transmitted_bytes", "herald_socket_received_bytes"} {
