@@ -3,10 +3,11 @@ package fanout
 // pongUnread reports whether c, whose ping went unanswered for the pong timeout, has bytes
 // in the kernel that its poller has not read yet: on a node starved of CPU a client's pong
 // can wait there past the timeout, and closing such a client would drop a live connection.
-// The caller then waits another pong timeout. A connection that is closed is logged, at
+// The caller then waits another pong timeout, up to forgiveSilence in all: a connection
+// whose bytes stay unread longer than that is closed all the same, so that a poller that no
+// longer reads cannot keep connections forever. A connection that is closed is logged, at
 // most once a second, with what the kernel and the engine held for it, so that an operator
-// can tell a silent client (nothing unread, the ping unsent or unacknowledged) from one
-// this node did not read.
+// can tell a silent client (nothing unread) from one this node did not read.
 func (w *worker) pongUnread(c *Conn, now int64) bool {
 	unread, unsent := -1, -1
 	if b, ok := c.t.(Backlogger); ok {
@@ -14,15 +15,22 @@ func (w *worker) pongUnread(c *Conn, now int64) bool {
 			unread, unsent = in, out
 		}
 	}
-	if unread > 0 {
+	silent := now - c.lastSeen.Load()
+	if unread > 0 && silent < w.forgiveSilence() {
 		w.e.pongUnread.Add(1)
 		return true
 	}
 	if w.e.pongWarn.Due(now, 1000) {
 		w.e.log.Warn("closing connection: ping not answered in time", "app_id", c.m.g.id, "socket_id", c.sid,
-			"pinged_ms_ago", now-c.pingAt, "silent_ms", now-c.lastSeen.Load(),
+			"pinged_ms_ago", now-c.pingAt, "silent_ms", silent, "kernel_unread_bytes", unread,
 			"kernel_unsent_bytes", unsent, "queued_bytes", c.outBytes, "blocked", c.blocked,
 			"pong_timeouts_total", w.e.pongTimeouts.Load()+1, "pongs_unread_total", w.e.pongUnread.Load())
 	}
 	return false
+}
+
+// forgiveSilence is how long (ms) a connection may stay unread before its pong timeout
+// closes it whatever the kernel holds: the activity timeout and four pong timeouts.
+func (w *worker) forgiveSilence() int64 {
+	return w.e.cfg.ActivityTimeout.Milliseconds() + 4*w.e.cfg.PongTimeout.Milliseconds()
 }

@@ -23,8 +23,8 @@ func (b *backlog) Backlog() (int, int, error) { return int(b.unread.Load()), 0, 
 // the kernel (a node too busy to read) is kept and waited for again, and counted; once
 // nothing waits unread it is closed with PongLost like any silent connection.
 func TestPongUnreadKept(t *testing.T) {
-	e := newEngine(t, fanout.Config{Workers: 1, ActivityTimeout: 30 * time.Millisecond,
-		PongTimeout: 30 * time.Millisecond, SweepInterval: 5 * time.Millisecond})
+	e := newEngine(t, fanout.Config{Workers: 1, ActivityTimeout: 300 * time.Millisecond,
+		PongTimeout: 300 * time.Millisecond, SweepInterval: 20 * time.Millisecond})
 	g := e.NewGroup("app", fanout.Latencies{})
 	b := &backlog{}
 	b.unread.Store(40)
@@ -46,5 +46,24 @@ func TestPongUnreadKept(t *testing.T) {
 	e.Sync()
 	if got := b.String(); !strings.HasSuffix(got, "pong;") {
 		t.Fatalf("it was written %q; want the PongLost frame last", got)
+	}
+}
+
+// TestPongUnreadBounded: bytes that stay unread do not keep a connection forever: past the
+// activity timeout and four pong timeouts of silence it is closed with PongLost.
+func TestPongUnreadBounded(t *testing.T) {
+	e := newEngine(t, fanout.Config{Workers: 1, ActivityTimeout: 300 * time.Millisecond,
+		PongTimeout: 300 * time.Millisecond, SweepInterval: 20 * time.Millisecond})
+	g := e.NewGroup("app", fanout.Latencies{})
+	b := &backlog{}
+	b.unread.Store(40)
+	start := time.Now()
+	c := attach(e, g, b)
+	poll.Until(t, patience, "closed for its missed pong", func() (bool, string) {
+		return c.CloseCode() == 4201 && e.PongTimeouts() == 1,
+			fmt.Sprintf("close code %d, pong timeouts %d, %d forgiven", c.CloseCode(), e.PongTimeouts(), e.PongsUnread())
+	})
+	if took := time.Since(start); took < 1200*time.Millisecond || e.PongsUnread() == 0 {
+		t.Fatalf("closed after %v with %d pong timeouts forgiven; want about 1.5 s (300 ms + 4 × 300 ms, on an engine clock of 100 ms steps), not under 1.2 s and some forgiven", took, e.PongsUnread())
 	}
 }

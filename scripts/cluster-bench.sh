@@ -34,7 +34,9 @@
 # flags for herald bench multichannel, e.g. "--interval 100ms --rounds 20" to saturate the server)
 #
 # FANOUT_ARGS: more flags for herald bench fanout, e.g. "--events 20" (more events a run, so
-# that one slow event does not decide its P99).
+# that one slow event does not decide its P99). RUNS (2): how many times fanout runs one
+# node, then the cluster(s); it ends with each side's P99 per run, their medians, and the
+# ratio of the medians.
 #
 # NODE_PROCS=n: the cluster's nodes run with GOMAXPROCS=n (the single node keeps the machine's),
 # e.g. NODE_PROCS=1 for two nodes sharing this machine's two cores, a core each.
@@ -208,10 +210,34 @@ cluster() { # cluster N SCENARIO ARGS...: N fresh nodes on a fresh bus
 
 case $scenario in
 fanout)
-	for run in 1 2; do
-		single fanout --subs 10000 ${FANOUT_ARGS:-}
-		for variant in ${variants//,/ }; do cluster 2 fanout --subs 10000 ${FANOUT_ARGS:-}; done
+	: >"$tmp/p99"
+	for run in $(seq "${RUNS:-2}"); do
+		single fanout --subs 10000 ${FANOUT_ARGS:-} >"$tmp/out"
+		cat "$tmp/out"
+		echo "1-node $(awk '$1 == "all" {print $6}' "$tmp/out")" >>"$tmp/p99"
+		for variant in ${variants//,/ }; do
+			cluster 2 fanout --subs 10000 ${FANOUT_ARGS:-} >"$tmp/out"
+			cat "$tmp/out"
+			echo "2-nodes-$variant $(awk '$1 == "all" {print $6}' "$tmp/out")" >>"$tmp/p99"
+		done
 	done
+	# Each side's P99 over the runs, and the ratio of the medians: one run's P99 moves by
+	# itself by up to 13 % (docs/benchmarks.md), the median of several runs much less.
+	echo "== P99 (ms) of each run, in the order run, and the median of each side"
+	sort -s -k1,1 "$tmp/p99" | awk '
+		function median(s, n,   v, i, j, t) {
+			n = split(s, v, " ")
+			for (i = 2; i <= n; i++) for (j = i; j > 1 && v[j-1] + 0 > v[j] + 0; j--) { t = v[j]; v[j] = v[j-1]; v[j-1] = t }
+			return n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+		}
+		{ runs[$1] = runs[$1] " " $2 }
+		END {
+			one = median(runs["1-node"])
+			for (k in runs) {
+				m = median(runs[k])
+				printf "  %-18s %s  median %.1f  ratio to 1 node %.3f\n", k, runs[k], m, m / one
+			}
+		}'
 	;;
 big)
 	cluster 3 fanout --subs 54000 --procs 3 --timeout 3m
