@@ -53,9 +53,11 @@ export GOMAXPROCS=${GOMAXPROCS:-1}
 
 tmp=$(mktemp -d)
 pids=()
+backlog_was=
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	if [ -n "$backlog_was" ]; then echo "$backlog_was" >/proc/sys/net/core/netdev_max_backlog || true; fi
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -72,6 +74,7 @@ echo "== machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.1f GiB", $2/10485
 echo "== kernel tables: fs.file-max $fmax ($fopen open now; this run needs about $need more);" \
 	"ephemeral ports $(tr '\t' - </proc/sys/net/ipv4/ip_local_port_range);" \
 	"tcp_mem $(cat /proc/sys/net/ipv4/tcp_mem) pages;" \
+	"netdev_max_backlog $(cat /proc/sys/net/core/netdev_max_backlog) packets per CPU;" \
 	"conntrack $(cat /proc/sys/net/netfilter/nf_conntrack_max 2>/dev/null || echo 'not loaded')"
 if [ $((fopen + need)) -gt "$fmax" ]; then
 	echo "fs.file-max $fmax cannot hold $need more open files (sysctl -w fs.file-max=...)" >&2
@@ -139,23 +142,32 @@ await_nodes() {
 	done
 }
 
+# backlog_drops: packets the kernel dropped, all CPUs, because its per-CPU input backlog
+# (net.core.netdev_max_backlog) was full; on loopback every segment passes through it.
+backlog_drops() { awk '{s += strtonum("0x" $2)} END {print s}' /proc/net/softnet_stat; }
+# retransmits: TCP segments the kernel sent again (Tcp RetransSegs).
+retransmits() { awk '/^Tcp:/ {if (!h) {for (i = 1; i <= NF; i++) if ($i == "RetransSegs") c = i; h = 1} else print $c}' /proc/net/snmp; }
+
 # sample: every 5 s one line of the machine's state, until killed.
 sample() {
-	local prev cur
+	local prev cur d0 d1 r0 r1
 	prev=$(awk '/^cpu / {print $2+$3+$4+$6+$7+$8, $5}' /proc/stat)
+	d0=$(backlog_drops) r0=$(retransmits)
 	while sleep 5; do
 		cur=$(awk '/^cpu / {print $2+$3+$4+$6+$7+$8, $5}' /proc/stat)
 		read -r b0 i0 <<<"$prev"
 		read -r b1 i1 <<<"$cur"
 		prev=$cur
-		printf '%s busy=%d%% avail_mib=%d slab_mib=%d files=%d tcp_inuse=%d tcp_mem_pages=%d tw=%d\n' \
-			"$(date +%T)" $(((b1 - b0) * 100 / (b1 - b0 + i1 - i0 + 1))) \
+		d1=$(backlog_drops) r1=$(retransmits)
+		printf '%s busy=%d%% backlog_drops=%d retrans=%d avail_mib=%d slab_mib=%d files=%d tcp_inuse=%d tcp_mem_pages=%d tw=%d\n' \
+			"$(date +%T)" $(((b1 - b0) * 100 / (b1 - b0 + i1 - i0 + 1))) $((d1 - d0)) $((r1 - r0)) \
 			"$(awk '/MemAvailable/ {print int($2/1024)}' /proc/meminfo)" \
 			"$(awk '/^Slab/ {print int($2/1024)}' /proc/meminfo)" \
 			"$(awk '{print $1}' /proc/sys/fs/file-nr)" \
 			"$(awk '/^TCP:/ {print $3}' /proc/net/sockstat)" \
 			"$(awk '/^TCP:/ {for (i=2;i<NF;i++) if ($i=="mem") print $(i+1)}' /proc/net/sockstat)" \
 			"$(awk '/^TCP:/ {for (i=2;i<NF;i++) if ($i=="tw") print $(i+1)}' /proc/net/sockstat)"
+		d0=$d1 r0=$r1
 	done
 }
 
@@ -176,6 +188,12 @@ flock 9
 echo "== $conns connections: $nodes herald nodes on one $engine server, $nodes client processes ($(date -u +%FT%TZ))"
 echo "== the nodes' pong_timeout: ${NODE_PONG:-90s}"
 if [ "$engine" = nats ]; then echo "== the nodes' NATS keepalive: a ping every $nats_ping, stale after $nats_pings unanswered"; fi
+if [ -n "${NETDEV_BACKLOG:-}" ]; then # raised for this run only, restored on exit
+	backlog_was=$(cat /proc/sys/net/core/netdev_max_backlog)
+	echo "$NETDEV_BACKLOG" >/proc/sys/net/core/netdev_max_backlog
+	echo "== net.core.netdev_max_backlog $backlog_was -> $(cat /proc/sys/net/core/netdev_max_backlog) for this run"
+fi
+drops0=$(backlog_drops) retrans0=$(retransmits)
 start_bus
 for i in $(seq "$nodes"); do start_node "$i"; done
 await_nodes
@@ -199,6 +217,7 @@ cat "$tmp/report"
 echo "bench exit status $status"
 
 kill "$sampler" 2>/dev/null || true
+echo "== the kernel over the run: $(($(backlog_drops) - drops0)) packets dropped at a full input backlog (netdev_max_backlog), $(($(retransmits) - retrans0)) TCP segments retransmitted"
 echo "== the machine every 5 s (peaks below)"
 cat "$tmp/samples"
 awk '{for (i=2;i<=NF;i++) {split($i, kv, "="); v=kv[2]+0; k=kv[1];
