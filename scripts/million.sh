@@ -54,10 +54,12 @@ export GOMAXPROCS=${GOMAXPROCS:-1}
 tmp=$(mktemp -d)
 pids=()
 backlog_was=
+softirqd=() # pid:nice of each ksoftirqd this run reniced, restored on exit
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 	if [ -n "$backlog_was" ]; then echo "$backlog_was" >/proc/sys/net/core/netdev_max_backlog || true; fi
+	for k in "${softirqd[@]}"; do renice -n "${k#*:}" -p "${k%%:*}" >/dev/null || true; done
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -192,6 +194,13 @@ if [ -n "${NETDEV_BACKLOG:-}" ]; then # raised for this run only, restored on ex
 	backlog_was=$(cat /proc/sys/net/core/netdev_max_backlog)
 	echo "$NETDEV_BACKLOG" >/proc/sys/net/core/netdev_max_backlog
 	echo "== net.core.netdev_max_backlog $backlog_was -> $(cat /proc/sys/net/core/netdev_max_backlog) for this run"
+fi
+if [ -n "${KSOFTIRQD_NICE:-}" ]; then # for this run only, restored on exit
+	for k in $(pgrep -x 'ksoftirqd/[0-9]+'); do
+		softirqd+=("$k:$(ps -o ni= -p "$k" | tr -d ' ')")
+		renice -n "$KSOFTIRQD_NICE" -p "$k" >/dev/null
+	done
+	echo "== ksoftirqd (${#softirqd[@]} threads) at nice $KSOFTIRQD_NICE for this run"
 fi
 drops0=$(backlog_drops) retrans0=$(retransmits)
 start_bus
