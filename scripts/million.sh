@@ -29,6 +29,12 @@
 # ping was queued behind an event answers it only once it has read the event: at 30 s, 143 of
 # a million were closed with 4201 in one run;
 # LOGS: a directory to keep the nodes' and the bus server's logs in (default: dropped).
+#
+# Each 5 s sample and the end of the run also count the packets the kernel dropped because a
+# CPU's input backlog was full (/proc/net/softnet_stat; on loopback every segment passes
+# through it) and the TCP segments it retransmitted: at a million on two cores the kernel
+# drops tens of millions, and a client whose pong is dropped again and again reaches herald
+# only after TCP's retransmission backoff, past pong_timeout (docs/benchmarks.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -53,13 +59,9 @@ export GOMAXPROCS=${GOMAXPROCS:-1}
 
 tmp=$(mktemp -d)
 pids=()
-backlog_was=
-softirqd=() # pid:nice of each ksoftirqd this run reniced, restored on exit
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-	if [ -n "$backlog_was" ]; then echo "$backlog_was" >/proc/sys/net/core/netdev_max_backlog || true; fi
-	for k in "${softirqd[@]}"; do renice -n "${k#*:}" -p "${k%%:*}" >/dev/null || true; done
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -190,18 +192,6 @@ flock 9
 echo "== $conns connections: $nodes herald nodes on one $engine server, $nodes client processes ($(date -u +%FT%TZ))"
 echo "== the nodes' pong_timeout: ${NODE_PONG:-90s}"
 if [ "$engine" = nats ]; then echo "== the nodes' NATS keepalive: a ping every $nats_ping, stale after $nats_pings unanswered"; fi
-if [ -n "${NETDEV_BACKLOG:-}" ]; then # raised for this run only, restored on exit
-	backlog_was=$(cat /proc/sys/net/core/netdev_max_backlog)
-	echo "$NETDEV_BACKLOG" >/proc/sys/net/core/netdev_max_backlog
-	echo "== net.core.netdev_max_backlog $backlog_was -> $(cat /proc/sys/net/core/netdev_max_backlog) for this run"
-fi
-if [ -n "${KSOFTIRQD_NICE:-}" ]; then # for this run only, restored on exit
-	for k in $(pgrep -x 'ksoftirqd/[0-9]+'); do
-		softirqd+=("$k:$(ps -o ni= -p "$k" | tr -d ' ')")
-		renice -n "$KSOFTIRQD_NICE" -p "$k" >/dev/null
-	done
-	echo "== ksoftirqd (${#softirqd[@]} threads) at nice $KSOFTIRQD_NICE for this run"
-fi
 drops0=$(backlog_drops) retrans0=$(retransmits)
 start_bus
 for i in $(seq "$nodes"); do start_node "$i"; done
