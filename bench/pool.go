@@ -47,7 +47,7 @@ type Lost struct {
 // maxLostSeen bounds Lost.Seen.
 const maxLostSeen = 20
 
-// LostConn is one lost client's last moments, in milliseconds before it ended.
+// LostConn is one lost client's last moments: when it ended, and ages in milliseconds before then.
 type LostConn struct {
 	Code    int   `json:"code"`        // the server's close code; 0: no close frame
 	EndMs   int64 `json:"end_unix_ms"` // when the close frame arrived, or the hang-up without one

@@ -1,14 +1,15 @@
 package fanout
 
-// pongUnread reports whether c, whose ping went unanswered for the pong timeout, has bytes
-// in the kernel that its poller has not read yet: on a node starved of CPU a client's pong
-// can wait there past the timeout, and closing such a client would drop a live connection.
-// The caller then waits another pong timeout, up to forgiveSilence in all: a connection
-// whose bytes stay unread longer than that is closed all the same, so that a poller that no
-// longer reads cannot keep connections forever. A connection that is closed is logged, at
-// most once a second, with what the kernel and the engine held for it, so that an operator
-// can tell a silent client (nothing unread) from one this node did not read.
-func (w *worker) pongUnread(c *Conn, now int64) bool {
+// missedPong decides for c, whose ping went unanswered for the pong timeout. It keeps c
+// (true) when c has bytes in the kernel that its poller has not read yet: on a node starved
+// of CPU a client's pong can wait there past the timeout, and closing such a client would
+// drop a live connection. The caller then waits another pong timeout, up to forgiveSilence
+// in all: a connection whose bytes stay unread longer than that is closed all the same, so
+// that a poller that no longer reads cannot keep connections forever. A connection to be
+// closed is logged, at most once a second, with what the kernel and the engine held for it,
+// so that an operator can tell a silent client (nothing unread) from one this node did not
+// read.
+func (w *worker) missedPong(c *Conn, now int64) (keep bool) {
 	unread, unsent := -1, -1
 	if b, ok := c.t.(Backlogger); ok {
 		if in, out, err := b.Backlog(); err == nil {

@@ -322,7 +322,7 @@ func (w *worker) sweep(now int64) {
 			if last >= c.pingAt {
 				c.pingAt = 0
 			} else if now-c.pingAt >= pong {
-				if w.pongUnread(c, now) {
+				if w.missedPong(c, now) {
 					c.pingAt = now // its answer is in the kernel: wait for the poller to read it
 				} else {
 					w.e.pongTimeouts.Add(1)
