@@ -19,16 +19,21 @@ type backlog struct {
 
 func (b *backlog) Backlog() (int, int, error) { return int(b.unread.Load()), 0, nil }
 
+// pingedWithBacklog attaches a connection that never answers, on an engine that pings after
+// 300 ms of silence and waits 300 ms for the pong, its transport holding 40 bytes unread.
+func pingedWithBacklog(t *testing.T) (*fanout.Engine, *backlog, *fanout.Conn) {
+	e := newEngine(t, fanout.Config{Workers: 1, ActivityTimeout: 300 * time.Millisecond,
+		PongTimeout: 300 * time.Millisecond, SweepInterval: 20 * time.Millisecond})
+	b := &backlog{}
+	b.unread.Store(40)
+	return e, b, attach(e, e.NewGroup("app", fanout.Latencies{}), b)
+}
+
 // TestPongUnreadKept: a connection whose pong timeout passes while its bytes wait unread in
 // the kernel (a node too busy to read) is kept and waited for again, and counted; once
 // nothing waits unread it is closed with PongLost like any silent connection.
 func TestPongUnreadKept(t *testing.T) {
-	e := newEngine(t, fanout.Config{Workers: 1, ActivityTimeout: 300 * time.Millisecond,
-		PongTimeout: 300 * time.Millisecond, SweepInterval: 20 * time.Millisecond})
-	g := e.NewGroup("app", fanout.Latencies{})
-	b := &backlog{}
-	b.unread.Store(40)
-	c := attach(e, g, b)
+	e, b, c := pingedWithBacklog(t)
 	poll.Until(t, patience, "two pong timeouts forgiven", func() (bool, string) {
 		return e.PongsUnread() >= 2, fmt.Sprintf("%d forgiven", e.PongsUnread())
 	})
@@ -52,13 +57,8 @@ func TestPongUnreadKept(t *testing.T) {
 // TestPongUnreadBounded: bytes that stay unread do not keep a connection forever: past the
 // activity timeout and four pong timeouts of silence it is closed with PongLost.
 func TestPongUnreadBounded(t *testing.T) {
-	e := newEngine(t, fanout.Config{Workers: 1, ActivityTimeout: 300 * time.Millisecond,
-		PongTimeout: 300 * time.Millisecond, SweepInterval: 20 * time.Millisecond})
-	g := e.NewGroup("app", fanout.Latencies{})
-	b := &backlog{}
-	b.unread.Store(40)
 	start := time.Now()
-	c := attach(e, g, b)
+	e, _, c := pingedWithBacklog(t)
 	poll.Until(t, patience, "closed for its missed pong", func() (bool, string) {
 		return c.CloseCode() == 4201 && e.PongTimeouts() == 1,
 			fmt.Sprintf("close code %d, pong timeouts %d, %d forgiven", c.CloseCode(), e.PongTimeouts(), e.PongsUnread())

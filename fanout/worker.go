@@ -321,16 +321,8 @@ func (w *worker) sweep(now int64) {
 		if c.pingAt != 0 {
 			if last >= c.pingAt {
 				c.pingAt = 0
-			} else if now-c.pingAt >= pong {
-				if w.missedPong(c, now) {
-					c.pingAt = now // its answer is in the kernel: wait for the poller to read it
-				} else {
-					w.e.pongTimeouts.Add(1)
-					lost := w.e.cfg.PongLost
-					c.ClosedWith(lost.Code)
-					w.close(c, lost.Frame)
-					continue
-				}
+			} else if now-c.pingAt >= pong && w.missedPong(c, now) {
+				continue // closed
 			}
 		}
 		if c.pingAt == 0 && now-last >= act {

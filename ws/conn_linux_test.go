@@ -13,11 +13,12 @@ import (
 	"unsafe"
 )
 
-// TestWritevAllocs pins the write path at zero allocations: it runs once per flush of every
-// connection.
-func TestWritevAllocs(t *testing.T) {
+// bareConn returns a Conn on one end of a loopback TCP pair, non-blocking and attached to no
+// poller (nothing reads it), and the other end; both are closed when the test ends.
+func bareConn(t *testing.T) (*Conn, net.Conn) {
+	t.Helper()
 	server, client := tcpPair(t)
-	defer client.Close()
+	t.Cleanup(func() { client.Close() })
 	raw, err := server.(*net.TCPConn).SyscallConn()
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +33,14 @@ func TestWritevAllocs(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := &Conn{fd: fd, p: &poller{}}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	return c, client
+}
+
+// TestWritevAllocs pins the write path at zero allocations: it runs once per flush of every
+// connection.
+func TestWritevAllocs(t *testing.T) {
+	c, client := bareConn(t)
 
 	bufs := [][]byte{[]byte("frame one|"), []byte("frame two, longer|"), []byte("three|")}
 	per := 0
@@ -63,19 +71,7 @@ func TestWritevAllocs(t *testing.T) {
 
 // TestWritevManyBuffers writes more buffers than one writev takes and buffers that are empty.
 func TestWritevManyBuffers(t *testing.T) {
-	server, client := tcpPair(t)
-	defer client.Close()
-	raw, _ := server.(*net.TCPConn).SyscallConn()
-	fd := -1
-	var err error
-	raw.Control(func(s uintptr) { fd, err = dupCloexec(int(s)) })
-	server.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	syscall.SetNonblock(fd, true)
-	c := &Conn{fd: fd, p: &poller{}}
-	defer c.Close()
+	c, client := bareConn(t)
 	var bufs [][]byte
 	var want []byte
 	for i := 0; i < 3*maxIOV+5; i++ {
@@ -111,22 +107,7 @@ func TestConnSizeUnchanged(t *testing.T) {
 // TestBacklog: Backlog reports the bytes the peer sent that nobody read yet, and the bytes
 // written that the peer's kernel has not taken (its receive buffer full).
 func TestBacklog(t *testing.T) {
-	server, client := tcpPair(t)
-	defer client.Close()
-	raw, err := server.(*net.TCPConn).SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fd := -1
-	raw.Control(func(s uintptr) { fd, err = dupCloexec(int(s)) })
-	server.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.SetNonblock(fd, true); err != nil {
-		t.Fatal(err)
-	}
-	c := &Conn{fd: fd, p: &poller{}}
+	c, client := bareConn(t)
 
 	if in, out, err := c.Backlog(); in != 0 || out != 0 || err != nil {
 		t.Fatalf("Backlog of a quiet socket = %d, %d, %v; want 0, 0, nil", in, out, err)
