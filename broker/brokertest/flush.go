@@ -37,21 +37,51 @@ func testFlushOrder(t *testing.T, nc NewCluster) {
 
 // testFlushConcurrent: 500 callers publish through one node at once, each then Flushes as a
 // REST handler does before it answers: every call succeeds, every message arrives, and the
-// Flushes share round trips to the bus.
+// Flushes share round trips to the bus. Sharing depends on the callers overlapping, which a
+// starved machine can spread out (53 round trips in one CI run under -race, 2 to 5 usually),
+// so the case runs three rounds and judges the one with the fewest; Flushes that do not share
+// make a round trip per caller in every round.
 func testFlushConcurrent(t *testing.T, nc NewCluster) {
 	c := start(t, nc, 2)
-	a := c.Brokers[0]
 	subscribe(t, c.Brokers[1], "app", "many")
-	const callers = 500
+	const callers, rounds = 500, 3
+	fewest := int64(-1)
+	for r := 0; r < rounds; r++ {
+		trips := flushTogether(t, c, r*callers, callers)
+		got := c.rec[1].waitCount(t, "many", (r+1)*callers)
+		seen := map[string]bool{}
+		for _, m := range got {
+			seen[string(m.Payload)] = true
+		}
+		if want := (r + 1) * callers; len(got) != want || len(seen) != want {
+			t.Fatalf("round %d: node1 received %d messages, %d distinct; want %d", r, len(got), len(seen), want)
+		}
+		t.Logf("round %d: %d concurrent Publish+Flush calls made %d round trips", r, callers, trips)
+		if fewest < 0 || trips < fewest {
+			fewest = trips
+		}
+	}
+	if fewest > callers/10 {
+		t.Errorf("%d concurrent Publish+Flush calls made at least %d round trips in each of %d rounds; want them shared (at most %d)",
+			callers, fewest, rounds, callers/10)
+	}
+	if fewest == 0 && c.Stop != nil {
+		t.Error("no round trip observed: does the factory pass Node.RoundTrip to the engine?")
+	}
+}
+
+// flushTogether starts n callers that, released together, publish payloads first..first+n-1
+// through node0 on channel "many" and each Flush; it reports the round trips node0 made.
+func flushTogether(t *testing.T, c *cluster, first, n int) int64 {
+	t.Helper()
+	a := c.Brokers[0]
 	ctx, cancel := ctxWait()
 	defer cancel()
 	gate := make(chan struct{})
-	errs := make(chan error, callers)
+	errs := make(chan error, n)
 	var wg sync.WaitGroup
-	for i := 0; i < callers; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	for i := first; i < first+n; i++ {
+		wg.Go(func() {
 			<-gate
 			m := herald.BusMessage{Kind: herald.BusEvent, App: "app", Channel: "many", Payload: []byte(strconv.Itoa(i))}
 			if err := a.Publish(ctx, m); err != nil {
@@ -59,7 +89,7 @@ func testFlushConcurrent(t *testing.T, nc NewCluster) {
 			} else if err := a.Flush(ctx); err != nil {
 				errs <- fmt.Errorf("caller %d: Flush: %w", i, err)
 			}
-		}()
+		})
 	}
 	before := c.rec[0].trips.Load()
 	close(gate)
@@ -69,21 +99,7 @@ func testFlushConcurrent(t *testing.T, nc NewCluster) {
 	for err := range errs {
 		t.Error(err)
 	}
-	got := c.rec[1].waitCount(t, "many", callers)
-	seen := map[string]bool{}
-	for _, m := range got {
-		seen[string(m.Payload)] = true
-	}
-	if len(got) != callers || len(seen) != callers {
-		t.Errorf("node1 received %d messages, %d distinct; want %d", len(got), len(seen), callers)
-	}
-	t.Logf("%d concurrent Publish+Flush calls made %d round trips", callers, trips)
-	if trips > callers/10 {
-		t.Errorf("%d concurrent Publish+Flush calls made %d round trips; want them shared (at most %d)", callers, trips, callers/10)
-	}
-	if trips == 0 && c.Stop != nil {
-		t.Error("no round trip observed: does the factory pass Node.RoundTrip to the engine?")
-	}
+	return trips
 }
 
 // flushDown checks that Flush fails promptly with CodeUnavailable while the bus is down.
