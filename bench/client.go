@@ -43,9 +43,11 @@ type client struct {
 	// message (unix ns), the server's activity_timeout (ns; 0: not said) and when the sweep
 	// sent its pusher:ping, unanswered so far (0: none; only the sweep touches it).
 	lastRx   atomic.Int64
-	activity int64
+	activity atomic.Int64 // set again by a reconnect, while the sweep reads it
 	pingAt   int64
 	pingRx   atomic.Int64 // when the server's last pusher:ping arrived (unix ns; 0: none)
+	pos      *follow      // its position in a history channel, when it reconnects (reconnect.go)
+	attached bool         // in its pool's clients: a reconnect attaches it again
 
 	mu      sync.Mutex // guards what follows and every write to conn
 	pending []byte     // frames the kernel has not taken yet
@@ -86,7 +88,7 @@ func (c *client) setup(nc net.Conn, ep endpoint) ([]byte, error) {
 		if err != nil {
 			return err
 		}
-		c.activity = activityTimeoutOf(hello)
+		c.activity.Store(activityTimeoutOf(hello))
 		var subs []byte
 		for i, ch := range c.chans {
 			data := map[string]any{"channel": c.rec.channels[ch]}

@@ -185,6 +185,9 @@ dispatch:
 // attaches it to the pool.
 func (p *pool) dial(ctx context.Context, ep endpoint, node, i int, chans []int32, deadline time.Time) error {
 	c := &client{rec: p.rec, chans: chans, tracks: make([]track, len(chans)), shard: int32(i % latencyShards), node: int32(node), index: int32(i)}
+	if p.re != nil && len(chans) == 1 {
+		c.pos = &follow{}
+	}
 	return p.open(ctx, ep, c, deadline, func(nc net.Conn) ([]byte, error) { return c.setup(nc, ep) })
 }
 

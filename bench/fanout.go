@@ -22,6 +22,9 @@ type FanoutConfig struct {
 	// check, Target.ActivityTimeout). IdleFast, when set, is a second window after it with
 	// the clients' own activity timeout at IdleFastActivity (default 10s).
 	Idle, IdleFast, IdleFastActivity time.Duration
+	// Reconnect brings back the subscribers the server closes, as pusher-js does, each
+	// recovering from its position when the channel keeps history (ReconnectCounts).
+	Reconnect bool
 }
 
 func (c FanoutConfig) withDefaults() FanoutConfig {
@@ -100,6 +103,8 @@ type FanoutReport struct {
 	Latency         Latency       `json:"latency"` // every first receipt of every event
 	PerEvent        []EventReport `json:"per_event"`
 	Lost            Lost          `json:"lost"` // subscribers the server dropped during the run
+	// Reconnect is how the dropped subscribers came back; nil without FanoutConfig.Reconnect.
+	Reconnect *ReconnectCounts `json:"reconnect,omitempty"`
 	// Idle is the quiet phase before the first publish (FanoutConfig.Idle); nil without it.
 	Idle *IdlePhase `json:"idle,omitempty"`
 	// ServerUsage and Generator are CPU time from just before the first publish to the end of
@@ -126,7 +131,7 @@ func Fanout(ctx context.Context, cfg FanoutConfig) (rep *FanoutReport, err error
 	}
 	defer pub.close()
 
-	spec := subSpec{Conns: cfg.Subs, Channels: []string{cfg.Channel}, Events: cfg.Events, BucketSize: 1}
+	spec := subSpec{Conns: cfg.Subs, Channels: []string{cfg.Channel}, Events: cfg.Events, BucketSize: 1, Reconnect: cfg.Reconnect}
 	var quiet func(context.Context, subscribers) error
 	if cfg.Idle > 0 {
 		var base []int64
@@ -165,7 +170,7 @@ func Fanout(ctx context.Context, cfg FanoutConfig) (rep *FanoutReport, err error
 		return rep, err
 	}
 	t := r.Tally
-	rep.Lost, rep.Delivery, rep.ServerUsage, rep.Generator = t.Lost, t.Delivery, r.Server, r.Generator
+	rep.Lost, rep.Reconnect, rep.Delivery, rep.ServerUsage, rep.Generator = t.Lost, t.Reconnect, t.Delivery, r.Server, r.Generator
 	rep.Latency = t.Latency.summary()
 	for i := range rep.PerEvent {
 		rep.PerEvent[i].Seq = i + 1

@@ -17,6 +17,8 @@ type subSpec struct {
 	// BucketSize, when set, also keeps a latency histogram per BucketSize consecutive seqs
 	// (fanout: per event; multichannel: per round).
 	BucketSize int `json:"bucket_size,omitempty"`
+	// Reconnect brings back the clients the server closes, as pusher-js does (reconnect.go).
+	Reconnect bool `json:"reconnect,omitempty"`
 }
 
 // chansOf returns the channels of client i of this spec. Clients joining the same channels
@@ -71,6 +73,8 @@ type tally struct {
 	BucketsSched []histogram `json:"buckets_sched,omitempty"`
 	BucketLastNs []int64     `json:"bucket_last_ns,omitempty"` // per bucket: its last first receipt, unix ns
 	LastNs       int64       `json:"last_ns"`                  // receive time of the last first receipt, unix ns
+	// Reconnect is how the clients the server closed came back; nil without subSpec.Reconnect.
+	Reconnect *ReconnectCounts `json:"reconnect,omitempty"`
 }
 
 func (t *tally) merge(o *tally) {
@@ -89,6 +93,12 @@ func (t *tally) merge(o *tally) {
 		t.BucketLastNs[i] = max(t.BucketLastNs[i], o.BucketLastNs[i])
 	}
 	t.LastNs = max(t.LastNs, o.LastNs)
+	if o.Reconnect != nil {
+		if t.Reconnect == nil {
+			t.Reconnect = &ReconnectCounts{}
+		}
+		t.Reconnect.merge(*o.Reconnect)
+	}
 }
 
 // subscribe opens spec's subscribers in this process or, with t.Procs > 1, in children.
@@ -121,6 +131,12 @@ func subscribeHere(ctx context.Context, t Target, spec subSpec) (*local, error) 
 	if err != nil {
 		return nil, err
 	}
+	if spec.Reconnect {
+		if p.re, err = newRedialer(p, t); err != nil {
+			p.close(t.Timeout)
+			return nil, err
+		}
+	}
 	p.startPings(t.ActivityTimeout)
 	l := &local{p: p, rec: rec, spec: spec, timeout: t.Timeout, rss0: rss0}
 	l.s, err = connect(ctx, t, p, spec.Offset, spec.Conns, spec.chansOf())
@@ -152,6 +168,10 @@ func (l *local) finish(context.Context) (*tally, error) {
 	}
 	t := l.rec.tally()
 	t.Lost = l.p.lostSoFar()
+	if l.p.re != nil {
+		r := l.p.re.report()
+		t.Reconnect = &r
+	}
 	events := int32(l.spec.Events)
 	t.Delivery = l.p.delivery(func(int) int32 { return events }, nil)
 	return t, nil

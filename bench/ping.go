@@ -169,8 +169,8 @@ func (p *pool) sweepPings() {
 				}
 			}
 			timeout := int64(own)
-			if c.activity > 0 {
-				timeout = min(timeout, c.activity)
+			if a := c.activity.Load(); a > 0 {
+				timeout = min(timeout, a)
 			}
 			if c.pingAt == 0 && now-last >= timeout {
 				c.pingAt = now

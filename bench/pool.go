@@ -19,7 +19,8 @@ type pool struct {
 	eng  *ws.Engine
 	rec  *recorder
 	tl   *Timeline
-	ping *pinger // the clients' activity check (ping.go); nil: they only answer the server's pings
+	ping *pinger   // the clients' activity check (ping.go); nil: they only answer the server's pings
+	re   *redialer // brings back the clients the server closed (reconnect.go); nil: they stay closed
 
 	attempts    atomic.Int64
 	failed      atomic.Int64
@@ -89,16 +90,21 @@ func (p *pool) attach(c *client, nc net.Conn, pre []byte) error {
 	_, err := p.eng.Attach(nc, pre, func(conn *ws.Conn) {
 		bound = true
 		conn.Data = c
-		c.conn = conn
+		c.mu.Lock() // a reconnected client is in p.clients already, where the sweep reads it
+		c.conn, c.gone = conn, false
+		c.mu.Unlock()
 		c.lastRx.Store(time.Now().UnixNano())
 		p.established.Add(1)
 		p.active.Add(1)
 		if p.tl != nil {
 			p.tl.Connected(1)
 		}
-		p.mu.Lock()
-		p.clients = append(p.clients, c)
-		p.mu.Unlock()
+		if !c.attached {
+			c.attached = true
+			p.mu.Lock()
+			p.clients = append(p.clients, c)
+			p.mu.Unlock()
+		}
 	})
 	if !bound {
 		p.alive.Done()
@@ -167,6 +173,9 @@ func (p *pool) OnHangup(conn *ws.Conn) {
 	if p.tl != nil {
 		p.tl.Connected(-1)
 	}
+	if lost && p.re != nil {
+		p.re.hungUp(c, code)
+	}
 	p.alive.Done()
 }
 
@@ -205,6 +214,9 @@ func (p *pool) close(d time.Duration) error {
 		return nil
 	}
 	p.stopPings()
+	if p.re != nil {
+		p.re.stop()
+	}
 	p.mu.Lock()
 	clients := p.clients
 	p.mu.Unlock()

@@ -49,6 +49,9 @@ func (r *FanoutReport) WriteText(w io.Writer) error {
 	}
 	writeDelivery(b, r.Delivery)
 	writeLost(b, r.Lost, "subscribers")
+	if r.Reconnect != nil {
+		r.Reconnect.writeText(b)
+	}
 	fmt.Fprintf(b, "  latency ms   %8s %7s %7s %7s %7s %7s %7s  %s\n", "count", "min", "p50", "p95", "p99", "p99.9", "max", "publish")
 	writeLatency(b, "all", r.Latency, "")
 	for _, e := range r.PerEvent {

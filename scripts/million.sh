@@ -28,7 +28,14 @@
 # a fan-out to a million takes 30 to 40 s to reach its last client, and a client whose server
 # ping was queued behind an event answers it only once it has read the event: at 30 s, 143 of
 # a million were closed with 4201 in one run;
-# LOGS: a directory to keep the nodes' and the bus server's logs in (default: dropped).
+# LOGS: a directory to keep the nodes' and the bus server's logs in (default: dropped);
+# RECONNECT (1): the clients the server closes come back as pusher-js does, and resubscribe
+# with recover from their position when the channel keeps history (herald bench fanout
+# --reconnect; 0: they stay closed, as in the runs before 2026-11-27); HISTORY (1): the
+# channel keeps its last 100 events for an hour (a history rule in the app's configuration;
+# on NATS the bus server then runs JetStream, -js), so that a client closed during the
+# fan-out recovers the events it missed; 0: no history, and a client the server closes
+# resubscribes plainly.
 #
 # Each 5 s sample and the end of the run also count the packets the kernel dropped because a
 # CPU's input backlog was full (/proc/net/softnet_stat; on loopback every segment passes
@@ -49,6 +56,8 @@ events=${EVENTS:-5}
 interval=${INTERVAL:-20s}
 min_avail=${MIN_AVAILABLE_MIB:-1024}
 case $engine in nats | redis) ;; *) echo "usage: million.sh [nats|redis] [conns]" >&2; exit 2 ;; esac
+reconnect=${RECONNECT:-1}
+history=${HISTORY:-1}
 nats_ping=${NATS_PING_INTERVAL:-30s}
 nats_pings=${NATS_PINGS_OUTSTANDING:-3}
 
@@ -87,6 +96,17 @@ fi
 
 go build -o "$tmp/herald" ./cmd/herald
 H=$tmp/herald
+# The development app's credentials, with a history rule for the bench's channel.
+cat >"$tmp/apps.yml" <<'YAML'
+apps:
+  - id: app-id
+    key: app-key
+    secret: app-secret
+    history:
+      - {channels: fanout, size: 100, ttl: 1h}
+YAML
+bench_args=()
+if [ "$reconnect" = 1 ]; then bench_args+=(--reconnect); fi
 
 freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
@@ -95,7 +115,9 @@ start_bus() {
 	port=$(freeport)
 	case $engine in
 	nats)
-		nats-server -a 127.0.0.1 -p "$port" >"$tmp/bus.log" 2>&1 &
+		local js=()
+		if [ "$history" = 1 ]; then js=(-js -sd "$tmp/jetstream"); fi
+		nats-server -a 127.0.0.1 -p "$port" "${js[@]}" >"$tmp/bus.log" 2>&1 &
 		bus_url=nats://127.0.0.1:$port
 		;;
 	redis)
@@ -120,6 +142,7 @@ start_node() {
 	port=$(freeport)
 	metrics=$(freeport)
 	args=(serve --port "$port" --metrics-port "$metrics" --cluster-url "$bus_url" --cluster-node-id "node-$1")
+	if [ "$history" = 1 ]; then args+=(--config "$tmp/apps.yml"); fi
 	if [ -n "${NODE_ACTIVITY:-}" ]; then args+=(--activity-timeout "$NODE_ACTIVITY"); fi
 	args+=(--pong-timeout "${NODE_PONG:-90s}")
 	if [ "$engine" = nats ]; then
@@ -190,7 +213,8 @@ exec 9>/tmp/herald-bench.lock
 echo "== waiting for /tmp/herald-bench.lock"
 flock 9
 echo "== $conns connections: $nodes herald nodes on one $engine server, $nodes client processes ($(date -u +%FT%TZ))"
-echo "== the nodes' pong_timeout: ${NODE_PONG:-90s}"
+echo "== the nodes' pong_timeout: ${NODE_PONG:-90s}; history on the channel: $([ "$history" = 1 ] && echo 'the last 100 events for 1h' || echo none);" \
+	"the clients the server closes: $([ "$reconnect" = 1 ] && echo 'come back as pusher-js does' || echo 'stay closed')"
 if [ "$engine" = nats ]; then echo "== the nodes' NATS keepalive: a ping every $nats_ping, stale after $nats_pings unanswered"; fi
 drops0=$(backlog_drops) retrans0=$(retransmits)
 start_bus
@@ -203,7 +227,7 @@ pids+=("$sampler")
 
 "$H" bench fanout --subs "$conns" --procs "$nodes" --concurrency $((8 * nodes)) --timeout 30m \
 	--idle "$idle" --idle-fast "$idle_fast" --idle-fast-activity "$idle_fast_activity" \
-	--events "$events" --interval "$interval" --wait 90s --quiet \
+	--events "$events" --interval "$interval" --wait 90s --quiet "${bench_args[@]}" \
 	--ws "$(IFS=,; echo "${ws[*]}")" --rest "http://127.0.0.1:$first_port" \
 	--server-pid "$(IFS=,; echo "${np[*]}")" --bus-pid "$bus_pid" >"$tmp/report" 2>&1 &
 bench=$!

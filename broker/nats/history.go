@@ -88,7 +88,12 @@ const (
 // uses them; a channel forgotten costs its next publish one more round trip.
 const maxChanStates = 10_000
 
-// maxAttempts bounds the tries of one publish that other nodes' publishes keep beating.
+// maxAttempts bounds the tries of one publish that finds its stream gone. Attempts that other
+// nodes' publishes beat to the channel's next offset are bounded by the publish's deadline
+// instead: a node that lost the race re-reads the channel's last event before it tries again,
+// while the winners try at once, so on a channel that several nodes publish to back to back
+// one node can lose many times in a row (64 in 0.7 s in one CI run) and still win well within
+// the deadline.
 const maxAttempts = 64
 
 // chanState is what a History knows of one channel's last message.
@@ -151,9 +156,18 @@ func (h *History) store(ctx context.Context, rule herald.HistoryRule, msg herald
 	subject := h.subject(sk, msg.Channel)
 	var last error // why the previous attempt failed
 	waited := 0    // the pauses for publishes in flight
+	beaten := 0    // the attempts other nodes' publishes beat
+	var beatenBy error
+	outrun := func() bool { return beaten > 0 && ctx.Err() != nil } // beaten until the deadline
+	busy := func() error {
+		return herald.Errorf(herald.CodeBusy, "channel %q: %d attempts beaten by other nodes' publishes until the deadline (last: %v)", msg.Channel, beaten, beatenBy)
+	}
 	for attempt := 1; ; {
 		if attempt > maxAttempts {
-			return herald.Position{}, nil, herald.Errorf(herald.CodeBusy, "channel %q: %d attempts in a row beaten by other nodes' publishes (last: %v)", msg.Channel, maxAttempts, last)
+			return herald.Position{}, nil, fmt.Errorf("channel %q: %d attempts found its history stream gone: %w", msg.Channel, maxAttempts, unavailable(last))
+		}
+		if outrun() {
+			return herald.Position{}, nil, busy()
 		}
 		s, err := h.stream(ctx, sk, true)
 		if err != nil {
@@ -167,6 +181,9 @@ func (h *History) store(ctx context.Context, rule herald.HistoryRule, msg herald
 					last = err
 					attempt++
 					continue
+				}
+				if outrun() {
+					return herald.Position{}, nil, busy()
 				}
 				return herald.Position{}, nil, unavailable(err)
 			}
@@ -215,10 +232,13 @@ func (h *History) store(ctx context.Context, rule herald.HistoryRule, msg herald
 			continue
 		}
 		cs.known = false
-		attempt++
 		switch {
 		case wrongLast(err):
+			beaten, beatenBy = beaten+1, err
+		case outrun():
+			return herald.Position{}, nil, busy()
 		case missing(err):
+			attempt++
 			h.forget(sk, s)
 		case errors.Is(err, nats.ErrMaxPayload):
 			return herald.Position{}, nil, fmt.Errorf("%w: %w", herald.Errorf(herald.CodeTooLarge, "message too large for the history stream"), err)
