@@ -188,7 +188,11 @@ func (p *pool) dial(ctx context.Context, ep endpoint, node, i int, chans []int32
 	if p.re != nil && len(chans) == 1 {
 		c.pos = &follow{}
 	}
-	return p.open(ctx, ep, c, deadline, func(nc net.Conn) ([]byte, error) { return c.setup(nc, ep) })
+	err := p.open(ctx, ep, c, deadline, func(nc net.Conn) ([]byte, error) { return c.setup(nc, ep) })
+	if err != nil && p.re != nil && ctx.Err() == nil {
+		p.re.setupFailed(c, err)
+	}
+	return err
 }
 
 // open connects c (the run's client c.index) to ep, runs setup on the connection before

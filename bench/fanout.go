@@ -114,6 +114,22 @@ type FanoutReport struct {
 	Timeline    []Point `json:"timeline,omitempty"`
 }
 
+// Clean reports whether every subscriber got every event once, in order, and none was lost for
+// good: with FanoutConfig.Reconnect, a first connection that failed and subscribed on a later
+// try, and subscribers the server closed that all came back, are not failures (a subscriber
+// that came back without the events it missed still counts them missing).
+func (r *FanoutReport) Clean() bool {
+	failed, lost := r.Setup.Failed, r.Lost.Count
+	if c := r.Reconnect; c != nil {
+		failed -= c.SetupLater
+		if c.Closed == lost && c.Reconnected == c.Closed {
+			lost = 0
+		}
+	}
+	d := r.Delivery
+	return failed == 0 && lost == 0 && d.Missing == 0 && d.Duplicated == 0 && d.OutOfOrder == 0 && d.Unexpected == 0
+}
+
 // Fanout subscribes cfg.Subs clients to cfg.Channel, then publishes cfg.Events events
 // cfg.Interval apart through the REST API and measures every delivery.
 func Fanout(ctx context.Context, cfg FanoutConfig) (rep *FanoutReport, err error) {

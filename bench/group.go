@@ -144,7 +144,13 @@ func subscribeHere(ctx context.Context, t Target, spec subSpec) (*local, error) 
 		p.close(t.Timeout)
 		return l, err
 	}
-	rec.expect(int64(l.s.Established) * int64(max(spec.PerClient, 1)) * int64(spec.Events))
+	perClient := int64(max(spec.PerClient, 1)) * int64(spec.Events)
+	if p.re != nil {
+		p.re.awaitSetups(ctx, t.Timeout)
+		p.re.expect(l.s.Established, perClient)
+	} else {
+		rec.expect(int64(l.s.Established) * perClient)
+	}
 	return l, nil
 }
 

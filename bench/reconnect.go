@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -16,15 +17,20 @@ import (
 // (subSpec.Reconnect): after a close code 4200-4299 at once, after 4100-4199 or a close
 // without a close frame a second later; never after 4000-4099 or a normal close. On a history
 // channel each resubscribes with recover from the position of the last event it handled, as
-// the clients/js helper does.
+// the clients/js helper does. A first connection that fails is tried again a second later,
+// as pusher-js does, unless the server refused it with 4000-4099.
 type ReconnectCounts struct {
 	// Positioned counts the clients that knew their position in a history channel when the
 	// run ended (0: the server keeps no history for the channel).
-	Positioned  int    `json:"positioned"`
-	Closed      int    `json:"closed"`      // connections the server ended that came back or tried to
-	Reconnected int    `json:"reconnected"` // subscribed again
-	Attempts    int    `json:"attempts"`    // dials, the failed ones retried a second later
-	FirstError  string `json:"first_error,omitempty"`
+	Positioned int `json:"positioned"`
+	Closed     int `json:"closed"` // connections the server ended that came back or tried to
+	// SetupRetried counts the first connections that failed and were tried again; SetupLater
+	// those of them that subscribed on a later try (they are in the delivery's expectations).
+	SetupRetried int    `json:"setup_retried"`
+	SetupLater   int    `json:"setup_later"`
+	Reconnected  int    `json:"reconnected"` // subscribed again
+	Attempts     int    `json:"attempts"`    // dials, the failed ones retried a second later
+	FirstError   string `json:"first_error,omitempty"`
 	// Recovered counts the resubscriptions answered recovered:true; NotRecovered the others
 	// answered with a recovery frame, by reason; Plain those that named no position (none
 	// known: not a history channel, or closed before its first recovery frame).
@@ -36,6 +42,8 @@ type ReconnectCounts struct {
 func (r *ReconnectCounts) merge(o ReconnectCounts) {
 	r.Positioned += o.Positioned
 	r.Closed += o.Closed
+	r.SetupRetried += o.SetupRetried
+	r.SetupLater += o.SetupLater
 	r.Reconnected += o.Reconnected
 	r.Attempts += o.Attempts
 	if r.FirstError == "" {
@@ -87,6 +95,10 @@ type redialer struct {
 	mu      sync.Mutex // guards what follows
 	stopped bool
 	counts  ReconnectCounts
+	// perClient, once expecting, is the first receipts a client that subscribes late adds
+	// to its pool's recorder's expectation.
+	perClient int64
+	expecting bool
 }
 
 func newRedialer(p *pool, t Target) (*redialer, error) {
@@ -114,12 +126,55 @@ func (r *redialer) hungUp(c *client, code int) {
 		return
 	}
 	r.counts.Closed++
-	r.wg.Go(func() { r.redial(c, delay) })
+	r.wg.Go(func() { r.redial(c, delay, false) })
+}
+
+// setupFailed is called when c's first connection failed with err: it tries again a second
+// later unless the server refused c with a close code pusher-js does not reconnect after.
+func (r *redialer) setupFailed(c *client, err error) {
+	var ce *closedError
+	if errors.As(err, &ce) {
+		if _, ok := reconnectDelay(ce.code); !ok {
+			return
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		return
+	}
+	r.counts.SetupRetried++
+	r.wg.Go(func() { r.redial(c, time.Second, true) })
+}
+
+// awaitSetups waits, at most d, until every first connection tried again has subscribed, so
+// that no event is published before them.
+func (r *redialer) awaitSetups(ctx context.Context, d time.Duration) {
+	end := time.Now().Add(d)
+	for time.Now().Before(end) && ctx.Err() == nil {
+		r.mu.Lock()
+		done := r.counts.SetupLater == r.counts.SetupRetried
+		r.mu.Unlock()
+		if done {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// expect sets the recorder's expectation: perClient first receipts for each of established
+// clients and of those that subscribed late; each that subscribes late from now on adds its
+// own.
+func (r *redialer) expect(established int, perClient int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.perClient, r.expecting = perClient, true
+	r.p.rec.expect(int64(established+r.counts.SetupLater) * perClient)
 }
 
 // redial dials c again after delay and subscribes it, a second apart until it succeeds or
-// the redialer stops.
-func (r *redialer) redial(c *client, delay time.Duration) {
+// the redialer stops; first says that c never subscribed yet.
+func (r *redialer) redial(c *client, delay time.Duration, first bool) {
 	ep := r.eps[int(c.node)%len(r.eps)]
 	for {
 		t := time.NewTimer(delay)
@@ -139,12 +194,18 @@ func (r *redialer) redial(c *client, delay time.Duration) {
 		err := r.p.open(r.ctx, ep, c, time.Now().Add(r.timeout), func(nc net.Conn) ([]byte, error) { return c.setup(nc, ep) })
 		r.mu.Lock()
 		r.counts.Attempts++
-		if err == nil {
+		switch {
+		case err == nil && first:
+			r.counts.SetupLater++
+			if r.expecting {
+				r.p.rec.expect(r.p.rec.expected.Load() + r.perClient)
+			}
+		case err == nil:
 			r.counts.Reconnected++
 			if plain {
 				r.counts.Plain++
 			}
-		} else if r.counts.FirstError == "" && r.ctx.Err() == nil {
+		case r.counts.FirstError == "" && r.ctx.Err() == nil:
 			r.counts.FirstError = err.Error()
 		}
 		r.mu.Unlock()
@@ -268,6 +329,9 @@ func (r *ReconnectCounts) writeText(b io.Writer) {
 		r.Reconnected, r.Closed, r.Attempts, r.Recovered, r.Plain, r.Positioned)
 	for _, k := range slices.Sorted(maps.Keys(r.NotRecovered)) {
 		fmt.Fprintf(b, ", %d× %s", r.NotRecovered[k], k)
+	}
+	if r.SetupRetried > 0 {
+		fmt.Fprintf(b, "; %d failed first connections tried again, %d of them subscribed", r.SetupRetried, r.SetupLater)
 	}
 	if r.FirstError != "" {
 		fmt.Fprintf(b, " (first failed dial: %s)", r.FirstError)

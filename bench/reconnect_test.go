@@ -2,8 +2,11 @@ package bench
 
 import (
 	"fmt"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/herald-rt/herald/internal/poll"
 )
@@ -116,5 +119,40 @@ func TestReconnectDelay(t *testing.T) {
 		if ok != tc.ok || (ok && d.String() != tc.delay) {
 			t.Errorf("code %d: reconnect %v after %v; want %v after %s", tc.code, ok, d, tc.ok, tc.delay)
 		}
+	}
+}
+
+// TestReconnectRetriesSetup: the server refuses the first three WebSocket handshakes; with
+// Reconnect those clients try again a second later, as pusher-js does, subscribe, and get
+// every event: the run waits for them before it publishes and expects them, and a report of
+// it is clean.
+func TestReconnectRetriesSetup(t *testing.T) {
+	var refused atomic.Int32
+	target := startHistory(t, 1000, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasPrefix(r.URL.Path, "/app/") && refused.Add(1) <= 3 {
+				http.Error(w, "not yet", http.StatusServiceUnavailable)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	target.Concurrency = 1 // the first three attempts are the refused ones
+	rep, err := Fanout(t.Context(), FanoutConfig{Target: target, Subs: 10, Events: 2, Interval: time.Millisecond, Channel: "recover-s",
+		Reconnect: true, Wait: patience})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rep.Reconnect
+	if rep.Setup.Established != 7 || rep.Setup.Failed != 3 || r == nil || r.SetupRetried != 3 || r.SetupLater != 3 || r.Closed != 0 || r.Positioned != 10 {
+		t.Fatalf("setup %+v, reconnect %+v; want 7 at first, the 3 refused subscribed a second later, all 10 positioned", rep.Setup, r)
+	}
+	if d := rep.Delivery; d.Expected != 20 || d.Delivered != 20 || !rep.Clean() {
+		t.Fatalf("delivery %+v, clean %v; want all 20, clean", d, rep.Clean())
+	}
+	checkText(t, rep, "3 failed first connections tried again, 3 of them subscribed")
+	rep.Reconnect.SetupLater = 2
+	if rep.Clean() {
+		t.Fatal("a report with a first connection that never subscribed is clean")
 	}
 }

@@ -30,8 +30,9 @@
 # a million were closed with 4201 in one run;
 # LOGS: a directory to keep the nodes' and the bus server's logs in (default: dropped);
 # RECONNECT (1): the clients the server closes come back as pusher-js does, and resubscribe
-# with recover from their position when the channel keeps history (herald bench fanout
-# --reconnect; 0: they stay closed, as in the runs before 2026-11-27); HISTORY (1): the
+# with recover from their position when the channel keeps history, and a failed first
+# connection is tried again a second later (herald bench fanout --reconnect; 0: they stay
+# closed and failed, as in the runs before 2026-11-27); HISTORY (1): the
 # channel keeps its last 100 events for an hour (a history rule in the app's configuration;
 # on NATS the bus server then runs JetStream, -js), so that a client closed during the
 # fan-out recovers the events it missed; 0: no history, and a client the server closes
