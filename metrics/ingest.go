@@ -60,7 +60,7 @@ func (r *Registry) AttachIngest(prefix string, stats func() []ingest.Stats) {
 type ingestCollector struct {
 	stats                                            func() []ingest.Stats
 	consumed, published, bad, dead, deadErr, retries *prometheus.Desc
-	commitErr, reclaimed, lag, up                    *prometheus.Desc
+	commitErr, reclaimed, resent, lag, up            *prometheus.Desc
 }
 
 func newIngestCollector(prefix string, stats func() []ingest.Stats) *ingestCollector {
@@ -77,6 +77,7 @@ func newIngestCollector(prefix string, stats func() []ingest.Stats) *ingestColle
 		retries:   d("ingest_publish_retries_total", "Hand-offs the hub refused (its queues full, the bus down), each retried while the source fetches nothing."),
 		commitErr: d("ingest_commit_errors_total", "Kafka commits or Redis acknowledgements that failed (those records will be delivered again)."),
 		reclaimed: d("ingest_reclaimed_total", "Redis stream entries claimed from consumers idle past claim_idle (XAUTOCLAIM)."),
+		resent:    d("ingest_resent_total", "Events handed off again after the node's bus connection was replaced: they may reach subscribers twice, and after later events of their partition or stream."),
 		lag:       d("ingest_lag_records", "Records of a partition (Redis: stream) not consumed yet, as of the last fetch.", "topic", "partition"),
 		up:        d("ingest_source_up", "1 while the source's broker answers and the source consumes (or waits for the hub), else 0."),
 	}
@@ -84,7 +85,7 @@ func newIngestCollector(prefix string, stats func() []ingest.Stats) *ingestColle
 
 // Describe implements prometheus.Collector.
 func (c *ingestCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.consumed, c.published, c.bad, c.dead, c.deadErr, c.retries, c.commitErr, c.reclaimed, c.lag, c.up} {
+	for _, d := range []*prometheus.Desc{c.consumed, c.published, c.bad, c.dead, c.deadErr, c.retries, c.commitErr, c.reclaimed, c.resent, c.lag, c.up} {
 		ch <- d
 	}
 }
@@ -105,6 +106,7 @@ func (c *ingestCollector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.retries, s.PublishRetries)
 		counter(c.commitErr, s.CommitErrors)
 		counter(c.reclaimed, s.Reclaimed)
+		counter(c.resent, s.Resent)
 		for _, l := range s.Lag {
 			ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(l.Records), s.Name, l.Topic, strconv.Itoa(int(l.Partition)))
 		}

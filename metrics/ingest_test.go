@@ -12,7 +12,7 @@ import (
 func TestIngestMetrics(t *testing.T) {
 	reg := metrics.New("herald_", nil)
 	st := ingest.Stats{Name: "trades", Kind: "kafka", State: ingest.StatePaused, Consumed: 10, Published: 8,
-		DeadLettered: 1, PublishRetries: 3, CommitErrors: 2, Reclaimed: 0,
+		DeadLettered: 1, PublishRetries: 3, CommitErrors: 2, Reclaimed: 0, Resent: 4,
 		Lag: []ingest.Lag{{Topic: "trades", Partition: 0, Records: 5}, {Topic: "trades", Partition: 1, Records: 7}}}
 	st.Bad[ingest.ReasonMissingField] = 2
 	down := ingest.Stats{Name: "bids", Kind: "redis_stream", State: ingest.StateDown}
@@ -28,6 +28,7 @@ func TestIngestMetrics(t *testing.T) {
 		{"herald_ingest_dead_letters_total", "source", "trades", 1},
 		{"herald_ingest_publish_retries_total", "source", "trades", 3},
 		{"herald_ingest_commit_errors_total", "source", "trades", 2},
+		{"herald_ingest_resent_total", "source", "trades", 4},
 		{"herald_ingest_lag_records", "partition", "1", 7},
 		{"herald_ingest_source_up", "source", "trades", 1}, // paused by the hub is no outage
 		{"herald_ingest_source_up", "source", "bids", 0},
