@@ -116,17 +116,9 @@ func newRedialer(p *pool, t Target) (*redialer, error) {
 // hungUp is called when the server ended c with code (0: no close frame): it starts c's
 // reconnect when pusher-js would reconnect.
 func (r *redialer) hungUp(c *client, code int) {
-	delay, ok := reconnectDelay(code)
-	if !ok {
-		return
+	if delay, ok := reconnectDelay(code); ok {
+		r.start(c, delay, false)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.stopped {
-		return
-	}
-	r.counts.Closed++
-	r.wg.Go(func() { r.redial(c, delay, false) })
 }
 
 // setupFailed is called when c's first connection failed with err: it tries again a second
@@ -138,13 +130,23 @@ func (r *redialer) setupFailed(c *client, err error) {
 			return
 		}
 	}
+	r.start(c, time.Second, true)
+}
+
+// start counts c as closed, or as a first connection tried again (first), and starts its
+// redial after delay, unless the redialer has stopped.
+func (r *redialer) start(c *client, delay time.Duration, first bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopped {
 		return
 	}
-	r.counts.SetupRetried++
-	r.wg.Go(func() { r.redial(c, time.Second, true) })
+	if first {
+		r.counts.SetupRetried++
+	} else {
+		r.counts.Closed++
+	}
+	r.wg.Go(func() { r.redial(c, delay, first) })
 }
 
 // awaitSetups waits, at most d, until every first connection tried again has subscribed, so
@@ -242,13 +244,7 @@ func (r *redialer) report() ReconnectCounts {
 	defer r.mu.Unlock()
 	out := r.counts
 	out.Positioned = positioned
-	out.NotRecovered = nil
-	for k, n := range r.counts.NotRecovered {
-		if out.NotRecovered == nil {
-			out.NotRecovered = map[string]int{}
-		}
-		out.NotRecovered[k] = n
-	}
+	out.NotRecovered = maps.Clone(r.counts.NotRecovered)
 	return out
 }
 

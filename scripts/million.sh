@@ -98,7 +98,8 @@ fi
 go build -o "$tmp/herald" ./cmd/herald
 H=$tmp/herald
 # The development app's credentials, with a history rule for the bench's channel.
-cat >"$tmp/apps.yml" <<'YAML'
+if [ "$history" = 1 ]; then
+	cat >"$tmp/apps.yml" <<'YAML'
 apps:
   - id: app-id
     key: app-key
@@ -106,6 +107,7 @@ apps:
     history:
       - {channels: fanout, size: 100, ttl: 1h}
 YAML
+fi
 bench_args=()
 if [ "$reconnect" = 1 ]; then bench_args+=(--reconnect); fi
 
