@@ -48,9 +48,11 @@ type Conn struct {
 
 	// Owned by the worker, touched less often.
 	w       *worker
-	widx    int   // index in worker.conns
-	pingAt  int64 // when the engine pinged; 0 when no ping is outstanding
-	closeAt int64 // when closing: the deadline for the close frame to leave
+	widx    int     // index in worker.conns
+	pingAt  int64   // when the engine pinged; 0 when no ping is outstanding
+	closeAt int64   // when closing: the deadline for the close frame to leave
+	rep     *replay // its replays in progress (replay.go), in subscription order
+	repAt   int64   // when its replay last wrote something (engine clock, ms)
 
 	sid       string       // socket id "prefix.num"
 	lastSeen  atomic.Int64 // engine clock (ms) of the last frame received
@@ -66,6 +68,9 @@ func (c *Conn) Num() uint64 { return c.num }
 
 // Counters are the connection's group's counters on its worker.
 func (c *Conn) Counters() *Counters { return c.m }
+
+// Transport is the connection's socket, once attached (nil before).
+func (c *Conn) Transport() Transport { return c.t }
 
 // Worker is the index of the connection's worker.
 func (c *Conn) Worker() int { return c.w.idx }

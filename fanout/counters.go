@@ -12,7 +12,11 @@ type Counters struct {
 	SentBytes   atomic.Int64 // bytes written to sockets
 	Slow        atomic.Int64 // slow consumers closed
 	g           *Group       // whose counters these are; read only, in the padding
-	_           [24]byte
+	// ReplayedBytes and ReplayPages count the replays' frames queued (Engine.SubscribeReplay),
+	// in bytes and in pages.
+	ReplayedBytes atomic.Int64
+	ReplayPages   atomic.Int64
+	_             [8]byte
 	// Written by the accept path and the readers.
 	Connects      atomic.Int64
 	Received      atomic.Int64 // messages received (data and control)

@@ -8,6 +8,7 @@ const (
 	opAttach     op = iota // start owning c
 	opSend                 // queue frame for c
 	opSub                  // add c to ch's subscribers here, then queue frame and extra
+	opSubReplay            // queue frame for c, then replay rep before adding c to ch's subscribers here
 	opUnsub                // remove c from ch's subscribers here
 	opPublish              // queue frame for every subscriber of ch here but the excluded one
 	opBatch                // opPublish for each publish in pubs, in order (Batch)
@@ -31,6 +32,7 @@ type cmd struct {
 	track *pubTrack // opPublish: measures publish → last frame queued; may be nil
 	g     *Group    // opCloseGroup
 	pubs  *[]pub    // opBatch
+	rep   *replay   // opSubReplay
 }
 
 // worker owns a fixed share of the connections: their outbound queues, their writes and
@@ -46,7 +48,12 @@ type worker struct {
 	subs  map[*Channel][]*Conn
 	conns []*Conn
 	dirty []*Conn
+	spare []*Conn // the dirty list flushDirty is not using: a flush may dirty a connection again
 	done  chan struct{}
+	// replays are the replays in progress here, by channel (replay.go); nrep counts them, so
+	// that a publish looks them up only when there is one.
+	replays map[*Channel][]*replay
+	nrep    int
 }
 
 func newWorker(e *Engine, idx int) *worker {
@@ -82,10 +89,28 @@ func (w *worker) run(stop <-chan struct{}) {
 				}
 			}
 			w.flushDirty()
+			// Replays whose page was written whole queued their next one: go on with them,
+			// taking the commands that came meanwhile, until their sockets are full.
+			for len(w.dirty) > 0 {
+				w.take()
+				w.flushDirty()
+			}
 		case <-tick.C:
 			w.sweep(w.e.Now())
 			w.flushDirty()
 		case <-stop:
+			return
+		}
+	}
+}
+
+// take handles the commands waiting in the inbox, at most maxBatch, without waiting.
+func (w *worker) take() {
+	for i := 0; i < maxBatch; i++ {
+		select {
+		case c := <-w.inbox:
+			w.handle(c)
+		default:
 			return
 		}
 	}
@@ -112,8 +137,14 @@ func (w *worker) handle(m cmd) {
 			w.enqueue(m.c, m.extra)
 			m.c.m.Sent.Add(1)
 		}
+	case opSubReplay:
+		w.enqueue(m.c, m.frame)
+		m.c.m.Sent.Add(1)
+		w.startReplay(m.rep)
 	case opUnsub:
-		w.unsub(m.c, m.ch)
+		if m.c.rep == nil || !w.unsubReplay(m.c, m.ch) {
+			w.unsub(m.c, m.ch)
+		}
 	case opAttach:
 		m.c.widx = len(w.conns)
 		w.conns = append(w.conns, m.c)
@@ -127,6 +158,11 @@ func (w *worker) handle(m cmd) {
 		}
 	case opCloseSubs:
 		for _, c := range w.subs[m.ch] {
+			c.ClosedWith(int(m.excl))
+			w.close(c, m.frame)
+		}
+		for len(w.replays[m.ch]) > 0 { // closing drops the replay
+			c := w.replays[m.ch][0].c
 			c.ClosedWith(int(m.excl))
 			w.close(c, m.frame)
 		}
@@ -159,6 +195,9 @@ func (w *worker) publish(ch *Channel, frame []byte, excl uint64) {
 		// Every subscriber here is of the channel's group and this worker: one shard.
 		subs[0].m.Sent.Add(int64(n))
 	}
+	if w.nrep > 0 {
+		w.holdAll(ch, frame, excl)
+	}
 }
 
 func (w *worker) unsub(c *Conn, ch *Channel) {
@@ -186,18 +225,23 @@ func (w *worker) enqueue(c *Conn, frame []byte) {
 		return
 	}
 	if c.outBytes+len(frame) > w.e.cfg.OutboundBufferBytes {
-		c.m.Slow.Add(1)
-		w.e.warnSlow(c)
-		w.drop(c)
-		slow := w.e.cfg.Slow
-		c.ClosedWith(slow.Code)
-		w.close(c, slow.Frame)
-		w.makeRoom(c)
+		w.slow(c)
 		return
 	}
 	c.out = append(c.out, frame)
 	c.outBytes += len(frame)
 	w.markDirty(c)
+}
+
+// slow closes c as a slow consumer: what it has queued is dropped, its close goes out next.
+func (w *worker) slow(c *Conn) {
+	c.m.Slow.Add(1)
+	w.e.warnSlow(c)
+	w.drop(c)
+	slow := w.e.cfg.Slow
+	c.ClosedWith(slow.Code)
+	w.close(c, slow.Frame)
+	w.makeRoom(c)
 }
 
 func (w *worker) markDirty(c *Conn) {
@@ -240,6 +284,9 @@ func (w *worker) close(c *Conn, frame []byte) {
 		return
 	}
 	c.closing = true
+	if c.rep != nil {
+		w.dropReplays(c)
+	}
 	c.closeAt = w.e.Now() + w.e.cfg.CloseGrace.Milliseconds()
 	c.out = append(c.out, frame)
 	c.outBytes += len(frame)
@@ -247,14 +294,16 @@ func (w *worker) close(c *Conn, frame []byte) {
 }
 
 func (w *worker) flushDirty() {
-	for _, c := range w.dirty {
+	list := w.dirty
+	w.dirty = w.spare[:0] // a replay's next page dirties its connection again (feed)
+	for _, c := range list {
 		c.dirty = false
 		if !c.blocked {
 			w.flush(c)
 		}
 	}
-	clear(w.dirty)
-	w.dirty = w.dirty[:0]
+	clear(list)
+	w.spare = list[:0]
 }
 
 // flush writes c's queue with one writev.
@@ -266,16 +315,22 @@ func (w *worker) flush(c *Conn) {
 	if n > 0 {
 		c.consume(n)
 		c.m.SentBytes.Add(int64(n))
+		if c.rep != nil {
+			c.repAt = w.e.Now()
+		}
 	}
 	switch {
 	case err != nil:
 		// The socket is dead; the reader reports the hang-up.
 		c.closing = true
+		w.dropReplays(c)
 		w.shutdown(c)
 	case blocked:
 		c.blocked = true
 	case c.closing && len(c.out) == 0:
 		w.shutdown(c)
+	case c.rep != nil:
+		w.feed(c)
 	}
 }
 
@@ -300,6 +355,7 @@ func (w *worker) hangup(c *Conn) {
 	clear(c.out)
 	c.out = nil
 	c.outBytes = 0
+	w.dropReplays(c)
 	c.closing, c.shut = true, true
 	c.t.Close()
 	w.e.uncount(c)
@@ -315,6 +371,10 @@ func (w *worker) sweep(now int64) {
 			if !c.shut && now >= c.closeAt {
 				w.shutdown(c)
 			}
+			continue
+		}
+		if c.rep != nil && w.stalled(c, now) {
+			w.slow(c)
 			continue
 		}
 		last := c.lastSeen.Load()
