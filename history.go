@@ -76,10 +76,17 @@ type HistoryPage struct {
 	// Latest is the channel's position now: its epoch and the offset of its last event (0
 	// when the channel has had none in this epoch).
 	Latest Position
-	// Entries are the retained events after the offset asked for, oldest first, with
-	// consecutive offsets. Entries[0].Offset is more than the offset asked for plus one when
-	// the events in between are gone (past the rule's Size or TTL).
+	// Entries are the retained events after the offset asked for, oldest first. Their
+	// offsets are consecutive but where events are gone: Entries[0].Offset is more than the
+	// offset asked for plus one when the events in between are gone (past the rule's Size or
+	// TTL), and a cluster node leaves out an entry it refuses (not sealed by the cluster's
+	// secret, or malformed), which leaves a gap.
 	Entries []HistoryEntry
+	// Through is the last offset the read covered: every event kept with an offset after
+	// the one asked for and up to Through is in Entries, so the offsets of that range
+	// missing from Entries are gone. It is Latest.Offset unless the read's limit cut it
+	// short. History.Read implementations need not set it; the cluster's State does.
+	Through uint64
 }
 
 // History keeps the recent events of a cluster's history channels and gives each its

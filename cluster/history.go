@@ -46,6 +46,10 @@ type chanHist struct {
 	last  uint64
 	ents  []*histEntry // ents[head:] are kept
 	head  int
+	// hole is the last offset known to be missing from the history (the store lost it, or
+	// refused it as forged: a cluster copy's): the events kept are after it, and a recovery
+	// from before it fails with ReasonLost rather than replay around it. 0: none.
+	hole uint64
 	used  int64 // engine clock, ms, of the last write (a single node forgets idle histories)
 	dead  bool  // forgotten: whoever holds it looks it up again
 
@@ -133,6 +137,9 @@ const (
 	ReasonAhead        = "ahead"
 	ReasonNoHistory    = "no_history"
 	ReasonUnavailable  = "unavailable"
+	// ReasonLost: an event after the position is missing from the history (an entry the
+	// store lost, or one refused as forged or malformed), so not every event can be replayed.
+	ReasonLost = "lost"
 )
 
 // recoverLocked says what a subscription recovering from since (nil: not recovering) gets.
@@ -156,8 +163,14 @@ func (h *chanHist) recoverLocked(since *herald.Position, now int64) Recovery {
 		// A position taken before the channel had a history: every event of this epoch
 		// is after it.
 		r.Reason = ReasonTooOld
+		if h.hole != 0 && h.hole+1 == h.firstLocked() {
+			r.Reason = ReasonLost
+		}
 	case since.Epoch != "" && since.Offset+1 < h.firstLocked():
 		r.Reason = ReasonTooOld
+		if h.hole != 0 && h.hole+1 == h.firstLocked() {
+			r.Reason = ReasonLost // what is missing right after the position was lost, not aged out
+		}
 	default:
 		r.Recovered = true
 		from := since.Offset

@@ -55,9 +55,13 @@ func (a *App) readLocal(name string, after uint64, limit int) herald.HistoryPage
 	}
 	defer h.mu.Unlock()
 	h.expireLocked(a.eng.Now())
-	p := herald.HistoryPage{Latest: herald.Position{Epoch: h.epoch, Offset: h.last}}
+	p := herald.HistoryPage{Latest: herald.Position{Epoch: h.epoch, Offset: h.last}, Through: h.last}
 	for _, e := range h.ents[h.head:] {
-		if e.offset > after && len(p.Entries) < limit {
+		if e.offset > after {
+			if len(p.Entries) == limit {
+				p.Through = p.Entries[limit-1].Offset
+				break
+			}
 			p.Entries = append(p.Entries, herald.HistoryEntry{Offset: e.offset, At: e.at, Frame: e.event()})
 		}
 	}

@@ -31,6 +31,7 @@ type heldEvent struct {
 
 // HistoryStats count what a cluster node's copies of histories met.
 type HistoryStats struct {
+	Loads        atomic.Int64 // copies of a channel's history read whole from the store
 	GapsRepaired atomic.Int64 // gaps whose events were read from the store and delivered
 	GapsLost     atomic.Int64 // gaps whose events were gone: the channel's subscribers were closed
 	Duplicates   atomic.Int64 // events received twice, dropped
@@ -77,7 +78,7 @@ func (r *Replicated) sequenceLocked(a *App, ch *Channel, msg herald.BusMessage) 
 	if msg.Epoch != h.epoch {
 		// A new history (the store lost the old one): its offsets count from 1 again.
 		h.clearLocked()
-		h.epoch, h.last = msg.Epoch, 0
+		h.epoch, h.last, h.hole = msg.Epoch, 0, 0
 	}
 	switch {
 	case msg.Offset <= h.last:
@@ -110,7 +111,11 @@ func (r *Replicated) load(ctx context.Context, a *App, ch *Channel, open func())
 	h := ch.hist
 	opened := false
 	for n := 0; ; n++ {
-		page, err := r.read(ctx, h.rule, a.id, h.name, 0, h.rule.Size)
+		page, full, lost, err := r.read(ctx, h.rule, a.id, h.name, 0, h.rule.Size)
+		if err == nil && full && page.Through < page.Latest.Offset {
+			// The store keeps more than the rule's size (the rule changed): its newest.
+			page, full, lost, err = r.read(ctx, h.rule, a.id, h.name, page.Latest.Offset-uint64(h.rule.Size), h.rule.Size)
+		}
 		h.mu.Lock()
 		if h.dead {
 			h.mu.Unlock()
@@ -133,19 +138,11 @@ func (r *Replicated) load(ctx context.Context, a *App, ch *Channel, open func())
 			opened = true
 		} else if err == nil {
 			h.unavailable = false
-			h.clearLocked()
-			h.epoch, h.last = page.Latest.Epoch, 0
-			var victims []*histEntry
-			if len(page.Entries) > 0 {
-				h.last = page.Entries[0].Offset - 1
-				for _, e := range page.Entries {
-					victims = append(victims, r.fillLocked(h, e)...)
-				}
-			}
-			h.last = max(h.last, page.Latest.Offset)
+			victims := r.fillLocked(h, page, full, lost)
 			victims = append(victims, r.releaseHeldLocked(a, ch)...)
 			h.mu.Unlock()
 			a.hist.drop(victims)
+			r.histStats.Loads.Add(1)
 			if !opened {
 				open()
 			}
@@ -166,18 +163,39 @@ func (r *Replicated) passLocked(a *App, ch *Channel, msg herald.BusMessage) []*h
 	h := ch.hist
 	if msg.Epoch != h.epoch || msg.Offset != h.last+1 {
 		h.clearLocked()
-		h.epoch, h.last = msg.Epoch, msg.Offset-1
+		h.epoch, h.last, h.hole = msg.Epoch, msg.Offset-1, 0
 	}
 	return r.keepCopyLocked(a, ch, msg.Offset, r.eng.Now(), msg.Payload, r.eng.Local(msg.ExcludeSocket), msg.Origin)
 }
 
-// fillLocked keeps a stored event in a copy without delivering it (nobody is subscribed
-// yet), if it is the next one.
-func (r *Replicated) fillLocked(h *chanHist, e herald.HistoryEntry) []*histEntry {
-	if e.Offset != h.last+1 {
-		return nil
+// fillLocked makes h a copy of page, a read of the store's history from its start (lost:
+// the last offset the read refused, full: the store returned as many as asked) without
+// delivering anything (nobody is subscribed yet). The copy keeps the events after the last one
+// missing: a gap between two stored events, or a refused one, is a hole (h.hole) that no
+// recovery from before it replays around.
+func (r *Replicated) fillLocked(h *chanHist, page herald.HistoryPage, full bool, lost uint64) (victims []*histEntry) {
+	h.clearLocked()
+	h.epoch, h.last, h.hole = page.Latest.Epoch, 0, 0
+	for i, e := range page.Entries {
+		if e.Offset != h.last+1 {
+			if i > 0 || lost+1 >= e.Offset {
+				h.clearLocked()
+				h.hole = e.Offset - 1
+			}
+			h.last = e.Offset - 1 // before the first: aged out of the store
+		}
+		_, v := h.appendLocked(r.l, e.Offset, e.At, e.Frame)
+		victims = append(victims, v...)
 	}
-	_, victims := h.appendLocked(r.l, e.Offset, e.At, e.Frame)
+	if lost > h.last {
+		h.clearLocked() // the newest were refused
+		h.last, h.hole = lost, lost
+	}
+	if !full {
+		// Later events expired (all of them, since the oldest expire first); a read cut
+		// short by its limit leaves the rest to the events held back.
+		h.last = max(h.last, page.Latest.Offset)
+	}
 	return victims
 }
 
@@ -218,7 +236,7 @@ func (r *Replicated) repair(a *App, ch *Channel) {
 			if upto > after && upto-after < uint64(limit) {
 				limit = int(upto - after)
 			}
-			page, err := r.read(ctx, h.rule, a.id, h.name, after, limit)
+			page, _, lost, err := r.read(ctx, h.rule, a.id, h.name, after, limit)
 			if err != nil {
 				select {
 				case <-time.After(retry.Wait(n)):
@@ -233,7 +251,7 @@ func (r *Replicated) repair(a *App, ch *Channel) {
 				h.mu.Unlock()
 				return
 			}
-			victims := r.mendLocked(a, ch, page, after, epoch)
+			victims := r.mendLocked(a, ch, page, lost, after, epoch)
 			busy := h.busy
 			h.mu.Unlock()
 			a.hist.drop(victims)
@@ -244,46 +262,62 @@ func (r *Replicated) repair(a *App, ch *Channel) {
 	})
 }
 
-// mendLocked delivers what a read after `after` in epoch found missing, and then the events
-// held back.
-func (r *Replicated) mendLocked(a *App, ch *Channel, page herald.HistoryPage, after uint64, epoch string) (victims []*histEntry) {
+// mendLocked delivers what a read after `after` in epoch found missing (lost: the last offset
+// it refused), and then the events held back. Events gone from the store (aged out, lost or
+// refused) close the channel's subscribers here (lostLocked).
+func (r *Replicated) mendLocked(a *App, ch *Channel, page herald.HistoryPage, lost, after uint64, epoch string) (victims []*histEntry) {
 	h := ch.hist
 	if h.last != after || h.epoch != epoch {
 		return nil // changed meanwhile; read again
 	}
+	gone := false
 	switch {
 	case page.Latest.Epoch != h.epoch:
 		// The store lost the history: whatever was missing is gone with it.
-		r.lostLocked(a, ch)
-		h.epoch, h.last = page.Latest.Epoch, 0
+		r.lostLocked(a, ch, 0, false)
+		gone = true
+		h.epoch, h.last, h.hole = page.Latest.Epoch, 0, 0
 		if len(page.Entries) > 0 {
 			h.last = page.Entries[0].Offset - 1
 		}
-	case len(page.Entries) > 0 && page.Entries[0].Offset > h.last+1,
-		len(page.Entries) == 0 && page.Latest.Offset > h.last:
-		r.lostLocked(a, ch)
-		if len(page.Entries) > 0 {
-			h.last = page.Entries[0].Offset - 1
-		} else {
-			h.last = h.held[0].msg.Offset - 1
-		}
-	default:
-		r.histStats.GapsRepaired.Add(1)
+	case len(page.Entries) == 0 && lost <= h.last && page.Latest.Offset > h.last:
+		r.lostLocked(a, ch, h.held[0].msg.Offset-1, false) // aged out
+		gone = true
 	}
 	now := r.eng.Now()
-	for _, e := range page.Entries {
-		if e.Offset == h.last+1 {
-			victims = append(victims, r.keepCopyLocked(a, ch, e.Offset, now, e.Frame, 0, 0)...)
+	for i, e := range page.Entries {
+		if e.Offset <= h.last {
+			continue
 		}
+		if e.Offset > h.last+1 {
+			// Aged out before the first, unless refused; between two, lost or refused.
+			r.lostLocked(a, ch, e.Offset-1, i > 0 || lost+1 >= e.Offset)
+			gone = true
+		}
+		victims = append(victims, r.keepCopyLocked(a, ch, e.Offset, now, e.Frame, 0, 0)...)
+	}
+	if lost > h.last {
+		r.lostLocked(a, ch, lost, true)
+		gone = true
+	}
+	if gone {
+		r.histStats.GapsLost.Add(1)
+	} else {
+		r.histStats.GapsRepaired.Add(1)
 	}
 	return append(victims, r.releaseHeldLocked(a, ch)...)
 }
 
-// lostLocked closes ch's subscribers here, whose events are gone, and forgets the copy: a
-// recovery from before the gap fails.
-func (r *Replicated) lostLocked(a *App, ch *Channel) {
-	r.histStats.GapsLost.Add(1)
-	ch.hist.clearLocked()
+// lostLocked closes ch's subscribers here, whose events up to offset upTo are gone, and
+// forgets the copy, which goes on after upTo; hole says those events were lost or refused
+// rather than aged out, so that a recovery from before them fails with ReasonLost.
+func (r *Replicated) lostLocked(a *App, ch *Channel, upTo uint64, hole bool) {
+	h := ch.hist
+	h.clearLocked()
+	h.last, h.hole = upTo, 0
+	if hole {
+		h.hole = upTo
+	}
 	r.l.Lost(a.id, ch)
 }
 

@@ -53,6 +53,35 @@ func (l *IPRate) Allow(ip netip.Addr, now int64) bool {
 	if l == nil || l.rate.Unlimited() {
 		return true
 	}
+	ok := false
+	l.with(ip, now, func(b *Bucket) { ok, _ = b.Take(l.rate, now) })
+	return ok
+}
+
+// Solvent reports whether ip's bucket has tokens left at now (Bucket.Solvent).
+func (l *IPRate) Solvent(ip netip.Addr, now int64) bool {
+	if l == nil || l.rate.Unlimited() {
+		return true
+	}
+	ok := false
+	l.with(ip, now, func(b *Bucket) { ok = b.Solvent(l.rate, now) })
+	return ok
+}
+
+// Spend takes n tokens of ip's bucket at now, into debt if need be, unless it is in debt
+// already (Bucket.Spend): for work measured in units, as replayed bytes.
+func (l *IPRate) Spend(ip netip.Addr, n float64, now int64) bool {
+	if l == nil || l.rate.Unlimited() {
+		return true
+	}
+	ok := false
+	l.with(ip, now, func(b *Bucket) { ok = b.Spend(l.rate, n, now) })
+	return ok
+}
+
+// with calls f with ip's bucket, under its shard's lock, forgetting the shard's addresses
+// whose bucket has refilled every sweepEvery.
+func (l *IPRate) with(ip netip.Addr, now int64, f func(b *Bucket)) {
 	ip = l.key(ip)
 	b16 := ip.As16()
 	s := &l.shards[maphash.Bytes(l.seed, b16[:])%ipShards]
@@ -71,8 +100,7 @@ func (l *IPRate) Allow(ip netip.Addr, now int64) bool {
 		b = &Bucket{}
 		s.m[ip] = b
 	}
-	ok, _ := b.Take(l.rate, now)
-	return ok
+	f(b)
 }
 
 // Tracked is how many addresses the limiter remembers (tests and metrics).

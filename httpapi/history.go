@@ -70,11 +70,37 @@ func (s *Server) history(w http.ResponseWriter, q *request) {
 		}
 		events = append(events, historyEvent{Offset: e.Offset, Event: m.Event, Channel: m.Channel, Data: m.Data, PublishedAt: e.At})
 	}
-	missing := uint64(0)
-	if len(page.Entries) > 0 && page.Entries[0].Offset > since+1 {
-		missing = page.Entries[0].Offset - since - 1
-	} else if len(page.Entries) == 0 && page.Latest.Offset > since {
-		missing = page.Latest.Offset - since
+	gaps, missing := missingOffsets(since, page, events)
+	writeJSON(w, http.StatusOK, map[string]any{"epoch": page.Latest.Epoch, "latest": page.Latest.Offset, "missing": missing,
+		"missing_offsets": gaps, "events": events})
+}
+
+// offsetRange is a run of missing offsets, from and to included.
+type offsetRange struct {
+	From uint64 `json:"from"`
+	To   uint64 `json:"to"`
+}
+
+// missingOffsets are the offsets after since, up to what the read covered, that events does
+// not have (aged out, lost or refused), as ranges, and how many they are.
+func missingOffsets(since uint64, page herald.HistoryPage, events []historyEvent) ([]offsetRange, uint64) {
+	through := page.Through
+	if through == 0 {
+		through = page.Latest.Offset
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"epoch": page.Latest.Epoch, "latest": page.Latest.Offset, "missing": missing, "events": events})
+	gaps := []offsetRange{}
+	var n uint64
+	next := since + 1
+	add := func(to uint64) {
+		if to >= next {
+			gaps = append(gaps, offsetRange{next, to})
+			n += to - next + 1
+		}
+	}
+	for _, e := range events {
+		add(e.Offset - 1)
+		next = e.Offset + 1
+	}
+	add(through)
+	return gaps, n
 }

@@ -14,8 +14,9 @@ type conn struct {
 	subs     []sub
 	user     string       // signed-in user id
 	watching []string     // the user ids of its watchlist (see watchlist.go)
-	events   guard.Bucket // client-event rate
-	joins    guard.Bucket // subscribe rate
+	events   guard.Bucket  // client-event rate
+	joins    guard.Bucket  // subscribe rate
+	rc       *replayCharge // its replay budget, from its first recovery request (replaybudget.go)
 }
 
 // sub is one channel a connection joined: two words for a public or private channel.

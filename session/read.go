@@ -24,6 +24,9 @@ func (r reader) OnMessage(wc *ws.Conn, op ws.Opcode, payload []byte) {
 	m.ReceivedBytes.Add(int64(len(payload)))
 	switch op {
 	case ws.OpText:
+		if c.CloseCode() != 0 {
+			return // closing: what it sent after is not acted on (a subscribe would replay)
+		}
 		s.onText(c, payload)
 	case ws.OpPing:
 		s.eng.Send(&c.Conn, ws.AppendFrame(nil, ws.OpPong, payload))

@@ -6,14 +6,19 @@ import (
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/cluster"
+	"github.com/herald-rt/herald/fanout"
 	"github.com/herald-rt/herald/pusher"
 	"github.com/herald-rt/herald/ws"
 )
 
+// ReasonRateLimited is why a recovery failed that the replay budget refused
+// (replaybudget.go).
+const ReasonRateLimited = "rate_limited"
+
 // RecoveryReasons are the outcomes a recovery request can have, in the order of
 // Server.Recoveries: recovered, then each reason it failed for (docs/protocol.md).
 var RecoveryReasons = [...]string{"recovered", cluster.ReasonEpochChanged, cluster.ReasonTooOld,
-	cluster.ReasonAhead, cluster.ReasonNoHistory, cluster.ReasonUnavailable}
+	cluster.ReasonAhead, cluster.ReasonNoHistory, cluster.ReasonUnavailable, cluster.ReasonLost, ReasonRateLimited}
 
 // recoveries counts recovery requests by outcome, indexed as RecoveryReasons.
 type recoveries [len(RecoveryReasons)]atomic.Int64
@@ -52,23 +57,30 @@ func (s *Server) HistoryStats() (gapsRepaired, gapsLost, duplicates int64) {
 // history because it dropped events of it from the bus (it could not keep up).
 func (s *Server) MissedChannels() int64 { return s.st.HistoryStats().Missed.Load() }
 
-// replay is what a subscriber of a history channel gets after its subscription_succeeded:
-// the events it recovers, each with its position frame, then pusher_internal:recovery, in one
-// buffer.
-func (s *Server) replay(ch *cluster.Channel, r cluster.Recovery) []byte {
-	n := 0
-	for _, f := range r.Frames {
-		n += len(f)
-	}
-	rec := pusher.AppendRecovery(nil, ch.Name(), r.Latest.Epoch, r.Latest.Offset, r.Asked, r.Recovered, r.Reason)
-	buf := make([]byte, 0, n+len(rec)+10)
-	for _, f := range r.Frames {
-		buf = append(buf, f...)
+// replay is what subscriber c of a history channel gets after its subscription_succeeded:
+// the events it recovers, each with its position frame, then pusher_internal:recovery. With
+// events to replay, rep has them (the engine sends them in pages) and the recovery frame as
+// its tail; without, extra is the recovery frame alone. The events are the history's own
+// frames, shared by every replay of them: nothing is copied per subscriber. A replay past the
+// replay budget is refused: recovered:false, reason rate_limited.
+func (s *Server) replay(c *conn, ch *cluster.Channel, r cluster.Recovery) (extra []byte, rep *fanout.Replay) {
+	if len(r.Frames) > 0 {
+		n := 0
+		for _, f := range r.Frames {
+			n += len(f)
+		}
+		if !s.spendReplay(c, n) {
+			r.Recovered, r.Reason, r.Frames = false, ReasonRateLimited, nil
+		}
 	}
 	if r.Asked {
 		s.recoveries.count(r.Recovered, r.Reason)
 	}
-	return ws.AppendFrame(buf, ws.OpText, rec)
+	rec := ws.TextFrame(pusher.AppendRecovery(nil, ch.Name(), r.Latest.Epoch, r.Latest.Offset, r.Asked, r.Recovered, r.Reason))
+	if len(r.Frames) == 0 {
+		return rec, nil
+	}
+	return nil, &fanout.Replay{Frames: r.Frames, Tail: rec}
 }
 
 // noHistory is what a subscription that asked to recover a channel without history gets

@@ -43,6 +43,10 @@ type Config struct {
 	// default 1s.
 	SubscriptionCountInterval time.Duration
 
+	// ReplayBudget bounds the history replayed to recovering clients (replaybudget.go); its
+	// zero value bounds nothing.
+	ReplayBudget ReplayBudget
+
 	// Admission control; nil means no limit of that kind.
 	Memory *guard.Memory // refuse new connections (4100) while it refuses
 	IPRate *guard.IPRate // refuse an address's connections over its rate (4100)
@@ -121,7 +125,8 @@ type Server struct {
 	lost      fanout.Close // 4200 to the subscribers of a channel whose events are gone
 	missed    fanout.Close // 4100 to the subscribers of a channel without history this node dropped events of
 
-	recoveries recoveries // outcomes of recovery requests (recovery.go)
+	recoveries recoveries     // outcomes of recovery requests (recovery.go)
+	budgets    *replayBudgets // what replays may cost (replaybudget.go)
 
 	stop    chan struct{}
 	wg      sync.WaitGroup
@@ -134,6 +139,7 @@ type appState struct {
 	cfg     atomic.Pointer[appConfig] // replaced whole when the app changes (AppsChanged)
 	st      *cluster.App              // its channels, presence and cache
 	g       *fanout.Group             // its connections
+	replay  *guard.Shared             // its replay budget on this node (replaybudget.go)
 	usersMu sync.Mutex
 	users   map[string][]*conn // signed-in user id -> connections
 	obs     observers          // activity observers (activity.go)
@@ -177,7 +183,7 @@ func New(cfg Config, store herald.AppStore, newState NewState, log *slog.Logger)
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, log: log, store: store, pongFrame: ws.TextFrame(pusher.PongPayload), stop: make(chan struct{}),
+	s := &Server{cfg: cfg, log: log, store: store, pongFrame: ws.TextFrame(pusher.PongPayload), stop: make(chan struct{}), budgets: newReplayBudgets(cfg.ReplayBudget),
 		shutdown:  closing(herald.CodeReconnect, "server shutting down, reconnect"),
 		lost:      closing(herald.CodeReconnect, "events of a subscribed channel were lost on this node, reconnect to recover them"),
 		missed:    closing(herald.CodeBusy, "this node could not keep up and dropped events of a subscribed channel, reconnect"),
@@ -243,7 +249,8 @@ func (s *Server) ensure(app *herald.App) *appState {
 		lat.Origin = s.cfg.OriginLatency(app.ID)
 	}
 	g := s.eng.NewGroup(app.ID, lat)
-	a := &appState{id: app.ID, g: g, st: s.st.AddApp(app.ID, g, app.History), users: map[string][]*conn{}}
+	a := &appState{id: app.ID, g: g, st: s.st.AddApp(app.ID, g, app.History), users: map[string][]*conn{},
+		replay: guard.NewShared(s.cfg.ReplayBudget.App)}
 	s.configure(a, app)
 	s.apps.Store(app.ID, a)
 	return a
@@ -349,6 +356,9 @@ func (s *Server) QueueDepths() []int { return s.eng.QueueDepths() }
 
 // now is the engine's coarse clock, in ms.
 func (s *Server) now() int64 { return s.eng.Now() }
+
+// monoNow is the monotonic clock in nanoseconds, for rates.
+func (s *Server) monoNow() int64 { return fanout.Mono() }
 
 // Shutdown closes every connection with 4200 (clients reconnect elsewhere), waits for them to
 // go within ctx, then stops the state (which says goodbye to the other nodes), the engine

@@ -5,6 +5,7 @@ import (
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/cluster"
+	"github.com/herald-rt/herald/fanout"
 	"github.com/herald-rt/herald/pusher"
 	"github.com/herald-rt/herald/ws"
 )
@@ -26,6 +27,9 @@ func (s *Server) subscribe(c *conn, m pusher.Message) {
 	if sm.RecoverErr != nil {
 		s.subError(c, name, "InvalidRecovery", herald.MessageOf(sm.RecoverErr), 400)
 		return
+	}
+	if sm.Recover != nil {
+		s.charge(c) // what its replay will cost it, made here on its reader
 	}
 	if c.subIndex(name) >= 0 {
 		s.subError(c, name, "AlreadySubscribed", "already subscribed to "+name, 4009)
@@ -105,15 +109,19 @@ func (s *Server) subscribe(c *conn, m pusher.Message) {
 // position). since, when not nil, is the position c asks to recover from. It reports false,
 // having done nothing, when ch is a full presence channel.
 func (s *Server) enter(c *conn, ch *cluster.Channel, member herald.Member, since *herald.Position) bool {
+	if since != nil && c.CloseCode() != 0 {
+		since = nil // nothing replays for a connection that is closing
+	}
 	ok := true
 	// Under the history lock, so the subscriber gets each event once: replayed or live.
 	if c.app.st.Recover(ch, since, func(r cluster.Recovery) {
-		ok = s.enterWith(c, ch, member, s.replay(ch, r))
+		extra, rep := s.replay(c, ch, r)
+		ok = s.enterWith(c, ch, member, extra, rep)
 	}) {
 		return ok
 	}
 	if !ch.Info().Cache {
-		return s.enterWith(c, ch, member, s.noHistory(ch.Name(), since))
+		return s.enterWith(c, ch, member, s.noHistory(ch.Name(), since), nil)
 	}
 	// Under the cache lock so the subscriber gets the last event exactly once.
 	c.app.st.WithCache(ch.Name(), func(last []byte) {
@@ -126,29 +134,33 @@ func (s *Server) enter(c *conn, ch *cluster.Channel, member herald.Member, since
 		if nh := s.noHistory(ch.Name(), since); nh != nil {
 			last = append(append([]byte(nil), last...), nh...)
 		}
-		ok = s.enterWith(c, ch, member, last)
+		ok = s.enterWith(c, ch, member, last, nil)
 	})
 	return ok
 }
 
 // enterWith is enter with extra, a frame the subscriber gets after its subscription_succeeded
-// (nil: none).
-func (s *Server) enterWith(c *conn, ch *cluster.Channel, member herald.Member, extra []byte) bool {
+// (nil: none), or rep, a replay it gets there (nil: none).
+func (s *Server) enterWith(c *conn, ch *cluster.Channel, member herald.Member, extra []byte, rep *fanout.Replay) bool {
 	if ch.Info().Kind == herald.Presence {
-		return s.join(c, ch, member, extra)
+		return s.join(c, ch, member, extra, rep)
 	}
-	s.sendSub(c, ch, "", ws.TextFrame(pusher.AppendSubscriptionSucceeded(nil, ch.Name(), nil, false)), extra)
+	s.sendSub(c, ch, "", ws.TextFrame(pusher.AppendSubscriptionSucceeded(nil, ch.Name(), nil, false)), extra, rep)
 	return true
 }
 
-// sendSub adds c to ch's subscribers on its worker, which then sends frame (and extra); user
-// is the member c joined a presence channel as. The subscription is reported first, so that
-// it is reported before the client can act on its confirmation.
-func (s *Server) sendSub(c *conn, ch *cluster.Channel, user string, frame, extra []byte) {
+// sendSub adds c to ch's subscribers on its worker, which then sends frame (and extra, or the
+// replay rep); user is the member c joined a presence channel as. The subscription is reported
+// first, so that it is reported before the client can act on its confirmation.
+func (s *Server) sendSub(c *conn, ch *cluster.Channel, user string, frame, extra []byte, rep *fanout.Replay) {
 	if c.app.wants(herald.Subscribed) {
 		c.app.emit(&herald.Activity{Kind: herald.Subscribed, Channel: ch.Name(), SocketID: c.ID(), UserID: user})
 	}
-	s.eng.Subscribe(&c.Conn, &ch.Channel, frame, extra)
+	if rep != nil {
+		s.eng.SubscribeReplay(&c.Conn, &ch.Channel, frame, rep)
+	} else {
+		s.eng.Subscribe(&c.Conn, &ch.Channel, frame, extra)
+	}
 	s.countChanged(c.app, ch.Name()) // after the subscribe: the count reaches c too
 }
 
@@ -159,7 +171,7 @@ func (s *Server) subError(c *conn, channel, typ, msg string, status int) {
 // join adds c to a presence channel as member. It reports false when the channel is full.
 // The subscription and the member_added broadcast are sent under the presence lock, so every
 // member learns of every other exactly once: from its snapshot or from member_added.
-func (s *Server) join(c *conn, ch *cluster.Channel, mb herald.Member, extra []byte) bool {
+func (s *Server) join(c *conn, ch *cluster.Channel, mb herald.Member, extra []byte, rep *fanout.Replay) bool {
 	a := c.app
 	return a.st.Join(ch, mb, a.cur().Limits.MaxPresenceMembers, func(added bool, members []herald.Member) bool {
 		reported := false
@@ -172,7 +184,7 @@ func (s *Server) join(c *conn, ch *cluster.Channel, mb herald.Member, extra []by
 			// here has been sent its member_added.
 			s.eng.Dispatch(&ch.Channel, ws.TextFrame(pusher.AppendMemberAdded(nil, ch.Name(), mb)), c.Num(), nil, noMeasure)
 		}
-		s.sendSub(c, ch, mb.UserID, ws.TextFrame(pusher.AppendSubscriptionSucceeded(nil, ch.Name(), members, true)), extra)
+		s.sendSub(c, ch, mb.UserID, ws.TextFrame(pusher.AppendSubscriptionSucceeded(nil, ch.Name(), members, true)), extra, rep)
 		return reported
 	})
 }

@@ -4,6 +4,7 @@ package ws
 
 import (
 	"errors"
+	"net/netip"
 	"sync/atomic"
 	"syscall"
 	"unsafe"
@@ -174,4 +175,20 @@ func (c *Conn) Backlog() (unread, unsent int, err error) {
 		return 0, 0, e
 	}
 	return int(in), int(out), nil
+}
+
+// PeerAddr is the address of the connection's client (the zero Addr when the socket cannot
+// tell). Call it from the connection's reader, which the socket outlives.
+func (c *Conn) PeerAddr() netip.Addr {
+	sa, err := syscall.Getpeername(c.fd)
+	if err != nil {
+		return netip.Addr{}
+	}
+	switch a := sa.(type) {
+	case *syscall.SockaddrInet4:
+		return netip.AddrFrom4(a.Addr)
+	case *syscall.SockaddrInet6:
+		return netip.AddrFrom16(a.Addr).Unmap()
+	}
+	return netip.Addr{}
 }

@@ -5,6 +5,7 @@ package ws
 import (
 	"errors"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -217,4 +218,13 @@ func (c *Conn) readLoop(size int) {
 	p.track(c, false)
 	p.e.h.OnHangup(c)
 	c.hmu.Unlock()
+}
+
+// PeerAddr is the address of the connection's client (the zero Addr when the socket cannot
+// tell).
+func (c *Conn) PeerAddr() netip.Addr {
+	if ap, err := netip.ParseAddrPort(c.nc.RemoteAddr().String()); err == nil {
+		return ap.Addr().Unmap()
+	}
+	return netip.Addr{}
 }
