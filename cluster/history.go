@@ -50,8 +50,8 @@ type chanHist struct {
 	// refused it as forged: a cluster copy's): the events kept are after it, and a recovery
 	// from before it fails with ReasonLost rather than replay around it. 0: none.
 	hole uint64
-	used  int64 // engine clock, ms, of the last write (a single node forgets idle histories)
-	dead  bool  // forgotten: whoever holds it looks it up again
+	used int64 // engine clock, ms, of the last write (a single node forgets idle histories)
+	dead bool  // forgotten: whoever holds it looks it up again
 
 	// In a cluster only: events held back while the missing ones are read (see sequence),
 	// and whether the bus's store could not be read when the copy was to be loaded.

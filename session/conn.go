@@ -12,8 +12,8 @@ type conn struct {
 	fanout.Conn
 	app      *appState
 	subs     []sub
-	user     string       // signed-in user id
-	watching []string     // the user ids of its watchlist (see watchlist.go)
+	user     string        // signed-in user id
+	watching []string      // the user ids of its watchlist (see watchlist.go)
 	events   guard.Bucket  // client-event rate
 	joins    guard.Bucket  // subscribe rate
 	rc       *replayCharge // its replay budget, from its first recovery request (replaybudget.go)
