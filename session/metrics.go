@@ -22,6 +22,8 @@ type AppMetrics struct {
 	HistoryBytes        int64 // held by the events history channels keep here
 	HistoryEntries      int64
 	HistoryEvictions    int64 // kept events forgotten to stay within the app's bound
+	ReplayedBytes       int64 // history replayed to recovering clients, in bytes
+	ReplayPages         int64 // and in pages
 }
 
 // AppMetrics returns every app's counters, summed over workers.
@@ -56,6 +58,8 @@ func (s *Server) AppMetrics() []AppMetrics {
 			m.SlowConsumers += c.Slow.Load()
 			m.ClientEventsLimited += c.EventsLimited.Load()
 			m.SubscribesLimited += c.SubscribesLimited.Load()
+			m.ReplayedBytes += c.ReplayedBytes.Load()
+			m.ReplayPages += c.ReplayPages.Load()
 		}
 		out = append(out, m)
 		return true
