@@ -136,11 +136,17 @@ func TestReplayBudget(t *testing.T) {
 		{"connection", session.ReplayBudget{Connection: slow},
 			func(t *testing.T, addr string, first *wstest.Client) *wstest.Client { return first }},
 		{"address", session.ReplayBudget{Address: slow},
-			func(t *testing.T, addr string, _ *wstest.Client) *wstest.Client { return dialFrom(t, addr, "127.0.0.1") }},
+			func(t *testing.T, addr string, _ *wstest.Client) *wstest.Client {
+				return dialFrom(t, addr, "127.0.0.1")
+			}},
 		{"app", session.ReplayBudget{App: slow},
-			func(t *testing.T, addr string, _ *wstest.Client) *wstest.Client { return dialFrom(t, addr, "127.0.0.3") }},
+			func(t *testing.T, addr string, _ *wstest.Client) *wstest.Client {
+				return dialFrom(t, addr, "127.0.0.3")
+			}},
 		{"node", session.ReplayBudget{Node: slow},
-			func(t *testing.T, addr string, _ *wstest.Client) *wstest.Client { return dialFrom(t, addr, "127.0.0.4") }},
+			func(t *testing.T, addr string, _ *wstest.Client) *wstest.Client {
+				return dialFrom(t, addr, "127.0.0.4")
+			}},
 	} {
 		t.Run(tc.level, func(t *testing.T) {
 			h, addr := startServerApps(t, session.Config{ReplayBudget: tc.budget}, historyApp)
