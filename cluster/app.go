@@ -21,7 +21,7 @@ type App struct {
 func (a *App) ID() string { return a.id }
 
 // Lookup returns the channel with local subscribers named name, or nil.
-func (a *App) Lookup(name string) *Channel { return a.table.lookup(name) }
+func (a *App) Lookup(name string) *Channel { return a.table.lookupLive(name) }
 
 // LocalSubs is this node's subscription count of channel name.
 func (a *App) LocalSubs(name string) int { return a.table.localSubs(name) }

@@ -28,11 +28,15 @@ func (l *Local) Stop(context.Context) { l.halt() }
 
 // Acquire implements State: the channel's gate is open at once.
 func (l *Local) Acquire(a *App, name string, info herald.ChannelInfo) (*Channel, bool) {
-	return a.table.acquire(name, info, true)
+	ch, first, _ := a.table.acquire(name, info, true)
+	return ch, first
 }
 
 // Release implements State.
-func (l *Local) Release(a *App, ch *Channel) bool { return a.table.release(ch) }
+func (l *Local) Release(a *App, ch *Channel) bool {
+	last, _ := a.table.release(ch)
+	return last
+}
 
 // Publish implements State.
 func (l *Local) Publish(a *App, ev herald.Event, frame []byte) error {

@@ -61,7 +61,11 @@ func newEpoch() string {
 // AddApp implements State.
 func (n *node) AddApp(id string, g *fanout.Group, rules []herald.HistoryRule) *App {
 	hs := newHistStore(rules, int64(n.cfg.HistoryMaxBytesPerApp), n.hepoch, &n.hgen)
-	a := &App{id: id, group: g, table: newTable(n.eng, &n.channels, hs, n.copies), hist: hs, cache: newCache(n.cache), eng: n.eng, others: n.others}
+	var linger int64
+	if n.copies && n.cfg.HistoryLinger > 0 {
+		linger = n.cfg.HistoryLinger.Milliseconds()
+	}
+	a := &App{id: id, group: g, table: newTable(n.eng, &n.channels, hs, n.copies, linger), hist: hs, cache: newCache(n.cache), eng: n.eng, others: n.others}
 	n.apps.Store(id, a)
 	return a
 }

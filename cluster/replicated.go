@@ -85,6 +85,7 @@ func (r *Replicated) Start(l Listener) {
 	cancel()
 	r.ops.run(r.stream.run)
 	r.ops.run(r.watchLosses)
+	r.ops.run(r.expireLingering)
 	r.started.Store(true)
 }
 
@@ -190,23 +191,32 @@ func (r *Replicated) receiveTerminate(msg herald.BusMessage) {
 }
 
 // Acquire implements State: a new channel's gate opens once this node's interest in it is
-// on the bus; a cache channel's at once (its events reach every node, as BusCache).
+// on the bus; a cache channel's at once (its events reach every node, as BusCache). A history
+// channel that lingered (linger.go) comes back with its gate and copy as they were.
 func (r *Replicated) Acquire(a *App, name string, info herald.ChannelInfo) (*Channel, bool) {
-	ch, first := a.table.acquire(name, info, info.Cache)
-	if first && !info.Cache {
+	ch, first, revived := a.table.acquire(name, info, info.Cache)
+	if first && !revived && !info.Cache {
 		r.takeInterest(a, ch)
 	}
 	return ch, first
 }
 
-// Release implements State: the last subscription drops this node's interest.
+// Release implements State: the last subscription drops this node's interest, unless the
+// channel lingers (linger.go), which drops it later.
 func (r *Replicated) Release(a *App, ch *Channel) bool {
-	if !a.table.release(ch) {
+	last, lingers := a.table.release(ch)
+	if !last {
 		return false
 	}
-	if ch.info.Cache {
-		return true
+	if !ch.info.Cache && !lingers {
+		r.drop(a, ch)
 	}
+	return true
+}
+
+// drop forgets a channel gone from the table: its copy of the history, and this node's
+// interest in it on the bus.
+func (r *Replicated) drop(a *App, ch *Channel) {
 	if h := ch.hist; h != nil {
 		h.mu.Lock()
 		h.dead = true
@@ -223,7 +233,6 @@ func (r *Replicated) Release(a *App, ch *Channel) bool {
 		app, name := a.id, ch.name
 		r.ops.run(func(ctx context.Context) { _ = r.bus.Unsubscribe(ctx, app, name) })
 	}
-	return true
 }
 
 // takeInterest takes this node's interest in a channel just created, then opens its gate.

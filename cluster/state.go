@@ -118,6 +118,11 @@ type Config struct {
 	// node's copies of its channels' histories) are bounded in bytes per app: past it, the
 	// least recently written are forgotten first, and recoveries from before them fail.
 	HistoryMaxBytesPerApp int // default 64 MiB
+	// HistoryLinger is how long a cluster node keeps a history channel's copy of its
+	// history, and its interest in the channel on the bus, after the channel's last local
+	// subscriber left: a subscription meanwhile finds it as it was, and costs the bus's
+	// store nothing. Default 1 min; negative: not at all.
+	HistoryLinger time.Duration
 
 	// PublishTimeout bounds a publish: its wait for room in the fan-out queues, for the bus
 	// and for its cache events to come back from it. Default 1s.
@@ -160,6 +165,9 @@ func (c Config) withDefaults() Config {
 		c.CacheMaxBytesPerApp = c.CacheMaxBytes / 4
 	}
 	def(&c.CacheTTL, 30*time.Minute)
+	if c.HistoryLinger == 0 {
+		c.HistoryLinger = time.Minute
+	}
 	def(&c.PublishTimeout, time.Second)
 	def(&c.Heartbeat, 2*time.Second)
 	def(&c.NodeTimeout, 10*time.Second)

@@ -53,6 +53,10 @@ func (s *Server) HistoryStats() (gapsRepaired, gapsLost, duplicates int64) {
 	return st.GapsRepaired.Load(), st.GapsLost.Load(), st.Duplicates.Load()
 }
 
+// HistoryLoads is how many times this node read a channel's whole history from the cluster's
+// store into its copy (0 on a single node).
+func (s *Server) HistoryLoads() int64 { return s.st.HistoryStats().Loads.Load() }
+
 // MissedChannels is how many times this node closed the subscribers of a channel without
 // history because it dropped events of it from the bus (it could not keep up).
 func (s *Server) MissedChannels() int64 { return s.st.HistoryStats().Missed.Load() }
