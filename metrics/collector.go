@@ -21,6 +21,7 @@ type collector struct {
 	cacheBytes, cacheEntries, cacheEvictions         *prometheus.Desc
 	histBytes, histEntries, histEvictions            *prometheus.Desc
 	recoveries, gapsRepaired, gapsLost, dups, missed *prometheus.Desc
+	replayed, replayPages, replayRefused, histLoads  *prometheus.Desc
 }
 
 func newCollector(prefix string, src Source, http *HTTP) *collector {
@@ -61,6 +62,10 @@ func newCollector(prefix string, src Source, http *HTTP) *collector {
 		gapsRepaired:  d("history_gaps_repaired_total", "Gaps in a history channel's offsets that the bus left on this node, repaired from the history."),
 		gapsLost:      d("history_gaps_lost_total", "Gaps whose events were gone from the history: the channel's subscribers here were closed with 4200."),
 		dups:          d("history_duplicates_total", "Events of history channels the bus brought twice, dropped."),
+		replayed:      d("replayed_bytes_total", "History replayed to recovering clients, in bytes (the events and their position frames).", app),
+		replayPages:   d("replay_pages_total", "Pages of history replayed to recovering clients: each at most a quarter of outbound_buffer_bytes, sent once the previous one has drained.", app),
+		replayRefused: d("replay_refusals_total", "Recoveries answered recovered:false, reason rate_limited, by the level of the replay budget in debt: connection, address, app or node.", "budget"),
+		histLoads:     d("history_loads_total", "Histories a cluster node read whole from the bus's store into its copy (a channel's first local subscriber, or the first after its copy stopped lingering)."),
 		missed:        d("bus_missed_channels_total", "Channels without history whose events this node dropped from the bus (it could not keep up): their subscribers here were closed with 4100."),
 
 		refused:      d("refused_connections_total", "Connections refused at the handshake, by reason.", "reason"),
@@ -80,7 +85,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.receivedBytes, c.httpCalls, c.httpReceived, c.httpTransmitted, c.slow, c.eventsLimited, c.subsLimited, c.channels, c.subs,
 		c.refused, c.queueDepth, c.pongTimeouts, c.pongsUnread, c.capacity, c.refusing, c.nodeConns, c.nodeChans,
 		c.cacheBytes, c.cacheEntries, c.cacheEvictions, c.histBytes, c.histEntries, c.histEvictions,
-		c.recoveries, c.gapsRepaired, c.gapsLost, c.dups, c.missed} {
+		c.recoveries, c.gapsRepaired, c.gapsLost, c.dups, c.missed, c.replayed, c.replayPages, c.replayRefused, c.histLoads} {
 		ch <- d
 	}
 }
@@ -112,6 +117,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.histBytes, float64(m.HistoryBytes), m.AppID)
 		gauge(c.histEntries, float64(m.HistoryEntries), m.AppID)
 		counter(c.histEvictions, m.HistoryEvictions, m.AppID)
+		counter(c.replayed, m.ReplayedBytes, m.AppID)
+		counter(c.replayPages, m.ReplayPages, m.AppID)
 		if c.http != nil {
 			if h := c.http.counters(m.AppID); h != nil {
 				counter(c.httpCalls, h.calls.Load(), m.AppID)
@@ -130,6 +137,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for _, r := range st.Recoveries {
 		counter(c.recoveries, r.Count, r.Outcome)
 	}
+	for _, r := range st.ReplayRefused {
+		counter(c.replayRefused, r.Count, r.Reason)
+	}
+	counter(c.histLoads, st.HistoryLoads)
 	counter(c.gapsRepaired, st.GapsRepaired)
 	counter(c.gapsLost, st.GapsLost)
 	counter(c.dups, st.Duplicates)

@@ -31,6 +31,8 @@ type AppCounters struct {
 	HistoryBytes        int64 // history_bytes
 	HistoryEntries      int64 // history_entries
 	HistoryEvictions    int64 // history_evictions_total
+	ReplayedBytes       int64 // replayed_bytes_total
+	ReplayPages         int64 // replay_pages_total
 }
 
 // NodeStats are a node's counters, all apps together.
@@ -47,6 +49,8 @@ type NodeStats struct {
 	GapsRepaired   int64     // history_gaps_repaired_total
 	GapsLost       int64     // history_gaps_lost_total
 	Duplicates     int64     // history_duplicates_total
+	HistoryLoads   int64     // history_loads_total
+	ReplayRefused  []Refusal // replay_refusals_total: recoveries the replay budget refused, one series per level
 	Missed         int64     // bus_missed_channels_total
 }
 

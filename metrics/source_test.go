@@ -23,10 +23,12 @@ func (fakeSource) AppCounters() []metrics.AppCounters {
 	return []metrics.AppCounters{
 		{AppID: "a1", Connections: 1, NewConnections: 2, Disconnections: 3, MessagesSent: 4, BytesSent: 5,
 			MessagesReceived: 6, BytesReceived: 7, SlowConsumers: 8, ClientEventsLimited: 9, Channels: 10,
-			Subscriptions: 11, CacheBytes: 12, CacheEntries: 13, CacheEvictions: 14, SubscribesLimited: 15},
+			Subscriptions: 11, CacheBytes: 12, CacheEntries: 13, CacheEvictions: 14, SubscribesLimited: 15,
+			ReplayedBytes: 16, ReplayPages: 17},
 		{AppID: "a2", Connections: 101, NewConnections: 102, Disconnections: 103, MessagesSent: 104, BytesSent: 105,
 			MessagesReceived: 106, BytesReceived: 107, SlowConsumers: 108, ClientEventsLimited: 109, Channels: 110,
-			Subscriptions: 111, CacheBytes: 112, CacheEntries: 113, CacheEvictions: 114, SubscribesLimited: 115},
+			Subscriptions: 111, CacheBytes: 112, CacheEntries: 113, CacheEvictions: 114, SubscribesLimited: 115,
+			ReplayedBytes: 116, ReplayPages: 117},
 	}
 }
 
@@ -34,7 +36,8 @@ func (fakeSource) NodeStats() metrics.NodeStats {
 	return metrics.NodeStats{Connections: 41, MaxConnections: 42, Channels: 43, PongTimeouts: 45, PongsUnread: 46, Refusing: true,
 		Refused: []metrics.Refusal{{"app_not_found", 21}, {"draining", 22}, {"origin", 23}, {"ip_rate", 24},
 			{"memory", 25}, {"node_full", 26}, {"app_full", 27}},
-		QueueDepths: []int{31, 0, 33}}
+		QueueDepths: []int{31, 0, 33}, HistoryLoads: 47,
+		ReplayRefused: []metrics.Refusal{{"connection", 51}, {"address", 52}, {"app", 53}, {"node", 54}}}
 }
 
 // TestSourceExposition: the text /metrics serves for a source, byte for byte (the names,

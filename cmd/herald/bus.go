@@ -36,6 +36,7 @@ func newClusterBus(cfg Config, reg *metrics.Registry, log *slog.Logger) *cluster
 		CacheMaxBytesPerApp:   cfg.Cache.MaxBytesPerApp,
 		CacheTTL:              cfg.Cache.TTL.Duration,
 		HistoryMaxBytesPerApp: cfg.History.MaxBytesPerApp,
+		HistoryLinger:         cfg.History.linger(),
 		Heartbeat:             cfg.Cluster.Heartbeat.Duration,
 		NodeTimeout:           cfg.Cluster.NodeTimeout.Duration,
 		Release:               buildVersion(),

@@ -7,6 +7,8 @@ import (
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/broker/nats"
+	"github.com/herald-rt/herald/guard"
+	"github.com/herald-rt/herald/session"
 )
 
 // AppHistory is one history rule of an app as configured (herald.HistoryRule).
@@ -16,12 +18,44 @@ type AppHistory struct {
 	TTL      Duration // how long each event is kept
 }
 
-// HistoryConfig bounds what history channels keep on this node.
+// HistoryConfig bounds what history channels keep on this node, and what replaying them to
+// recovering clients may cost it.
 type HistoryConfig struct {
 	MaxBytesPerApp int // each app's kept events, bytes
 	// Replicas is how many servers of a NATS cluster keep each history stream (JetStream);
 	// 0 = 1. NATS only.
 	Replicas int
+	// The replay budget, in bytes per second (0: no bound), each with a burst of two seconds'
+	// worth: the node's, each app's on this node, each client address's, each connection's
+	// (session.ReplayBudget).
+	ReplayBytesPerSecond, ReplayBytesPerSecondPerApp, ReplayBytesPerSecondPerAddress, ReplayBytesPerSecondPerConnection int
+	// Linger is how long a cluster node keeps a history channel's copy after its last local
+	// subscriber left (cluster.Config.HistoryLinger); 0: not at all.
+	Linger Duration
+}
+
+// defaultHistory is what history.* is before any file, variable or flag: replay budgets that
+// a public deployment can keep (a client's 10 MiB recovery goes through whole; a loop of
+// them from one address is held to 32 MiB/s).
+func defaultHistory() HistoryConfig {
+	return HistoryConfig{MaxBytesPerApp: 64 << 20, ReplayBytesPerSecond: 256 << 20, ReplayBytesPerSecondPerApp: 128 << 20,
+		ReplayBytesPerSecondPerAddress: 32 << 20, ReplayBytesPerSecondPerConnection: 8 << 20, Linger: Duration{time.Minute}}
+}
+
+// replayBudget is the session's replay budget of h; addresses are counted as
+// connection_rate_per_ip counts them (ipv6Prefix).
+func (h HistoryConfig) replayBudget(ipv6Prefix int) session.ReplayBudget {
+	rate := func(n int) guard.Rate { return guard.Rate{PerSecond: float64(n), Burst: 2 * float64(n)} }
+	return session.ReplayBudget{Node: rate(h.ReplayBytesPerSecond), App: rate(h.ReplayBytesPerSecondPerApp),
+		Address: rate(h.ReplayBytesPerSecondPerAddress), Connection: rate(h.ReplayBytesPerSecondPerConnection), IPv6Prefix: ipv6Prefix}
+}
+
+// linger is cluster.Config.HistoryLinger of h.
+func (h HistoryConfig) linger() time.Duration {
+	if h.Linger.Duration <= 0 {
+		return -1
+	}
+	return h.Linger.Duration
 }
 
 // Bounds of a history rule: a channel keeps at most maxHistorySize events, each at most
@@ -50,6 +84,18 @@ func (l *loader) decodeHistory(v fileValue, prefix, src string, app *AppConfig) 
 // history checks history.* and every app's history rules.
 func (l *loader) history(c *Config) {
 	l.atLeast("history.max_bytes_per_app", c.History.MaxBytesPerApp, 64<<10)
+	for _, b := range []struct {
+		key string
+		v   int
+	}{{"history.replay_bytes_per_second", c.History.ReplayBytesPerSecond},
+		{"history.replay_bytes_per_second_per_app", c.History.ReplayBytesPerSecondPerApp},
+		{"history.replay_bytes_per_second_per_address", c.History.ReplayBytesPerSecondPerAddress},
+		{"history.replay_bytes_per_second_per_connection", c.History.ReplayBytesPerSecondPerConnection}} {
+		l.atLeast(b.key, b.v, 0)
+	}
+	if c.History.Linger.Duration < 0 {
+		l.problem("history.linger", "%v must not be negative (0: no lingering)", c.History.Linger)
+	}
 	if r := c.History.Replicas; r < 0 || r > nats.MaxHistoryReplicas {
 		l.problem("history.replicas", "%d must be from 0 (one) to %d", r, nats.MaxHistoryReplicas)
 	} else if u, err := parseBusURL(c.Cluster.URL); r > 0 && (c.Cluster.URL == "" || err == nil && u.engine != "nats") {

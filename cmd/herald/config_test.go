@@ -54,15 +54,16 @@ func TestLoadConfigDefaults(t *testing.T) {
 		ConnectionIPv6Prefix: 64,
 		Memory:               MemoryConfig{RefuseAbovePercent: 90, AcceptBelowPercent: 80},
 		Cache:                CacheConfig{MaxBytes: 67108864, MaxBytesPerApp: 16777216, TTL: secs(1800)},
-		History:              HistoryConfig{MaxBytesPerApp: 64 << 20},
-		Metrics:              MetricsConfig{Enabled: true, Host: "127.0.0.1", Port: 9601, Prefix: "herald_"},
-		Pprof:                PprofConfig{MutexFraction: 10, BlockRate: 100000},
-		Log:                  LogConfig{Level: "info", Format: "text"},
-		Cluster:              ClusterConfig{Prefix: "herald", Heartbeat: secs(2), NodeTimeout: secs(10), ClockSkew: secs(60), Bundles: true, NATSPingInterval: secs(3), NATSPingsOutstanding: 3},
-		Shutdown:             ShutdownConfig{DrainDelay: secs(5)},
-		Console:              ConsoleConfig{SessionLifetime: secs(12 * 3600)},
-		Webhooks:             defaultWebhooks(),
-		AppStore:             defaultAppStore(),
+		History: HistoryConfig{MaxBytesPerApp: 64 << 20, ReplayBytesPerSecond: 256 << 20, ReplayBytesPerSecondPerApp: 128 << 20,
+			ReplayBytesPerSecondPerAddress: 32 << 20, ReplayBytesPerSecondPerConnection: 8 << 20, Linger: secs(60)},
+		Metrics:  MetricsConfig{Enabled: true, Host: "127.0.0.1", Port: 9601, Prefix: "herald_"},
+		Pprof:    PprofConfig{MutexFraction: 10, BlockRate: 100000},
+		Log:      LogConfig{Level: "info", Format: "text"},
+		Cluster:  ClusterConfig{Prefix: "herald", Heartbeat: secs(2), NodeTimeout: secs(10), ClockSkew: secs(60), Bundles: true, NATSPingInterval: secs(3), NATSPingsOutstanding: 3},
+		Shutdown: ShutdownConfig{DrainDelay: secs(5)},
+		Console:  ConsoleConfig{SessionLifetime: secs(12 * 3600)},
+		Webhooks: defaultWebhooks(),
+		AppStore: defaultAppStore(),
 		Apps: []AppConfig{{ID: "app-id", Key: "app-key", Secret: "app-secret",
 			EnableClientMessages: true, EnableUserAuthentication: true}},
 
@@ -216,7 +217,7 @@ var fullWant = Config{
 	RESTReplayMaxPerApp: 65536, ConnectionIPv6Prefix: 56, ConnectionRatePerIP: 20, ConnectionBurstPerIP: 40,
 	Memory:  MemoryConfig{LimitBytes: 1000000000, RefuseAbovePercent: 85, AcceptBelowPercent: 70},
 	Cache:   CacheConfig{MaxBytes: 33554432, MaxBytesPerApp: 8388608, TTL: secs(600)},
-	History: HistoryConfig{MaxBytesPerApp: 64 << 20},
+	History: historyWith(64 << 20),
 	Metrics: MetricsConfig{Enabled: false, Host: "0.0.0.0", Port: 9700, Prefix: "soketi_"},
 	Pprof:   PprofConfig{Addr: "127.0.0.1:6060", MutexFraction: 5, BlockRate: 1000},
 	Log:     LogConfig{Level: "debug", Format: "json"},
@@ -300,6 +301,8 @@ func TestLoadConfigPrecedence(t *testing.T) {
 			"HERALD_HANDSHAKE_TIMEOUT": "10", "HERALD_CONNECTION_RATE_PER_IP": "11", "HERALD_CONNECTION_BURST_PER_IP": "12",
 			"HERALD_MEMORY_LIMIT_BYTES": "13000", "HERALD_MEMORY_REFUSE_ABOVE_PERCENT": "14", "HERALD_MEMORY_ACCEPT_BELOW_PERCENT": "13",
 			"HERALD_CACHE_MAX_BYTES": "1000000", "HERALD_CACHE_MAX_BYTES_PER_APP": "500000", "HERALD_CACHE_TTL": "19", "HERALD_HISTORY_MAX_BYTES_PER_APP": "700000",
+			"HERALD_HISTORY_REPLAY_BYTES_PER_SECOND": "25", "HERALD_HISTORY_REPLAY_BYTES_PER_SECOND_PER_APP": "26",
+			"HERALD_HISTORY_REPLAY_BYTES_PER_SECOND_PER_ADDRESS": "27", "HERALD_HISTORY_REPLAY_BYTES_PER_SECOND_PER_CONNECTION": "28", "HERALD_HISTORY_LINGER": "29",
 			"HERALD_METRICS_ENABLED": "false", "HERALD_METRICS_HOST": "m", "HERALD_METRICS_PORT": "15", "HERALD_METRICS_PREFIX": "p_",
 			"HERALD_PPROF_ADDR": "127.0.0.1:16", "HERALD_PPROF_MUTEX_FRACTION": "17", "HERALD_PPROF_BLOCK_RATE": "18",
 			"HERALD_LOG_LEVEL": "warn", "HERALD_LOG_FORMAT": "json",
@@ -313,9 +316,10 @@ func TestLoadConfigPrecedence(t *testing.T) {
 				RESTTimestampWindow: secs(9), HandshakeTimeout: secs(10), ConnectionRatePerIP: 11, ConnectionBurstPerIP: 12,
 				RESTRequestTimeout: secs(19), RESTIdleTimeout: secs(20), MaxHTTPConnections: 21, RESTReplayProtection: true,
 				RESTReplayMaxPerApp: 4096, ConnectionIPv6Prefix: 48, Console: ConsoleConfig{SessionLifetime: secs(3600)},
-				Memory:  MemoryConfig{LimitBytes: 13000, RefuseAbovePercent: 14, AcceptBelowPercent: 13},
-				Cache:   CacheConfig{MaxBytes: 1000000, MaxBytesPerApp: 500000, TTL: secs(19)},
-				History: HistoryConfig{MaxBytesPerApp: 700000},
+				Memory: MemoryConfig{LimitBytes: 13000, RefuseAbovePercent: 14, AcceptBelowPercent: 13},
+				Cache:  CacheConfig{MaxBytes: 1000000, MaxBytesPerApp: 500000, TTL: secs(19)},
+				History: HistoryConfig{MaxBytesPerApp: 700000, ReplayBytesPerSecond: 25, ReplayBytesPerSecondPerApp: 26,
+					ReplayBytesPerSecondPerAddress: 27, ReplayBytesPerSecondPerConnection: 28, Linger: secs(29)},
 				Metrics: MetricsConfig{Enabled: false, Host: "m", Port: 15, Prefix: "p_"},
 				Pprof:   PprofConfig{Addr: "127.0.0.1:16", MutexFraction: 17, BlockRate: 18},
 				Log:     LogConfig{"warn", "json"}, Apps: c.Apps, Webhooks: c.Webhooks, AppStore: c.AppStore,
@@ -329,6 +333,8 @@ func TestLoadConfigPrecedence(t *testing.T) {
 			"--handshake-timeout", "10", "--connection-rate-per-ip", "11", "--connection-burst-per-ip", "12",
 			"--memory-limit-bytes", "13000", "--memory-refuse-above-percent", "14", "--memory-accept-below-percent", "13",
 			"--cache-max-bytes", "1000000", "--cache-max-bytes-per-app", "500000", "--cache-ttl", "19s", "--history-max-bytes-per-app", "700000",
+			"--history-replay-bytes-per-second", "0", "--history-replay-bytes-per-second-per-app", "0",
+			"--history-replay-bytes-per-second-per-address", "0", "--history-replay-bytes-per-second-per-connection", "0", "--history-linger", "0",
 			"--metrics-enabled=false", "--metrics-host", "m", "--metrics-port", "15", "--metrics-prefix", "p_",
 			"--pprof-addr", "127.0.0.1:16", "--pprof-mutex-fraction", "17", "--pprof-block-rate", "18",
 			"--log-level", "warn", "--log-format", "json",
@@ -347,6 +353,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 					Memory:  MemoryConfig{LimitBytes: 13000, RefuseAbovePercent: 14, AcceptBelowPercent: 13},
 					Cache:   CacheConfig{MaxBytes: 1000000, MaxBytesPerApp: 500000, TTL: secs(19)},
 					History: HistoryConfig{MaxBytesPerApp: 700000},
+
 					Metrics: MetricsConfig{Enabled: false, Host: "m", Port: 15, Prefix: "p_"},
 					Pprof:   PprofConfig{Addr: "127.0.0.1:16", MutexFraction: 17, BlockRate: 18},
 					Log:     LogConfig{"warn", "json"}, Apps: c.Apps, Webhooks: c.Webhooks, AppStore: c.AppStore,
@@ -815,4 +822,10 @@ func FuzzLoadConfigTOML(f *testing.F) {
 			t.Fatalf("invalid config accepted: %+v", c)
 		}
 	})
+}
+
+// historyWith is history.* at its defaults but max_bytes_per_app.
+func historyWith(maxBytesPerApp int) HistoryConfig {
+	return HistoryConfig{MaxBytesPerApp: maxBytesPerApp, ReplayBytesPerSecond: 256 << 20, ReplayBytesPerSecondPerApp: 128 << 20,
+		ReplayBytesPerSecondPerAddress: 32 << 20, ReplayBytesPerSecondPerConnection: 8 << 20, Linger: secs(60)}
 }

@@ -38,6 +38,8 @@ func (m nodeMetrics) AppCounters() []metrics.AppCounters {
 			HistoryBytes:        a.HistoryBytes,
 			HistoryEntries:      a.HistoryEntries,
 			HistoryEvictions:    a.HistoryEvictions,
+			ReplayedBytes:       a.ReplayedBytes,
+			ReplayPages:         a.ReplayPages,
 		}
 	}
 	return out
@@ -57,7 +59,13 @@ func (m nodeMetrics) NodeStats() metrics.NodeStats {
 		outcomes[i] = metrics.Outcome{Outcome: session.RecoveryReasons[i], Count: n}
 	}
 	repaired, lost, dups := m.h.HistoryStats()
+	var budget []metrics.Refusal
+	for i, n := range m.h.ReplayRefusals() {
+		budget = append(budget, metrics.Refusal{Reason: session.ReplayBudgetLevels[i], Count: n})
+	}
 	return metrics.NodeStats{
+		HistoryLoads:   m.h.HistoryLoads(),
+		ReplayRefused:  budget,
 		Recoveries:     outcomes,
 		GapsRepaired:   repaired,
 		GapsLost:       lost,

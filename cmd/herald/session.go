@@ -49,6 +49,7 @@ func newSessionServer(cfg Config, capacity int, apps *appStore, mem *memoryGuard
 		MaxMessageBytes:     cfg.MaxMessageBytes,
 		HandshakeTimeout:    cfg.HandshakeTimeout.Duration,
 		IPRate:              ipRate,
+		ReplayBudget:        cfg.History.replayBudget(cfg.ConnectionIPv6Prefix),
 		PublishLatency:      observers(reg.PublishLatency),
 		OriginLatency:       observers(reg.IngestLatency(cfg.Metrics.Prefix)),
 	}
