@@ -122,12 +122,12 @@ type RecoverReport struct {
 		Published int     `json:"published"` // events per channel
 		Failed    int     `json:"failed"`    // of them, publishes that failed
 	} `json:"outage"`
-	Reconnect Setup          `json:"reconnect"` // every client dialling again at once
+	Reconnect Setup `json:"reconnect"` // every client dialling again at once
 	// Kill is the node's death, with Kill; Stayed counts the clients of the other nodes, who
 	// stayed connected (the recovery counts are the killed node's clients').
-	Kill   *KillReport `json:"kill,omitempty"`
-	Stayed int         `json:"stayed,omitempty"`
-	Recovery  RecoveryCounts `json:"recovery"`
+	Kill     *KillReport    `json:"kill,omitempty"`
+	Stayed   int            `json:"stayed,omitempty"`
+	Recovery RecoveryCounts `json:"recovery"`
 	// Latency is each recovered client's time from the start of its reconnect (its dial) to
 	// its recovery frame; LatencyFromStart from the start of the reconnect phase.
 	Latency          Latency `json:"latency"`
