@@ -107,7 +107,7 @@ status=0
 
 echo "== the live nodes' HTTP port after the storm"
 for i in 0 1; do
-	echo "node $i: $(curl -s "http://127.0.0.1:${mp[$i]}/metrics" | grep -E '^herald_(http_connections_(evicted|refused|borrowed|spared)|http_request_timeouts|http_accept_fd_shortages|node_connections)' | tr '\n' ' ')"
+	echo "node $i: $(curl -s "http://127.0.0.1:${mp[$i]}/metrics" | grep -E '^herald_(http_connections_(evicted|refused|borrowed|spared)|http_request_timeouts|http_accept_fd_shortages)' | tr '\n' ' ')"
 done
 if grep -iE 'panic|fatal' "$tmp"/node-*.log >/dev/null; then
 	echo "== node logs with errors:"
