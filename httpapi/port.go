@@ -19,7 +19,7 @@ import (
 // mean the defaults noted.
 type PortConfig struct {
 	// MaxConns is the most connections in their HTTP phase at once, idle keep-alive ones
-	// included; default 256. Each holds a descriptor, a goroutine and two 4 KiB buffers.
+	// included, beyond what Spare lends; default 256. Each holds a descriptor, a goroutine and two 4 KiB buffers.
 	MaxConns int
 	// HeaderTimeout bounds reading a request's headers (a WebSocket upgrade is a request
 	// too); default RequestTimeout.
@@ -91,7 +91,8 @@ func (c PortConfig) withDefaults() PortConfig {
 // is being served (a publish, a WebSocket upgrade) is never evicted; only when nothing has
 // given way for RequestTimeout is the new connection closed unserved. So during a flood of slow
 // requests, /health, signed publishes and WebSocket upgrades are still served, and the flood
-// costs at most MaxConns descriptors. A descriptor shortage at accept (EMFILE) evicts the
+// costs at most MaxConns descriptors plus those Spare lends (which it gives back to newcomers
+// once they are asked for). A descriptor shortage at accept (EMFILE) evicts the
 // oldest whatever its age, instead of spinning.
 //
 // Port is safe for concurrent use; its mutex guards the lists and is held for a few pointer
