@@ -36,6 +36,7 @@ type childStart struct {
 	Concurrency int           `json:"concurrency"`
 	Rate        float64       `json:"rate"`
 	Activity    time.Duration `json:"activity"`
+	Sources     int           `json:"sources,omitempty"`
 	Spec        subSpec       `json:"spec"`
 }
 
@@ -80,7 +81,7 @@ func RunChild(ctx context.Context, in io.Reader, out io.Writer) error {
 	s := o.Start
 	tl := NewTimeline()
 	t := Target{WS: s.WS, CAFile: s.CAFile, Key: s.Key, Timeout: s.Timeout, Concurrency: s.Concurrency, Rate: s.Rate,
-		ActivityTimeout: s.Activity, Timeline: tl}
+		ActivityTimeout: s.Activity, Sources: s.Sources, Timeline: tl}
 	// Replies and progress share out: one encoder under one lock.
 	var mu sync.Mutex
 	enc := json.NewEncoder(out)

@@ -68,6 +68,11 @@ type dialFunc func(ctx context.Context, ep endpoint, node, i int, deadline time.
 // connectWith is connect with each client set up by dial: connect's subscribes to public
 // channels, presence's signed joins.
 func connectWith(ctx context.Context, t Target, p *pool, first, n int, dial dialFunc) (Setup, error) {
+	return connectRouted(ctx, t, p, n, func(i, nodes int) int { return nodeOf(first+i, nodes) }, dial)
+}
+
+// connectRouted is connectWith with attempt i sent to node route(i, N) of the N nodes.
+func connectRouted(ctx context.Context, t Target, p *pool, n int, route func(i, nodes int) int, dial dialFunc) (Setup, error) {
 	setup := Setup{Requested: n}
 	eps, err := t.wsEndpoints()
 	if err != nil {
@@ -131,7 +136,7 @@ dispatch:
 			if deadline.After(end) {
 				deadline = end
 			}
-			node := nodeOf(first+i, len(eps))
+			node := route(i, len(eps))
 			err := dial(ctx, eps[node], node, i, deadline)
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				err = fmt.Errorf("%w (the attempt's deadline of %v passed)", err, deadline.Sub(began).Round(time.Millisecond))

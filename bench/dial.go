@@ -17,6 +17,20 @@ import (
 // the server. Each source address brings a fresh set of 4-tuples.
 const loopbackSources = 8
 
+// MaxSources is the most loopback source addresses Target.Sources may name: 127.0.0.1 to
+// 127.255.255.254.
+const MaxSources = 1<<24 - 2
+
+// sourceAddr is the loopback source address of client i among n: the (i mod n)-th after
+// 127.0.0.0; n of 0 means loopbackSources.
+func sourceAddr(i, n int) net.IP {
+	if n <= 0 {
+		n = loopbackSources
+	}
+	v := i%n + 1
+	return net.IPv4(127, byte(v>>16), byte(v>>8), byte(v))
+}
+
 // ipBindAddressNoPort is Linux's IP_BIND_ADDRESS_NO_PORT: bind() takes the source address but
 // leaves the port to connect(), which can then share ports across destinations.
 const ipBindAddressNoPort = 24
@@ -25,7 +39,7 @@ const ipBindAddressNoPort = 24
 func (ep endpoint) dialer(i int, deadline time.Time) *net.Dialer {
 	d := &net.Dialer{Deadline: deadline}
 	if ep.loopback {
-		d.LocalAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+i%loopbackSources))}
+		d.LocalAddr = &net.TCPAddr{IP: sourceAddr(i, ep.sources)}
 		d.ControlContext = bindAddressNoPort
 	}
 	return d

@@ -80,6 +80,7 @@ func (t Target) wsEndpoints() ([]endpoint, error) {
 		if eps[k], err = wsEndpointOf(name, raw, t.Key); err != nil {
 			return nil, err
 		}
+		eps[k].sources = t.Sources
 		if eps[k].tls != nil {
 			if eps[k].tls.RootCAs, err = t.roots(); err != nil {
 				return nil, err

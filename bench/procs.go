@@ -46,7 +46,7 @@ func startChildren(ctx context.Context, t Target, spec subSpec) (subscribers, er
 		}
 		g.kids = append(g.kids, kd)
 		order := childOrder{Start: &childStart{WS: t.WS, CAFile: t.CAFile, Key: t.Key, Timeout: t.Timeout,
-			Concurrency: max(1, t.Concurrency/n), Rate: t.Rate / float64(n), Activity: t.ActivityTimeout, Spec: share}}
+			Concurrency: max(1, t.Concurrency/n), Rate: t.Rate / float64(n), Activity: t.ActivityTimeout, Sources: t.Sources, Spec: share}}
 		if err := kd.send(order); err != nil {
 			g.abort()
 			return nil, err

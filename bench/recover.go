@@ -38,6 +38,15 @@ type RecoverConfig struct {
 	// SwitchNodes reconnects client i to node i+1 mod N of a cluster instead of node i mod N,
 	// so that every client recovers from a node it was not on.
 	SwitchNodes bool
+	// Kill, when set, makes the outage a node's death instead of every connection dropping:
+	// Kill ends node KillNode of the cluster (herald bench: SIGKILL to --kill-pid) once the
+	// clients are positioned, its clients see their connections end, the events are published
+	// while they are away, and they alone reconnect, the j-th of them to the (j mod L)-th of
+	// the L live nodes (a balancer's round robin over its live backends, or DNS round robin
+	// whose client skips the dead address). The other nodes' clients stay, and must get every
+	// event live. REST must name a live node.
+	Kill     func() error
+	KillNode int // the node Kill ends, an index into the WS nodes
 }
 
 func (c RecoverConfig) withDefaults() RecoverConfig {
@@ -68,6 +77,9 @@ func (c RecoverConfig) check() error {
 	}
 	if c.LiveInterval > 0 && c.Channels > maxChannelsPerTrigger {
 		errs = append(errs, errors.New("--live-interval: at most 100 channels"))
+	}
+	if c.Kill != nil {
+		errs = append(errs, c.checkKill())
 	}
 	if c.Outage < 0 || c.Wait < 0 || c.LiveInterval < 0 || c.ReconnectConcurrency < 0 {
 		errs = append(errs, errors.New("--outage, --wait, --live-interval and --reconnect-concurrency must not be negative"))
@@ -110,8 +122,12 @@ type RecoverReport struct {
 		Published int     `json:"published"` // events per channel
 		Failed    int     `json:"failed"`    // of them, publishes that failed
 	} `json:"outage"`
-	Reconnect Setup          `json:"reconnect"` // every client dialling again at once
-	Recovery  RecoveryCounts `json:"recovery"`
+	Reconnect Setup `json:"reconnect"` // every client dialling again at once
+	// Kill is the node's death, with Kill; Stayed counts the clients of the other nodes, who
+	// stayed connected (the recovery counts are the killed node's clients').
+	Kill     *KillReport    `json:"kill,omitempty"`
+	Stayed   int            `json:"stayed,omitempty"`
+	Recovery RecoveryCounts `json:"recovery"`
 	// Latency is each recovered client's time from the start of its reconnect (its dial) to
 	// its recovery frame; LatencyFromStart from the start of the reconnect phase.
 	Latency          Latency `json:"latency"`
@@ -151,7 +167,7 @@ type RecoveryCounts struct {
 // Clean reports whether every client recovered and nothing was lost, duplicated or out of
 // order.
 func (r *RecoverReport) Clean() bool {
-	return r.Setup.Failed == 0 && r.Reconnect.Failed == 0 && r.Recovery.Failed == 0 && r.Recovery.Recovered == r.Clients &&
+	return r.Setup.Failed == 0 && r.Reconnect.Failed == 0 && r.Recovery.Failed == 0 && r.Recovery.Recovered == r.Clients-r.Stayed &&
 		r.Recovery.PositionErrors == 0 && r.Recovery.LateEvents == 0 && r.Lost.Count == 0 && r.Outage.Failed == 0 && r.Delivery.Clean()
 }
 
@@ -203,12 +219,20 @@ func Recover(ctx context.Context, cfg RecoverConfig) (rep *RecoverReport, err er
 		r.rec.await(ctx, cfg.Wait)
 	}
 
-	// The outage: every connection dropped at once, events published while they are away.
-	r.drop(first)
-	if err := first.close(cfg.Timeout); err != nil {
-		return rep, err
+	// The outage: every connection dropped at once, or a node killed, and events published
+	// while they are away.
+	var dropped []int
+	if cfg.Kill != nil {
+		if dropped, err = r.kill(cfg, first, rep); err != nil {
+			return rep, err
+		}
+	} else {
+		r.drop(first)
+		if err := first.close(cfg.Timeout); err != nil {
+			return rep, err
+		}
+		rep.Lost = first.lostSoFar()
 	}
-	rep.Lost = first.lostSoFar()
 	if err := r.outage(ctx, cfg, pub, seq, rep); err != nil {
 		return rep, err
 	}
@@ -225,12 +249,16 @@ func Recover(ctx context.Context, cfg RecoverConfig) (rep *RecoverReport, err er
 	if cfg.SwitchNodes {
 		shift = 1
 	}
-	r.settled.expect(int64(cfg.Clients))
-	serverCPU := cfg.serverProcs().startCPU()
+	r.settled.expect(int64(cfg.Clients - rep.Stayed))
+	serverCPU := cfg.liveProcs().startCPU()
 	genCPU := self().startCPU()
 	r.start = time.Now()
 	stopLive, live := r.publishLive(ctx, cfg, pub, seq)
-	rep.Reconnect, err = connectWith(ctx, t, again, shift, cfg.Clients, r.dial(again, true))
+	if cfg.Kill != nil {
+		rep.Reconnect, err = connectRouted(ctx, t, again, len(dropped), cfg.liveRoute, r.dialAs(again, dropped))
+	} else {
+		rep.Reconnect, err = connectWith(ctx, t, again, shift, cfg.Clients, r.dial(again, true))
+	}
 	if err != nil {
 		close(stopLive)
 		<-live
@@ -254,7 +282,7 @@ func Recover(ctx context.Context, cfg RecoverConfig) (rep *RecoverReport, err er
 	for i := range r.subs {
 		s := &r.subs[i]
 		s.mu.Lock()
-		if !s.settled {
+		if !s.settled && !s.stay {
 			r.settleLocked(s, reasonOf(s))
 		}
 		s.mu.Unlock()
@@ -269,14 +297,22 @@ func Recover(ctx context.Context, cfg RecoverConfig) (rep *RecoverReport, err er
 			}
 		}
 		last := time.Now()
-		r.after.expect(again.active.Load() * int64(cfg.After))
+		r.after.expect((first.active.Load() + again.active.Load()) * int64(cfg.After))
 		r.after.await(ctx, cfg.Wait)
 		rep.Delivery.WaitSeconds = time.Since(last).Seconds()
 	}
 	lost := again.lostSoFar()
 	rep.Lost.merge(lost)
+	if cfg.Kill != nil {
+		rep.Lost.merge(first.lostSoFar()) // the clients that stayed
+	}
 	if err := again.close(cfg.Timeout); err != nil {
 		return rep, err
+	}
+	if cfg.Kill != nil {
+		if err := first.close(cfg.Timeout); err != nil {
+			return rep, err
+		}
 	}
 	r.report(rep, seq)
 	return rep, checkDelivered(rep.Delivery)
@@ -410,8 +446,11 @@ func (r *recoverRun) report(rep *RecoverReport, seq *sequence) {
 	rep.Delivery.Complete = rep.Delivery.Missing == 0 // WaitSeconds: set by Recover
 	r.mu.Lock()
 	rep.Latency, rep.LatencyFromStart = r.lat.summary(), r.latStart.summary()
-	if rc.Recovered == rep.Clients && r.lastDone > 0 {
+	if rc.Recovered == rep.Clients-rep.Stayed && r.lastDone > 0 {
 		rc.AllSeconds = time.Unix(0, r.lastDone).Sub(r.start).Seconds()
+		if rep.Kill != nil {
+			rep.Kill.AllSeconds = time.Unix(0, r.lastDone).Sub(r.killedAt).Seconds()
+		}
 	}
 	r.mu.Unlock()
 	if u := rep.ServerUsage; u != nil && rc.Replayed > 0 {

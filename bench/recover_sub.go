@@ -49,6 +49,7 @@ type recoverSub struct {
 	conn     *client
 	reason   string // why it failed
 	settled  bool   // recovered or failed: counted once
+	stay     bool   // on a node that lives on when RecoverConfig.Kill ends another: it does not reconnect
 }
 
 // recoverRun is the state of one recover run that the clients' readers update.
@@ -65,6 +66,7 @@ type recoverRun struct {
 	outageLast   int
 	outageFailed []map[int]bool
 	start        time.Time // when the reconnect started
+	killedAt     time.Time // when Kill was called
 
 	positioned *countdown // clients that know their first position
 	settled    *countdown // clients recovered or failed

@@ -17,11 +17,20 @@ func (r *RecoverReport) WriteText(w io.Writer) error {
 		r.Clients, on, r.Before, r.OutageSeconds, r.Events, r.After, r.PayloadBytes, r.Server.on())
 	writeSetup(b, r.Setup)
 	fmt.Fprintf(b, "  positioned   %d of %d knew their position after subscribing\n", r.Positioned, r.Setup.Established)
-	fmt.Fprintf(b, "  outage       every connection dropped; %d events published to each channel (%d failed) in %.2f s\n",
-		r.Outage.Published, r.Outage.Failed, r.Outage.Seconds)
+	if k := r.Kill; k != nil {
+		fmt.Fprintf(b, "  kill         node %d killed: its %d clients saw their connections end within %.3f s; %d clients of the other nodes stayed\n",
+			k.Node, k.Clients, k.GoneSeconds, r.Stayed)
+		fmt.Fprintf(b, "  outage       %d events published to each channel (%d failed) in %.2f s\n", r.Outage.Published, r.Outage.Failed, r.Outage.Seconds)
+	} else {
+		fmt.Fprintf(b, "  outage       every connection dropped; %d events published to each channel (%d failed) in %.2f s\n",
+			r.Outage.Published, r.Outage.Failed, r.Outage.Seconds)
+	}
 	where := ""
 	if r.SwitchNodes {
 		where = ", each to the next node"
+	}
+	if r.Kill != nil {
+		where = fmt.Sprintf(", round robin over the live nodes %v", r.Reconnect.PerNode)
 	}
 	fmt.Fprintf(b, "  reconnect    %d established, %d failed in %.2f s (%.0f conn/s)%s\n",
 		r.Reconnect.Established, r.Reconnect.Failed, r.Reconnect.Seconds, r.Reconnect.RatePerSec, where)
@@ -33,11 +42,13 @@ func (r *RecoverReport) WriteText(w io.Writer) error {
 	}
 	rc := r.Recovery
 	fmt.Fprintf(b, "  recovered    %d of %d, %d failed; %d events replayed; %d position errors, %d outage events after a recovery\n",
-		rc.Recovered, r.Clients, rc.Failed, rc.Replayed, rc.PositionErrors, rc.LateEvents)
+		rc.Recovered, r.Clients-r.Stayed, rc.Failed, rc.Replayed, rc.PositionErrors, rc.LateEvents)
 	for _, reason := range rc.reasons() {
 		fmt.Fprintf(b, "    failed     %d× %s\n", rc.ByReason[reason], reason)
 	}
 	switch {
+	case rc.AllSeconds > 0 && r.Kill != nil:
+		fmt.Fprintf(b, "  all back     in %.3f s from the start of the reconnect, %.3f s from the kill\n", rc.AllSeconds, r.Kill.AllSeconds)
 	case rc.AllSeconds > 0:
 		fmt.Fprintf(b, "  all back     in %.3f s from the start of the reconnect\n", rc.AllSeconds)
 	case rc.Complete:

@@ -52,6 +52,12 @@ type Target struct {
 	// or for the server's activity_timeout when that is shorter, sends pusher:ping. Zero means
 	// pusher-js's default, 120 s; negative, that clients never ping first.
 	ActivityTimeout time.Duration
+	// Sources is how many loopback source addresses clients of a loopback target connect
+	// from: client i from the (i mod Sources)-th after 127.0.0.0 (127.0.0.1, 127.0.0.2, ...,
+	// 127.0.1.0, ...), the same on every connection it makes, so that a server sees as many
+	// client addresses as real users would bring (per-address limits, replay budgets). Zero
+	// means 8; at most MaxSources.
+	Sources int
 
 	// Timeline, when set, records the run second by second (attempts, failures, open
 	// connections, deliveries and their latency); the report carries its points. The caller
@@ -97,6 +103,7 @@ func (t Target) withDefaults() Target {
 type endpoint struct {
 	addr, host, path string
 	loopback         bool        // addr is an IPv4 loopback address: spread clients over source addresses
+	sources          int         // how many (Target.Sources)
 	tls              *tls.Config // wss://: the client's TLS configuration; nil for ws://
 }
 
@@ -161,6 +168,9 @@ func (t Target) check() error {
 	}
 	if _, err := t.metricsURLs(); err != nil {
 		errs = append(errs, err)
+	}
+	if t.Sources < 0 || t.Sources > MaxSources {
+		errs = append(errs, fmt.Errorf("--sources %d: must be between 1 and %d (0: the default, %d)", t.Sources, MaxSources, loopbackSources))
 	}
 	if t.Rate < 0 {
 		errs = append(errs, fmt.Errorf("--rate %v: must be >= 0", t.Rate))

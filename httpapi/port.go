@@ -19,7 +19,7 @@ import (
 // mean the defaults noted.
 type PortConfig struct {
 	// MaxConns is the most connections in their HTTP phase at once, idle keep-alive ones
-	// included; default 256. Each holds a descriptor, a goroutine and two 4 KiB buffers.
+	// included, beyond what Spare lends; default 256. Each holds a descriptor, a goroutine and two 4 KiB buffers.
 	MaxConns int
 	// HeaderTimeout bounds reading a request's headers (a WebSocket upgrade is a request
 	// too); default RequestTimeout.
@@ -42,6 +42,13 @@ type PortConfig struct {
 	// (the kernel's queue holds newcomers) rather than cut a request that is merely waiting
 	// for its goroutine on a busy machine, as a burst of WebSocket upgrades does.
 	EvictAfter time.Duration
+	// Spare, when set, says how many connections the port may hold beyond MaxConns now:
+	// descriptors set aside for others (herald's WebSocket clients) that are not in use. The
+	// port counts as full only at MaxConns plus Spare, so that a reconnect storm's upgrades
+	// are admitted at once instead of queueing behind a full port and being taken for slow
+	// requests. Asked at each admission while the port holds MaxConns or more; it must be
+	// cheap and safe for concurrent use. nil means none: MaxConns is the cap.
+	Spare func() int
 }
 
 func (c PortConfig) withDefaults() PortConfig {
@@ -72,17 +79,20 @@ func (c PortConfig) withDefaults() PortConfig {
 	return c
 }
 
-// Port is a listener that admits at most MaxConns connections in their HTTP phase, and the
-// http.Server (Server) whose deadlines bound each request. When the port is full, a new
-// connection takes the place of the connection idle longest in keep-alive, else of the one
-// that has been reading its request longest, once that has taken EvictAfter (a slow-loris:
-// a request that trickles in holds its place only until someone needs it). Until one of
-// those exists the port stops accepting, so a burst of quick requests waits in the kernel's
-// queue instead of cutting each other off. A request that has arrived whole and is being
-// served (a publish, a WebSocket upgrade) is never evicted; only when nothing has given way
-// for RequestTimeout is the new connection closed unserved. So during a flood of slow
+// Port is a listener that admits at most MaxConns connections in their HTTP phase (more while
+// PortConfig.Spare lends it room), and the http.Server (Server) whose deadlines bound each
+// request. When the port is full, a new connection takes the place of the connection idle
+// longest in keep-alive, else of the one that has been reading its request longest, once that
+// has taken EvictAfter (a slow-loris: a request that trickles in holds its place only until
+// someone needs it). A connection whose bytes wait unread in the kernel is not slow, the
+// server is (its goroutine has not run yet): it is spared, and waits another EvictAfter.
+// Until one of those exists the port stops accepting, so a burst of quick requests waits in
+// the kernel's queue instead of cutting each other off. A request that has arrived whole and
+// is being served (a publish, a WebSocket upgrade) is never evicted; only when nothing has
+// given way for RequestTimeout is the new connection closed unserved. So during a flood of slow
 // requests, /health, signed publishes and WebSocket upgrades are still served, and the flood
-// costs at most MaxConns descriptors. A descriptor shortage at accept (EMFILE) evicts the
+// costs at most MaxConns descriptors plus those Spare lends (which it gives back to newcomers
+// once they are asked for). A descriptor shortage at accept (EMFILE) evicts the
 // oldest whatever its age, instead of spinning.
 //
 // Port is safe for concurrent use; its mutex guards the lists and is held for a few pointer
@@ -101,6 +111,7 @@ type Port struct {
 	// are not evicted.
 
 	evictedIdle, evictedBusy, refused, fdShort, timedOut atomic.Int64
+	borrowed, spared                                     atomic.Int64
 	lastWarn, lastTimeoutWarn                            atomic.Int64 // unix ns of the last warning of each kind
 }
 
@@ -115,6 +126,13 @@ type PortStats struct {
 	// (HeaderTimeout: a WebSocket upgrade's handshake_timeout) or body (RequestTimeout) did not
 	// arrive in time, a client never sending one included.
 	EvictedIdle, EvictedBusy, Refused, FDShortages, TimedOut int64
+	// Limit is the cap now: Max plus what PortConfig.Spare lends. Borrowed counts connections
+	// admitted while the port held Max or more (on lent room). Spared counts connections that
+	// had been reading for EvictAfter when room was needed but were not evicted because their
+	// request's bytes waited unread in the kernel (the server was behind, not the client);
+	// each is counted once.
+	Limit            int
+	Borrowed, Spared int64
 }
 
 // NewPort wraps ln. log may be nil.
@@ -197,7 +215,16 @@ func (p *Port) Stats() PortStats {
 	open, idle := p.open, p.idle.n
 	p.mu.Unlock()
 	return PortStats{Open: open, Idle: idle, Max: p.cfg.MaxConns, EvictedIdle: p.evictedIdle.Load(), EvictedBusy: p.evictedBusy.Load(),
-		Refused: p.refused.Load(), FDShortages: p.fdShort.Load(), TimedOut: p.timedOut.Load()}
+		Refused: p.refused.Load(), FDShortages: p.fdShort.Load(), TimedOut: p.timedOut.Load(),
+		Limit: p.limit(), Borrowed: p.borrowed.Load(), Spared: p.spared.Load()}
+}
+
+// limit is the cap now: MaxConns plus what Spare lends.
+func (p *Port) limit() int {
+	if p.cfg.Spare == nil {
+		return p.cfg.MaxConns
+	}
+	return p.cfg.MaxConns + max(p.cfg.Spare(), 0)
 }
 
 // Accept returns the next connection, making room for it when the port is full.
@@ -231,9 +258,9 @@ func (p *Port) Accept() (net.Conn, error) {
 
 // admit counts c in, evicting a connection when the port is full; false means c is refused.
 // When nothing can be evicted yet (no idle connection, and no request reading for
-// EvictAfter), it waits for a place or for the slowest request to age, while the kernel's
-// queue holds later connections; it refuses c only when nothing gave way within
-// RequestTimeout (every connection being served or upgraded all that time).
+// EvictAfter but for spared ones), it waits for a place or for the slowest request to age,
+// while the kernel's queue holds later connections; it refuses c only when nothing gave way
+// within RequestTimeout (every connection being served or upgraded all that time).
 func (p *Port) admit(c *portConn) bool {
 	deadline := time.Now().Add(p.cfg.RequestTimeout)
 	var timer *time.Timer
@@ -244,12 +271,22 @@ func (p *Port) admit(c *portConn) bool {
 	}()
 	for {
 		now := time.Now()
+		limit := p.cfg.MaxConns
+		p.mu.Lock()
+		full := p.open >= limit
+		p.mu.Unlock()
+		if full && p.cfg.Spare != nil {
+			limit = p.limit() // asked outside the lock: it reads the WebSocket engine's count
+		}
 		p.mu.Lock()
 		var victim *portConn
-		if p.open >= p.cfg.MaxConns {
+		if p.open >= limit {
 			victim = p.evictLocked(now)
 		}
-		if p.open < p.cfg.MaxConns {
+		if p.open < limit {
+			if p.open >= p.cfg.MaxConns {
+				p.borrowed.Add(1)
+			}
 			p.open++
 			c.since = now
 			p.busy.pushBack(c)
@@ -260,7 +297,15 @@ func (p *Port) admit(c *portConn) bool {
 			}
 			return true
 		}
-		wait := deadline.Sub(now)
+		if victim != nil {
+			// Over the limit (lent room was taken back): shed the slowest, and look again.
+			p.mu.Unlock()
+			victim.Conn.Close()
+			continue
+		}
+		// Look again when the slowest request will have read for EvictAfter, and at least
+		// every EvictAfter: lent room (Spare) frees without a signal.
+		wait := min(deadline.Sub(now), p.cfg.EvictAfter)
 		if h := p.busy.head; h != nil {
 			wait = min(wait, h.since.Add(p.cfg.EvictAfter).Sub(now))
 		}
@@ -285,18 +330,36 @@ func (p *Port) admit(c *portConn) bool {
 // evictLocked picks the connection to close for room, uncounts it and returns it for the
 // caller to close outside the lock; nil when there is none. An idle keep-alive connection
 // goes first, else the one reading its request longest, if it has been reading for
-// EvictAfter by now (a zero now: whatever its age). p.mu must be held.
+// EvictAfter by now (a zero now: whatever its age, for a descriptor shortage). A connection
+// whose request's bytes wait unread in the kernel is not slow, the server is: it is spared,
+// put back at the end of the list as if it had just begun, and the next one is looked at.
+// p.mu must be held.
 func (p *Port) evictLocked(now time.Time) *portConn {
-	victim := p.idle.head
-	if victim != nil {
+	if victim := p.idle.head; victim != nil {
 		p.evictedIdle.Add(1)
-	} else if victim = p.busy.head; victim != nil && (now.IsZero() || now.Sub(victim.since) >= p.cfg.EvictAfter) {
-		p.evictedBusy.Add(1)
-	} else {
-		return nil
+		p.releaseLocked(victim)
+		return victim
 	}
-	p.releaseLocked(victim)
-	return victim
+	for victim := p.busy.head; victim != nil; victim = p.busy.head {
+		if !now.IsZero() {
+			if now.Sub(victim.since) < p.cfg.EvictAfter {
+				return nil // the others began later
+			}
+			if unread(victim.Conn) > 0 {
+				if !victim.spared {
+					victim.spared = true
+					p.spared.Add(1)
+				}
+				victim.since = now
+				victim.move(&p.busy)
+				continue
+			}
+		}
+		p.evictedBusy.Add(1)
+		p.releaseLocked(victim)
+		return victim
+	}
+	return nil
 }
 
 // releaseLocked uncounts c once. p.mu must be held.
@@ -389,7 +452,8 @@ type portConn struct {
 	prev, next *portConn
 	released   bool
 	timedOut   bool      // counted in TimedOut
-	since      time.Time // when it joined busy
+	spared     bool      // counted in Spared
+	since      time.Time // when it joined busy, or was last spared
 }
 
 // Close closes the connection and uncounts it.

@@ -348,6 +348,10 @@ func (s *Server) Stats() Stats {
 	}
 }
 
+// Connections returns how many WebSocket connections the node holds: Stats' Connections,
+// without the rest of the snapshot (one atomic load).
+func (s *Server) Connections() int64 { return s.eng.Conns() }
+
 // Workers returns the number of fan-out workers.
 func (s *Server) Workers() int { return s.eng.Workers() }
 

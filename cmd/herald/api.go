@@ -63,6 +63,7 @@ func (p *apiPort) start() error {
 		HeaderTimeout:  p.cfg.HandshakeTimeout.Duration,
 		RequestTimeout: p.cfg.RESTRequestTimeout.Duration,
 		IdleTimeout:    p.cfg.RESTIdleTimeout.Duration,
+		Spare:          func() int { return p.fd.spare(p.node.h.Connections()) },
 	}, p.log)
 	p.srv = port.Server(p.api)
 	exportPort(p.reg, p.cfg.Metrics.Prefix, port)

@@ -71,6 +71,7 @@ func (j *benchJob) define(fs *flag.FlagSet) {
 	fs.IntVar(&t.Concurrency, "concurrency", 200, "connection attempts in flight at once")
 	fs.Float64Var(&t.Rate, "rate", 0, "connection attempts per second (0: as fast as possible; ramp's default 500, churn's 1000 cycles/s)")
 	fs.DurationVar(&t.ActivityTimeout, "activity-timeout", bench.DefaultActivityTimeout, "the clients' own activity timeout, pusher-js's activityTimeout option (idle, fanout, multichannel): a client that received nothing this long, or for the server's activity_timeout when shorter, sends pusher:ping (negative: clients never ping first)")
+	fs.IntVar(&t.Sources, "sources", 0, "loopback source addresses the clients of a loopback target connect from, client i always from the (i mod N)-th after 127.0.0.0, so that the server sees that many client addresses (per-address limits and budgets); 0: 8")
 	fs.IntVar(&t.Procs, "procs", 1, "client processes the connections are spread over (idle, fanout, multichannel); each holds at most about 19,900")
 	fs.BoolVar(&j.asJSON, "json", false, "print one JSON document instead of text")
 	fs.BoolVar(&j.quiet, "quiet", false, "no live progress line on the terminal (it is also off with --json or when stderr is not a terminal)")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -192,8 +193,20 @@ func recoverScenario(fs *flag.FlagSet) benchRunner {
 	fs.DurationVar(&cfg.Wait, "wait", 30*time.Second, "bound of every wait: for the positions, the deliveries, and every client to recover once the reconnect started")
 	fs.IntVar(&cfg.ReconnectConcurrency, "reconnect-concurrency", 0, "reconnects in flight at once (0: every client at once)")
 	fs.BoolVar(&cfg.SwitchNodes, "switch-nodes", false, "with several --ws nodes, reconnect client i to node i+1 mod N: every client recovers from a node it was not on")
+	killPID := fs.Int("kill-pid", 0, "the outage is a node's death: once the clients are positioned, send SIGKILL to this process (the herald node --kill-node names); its clients alone reconnect, round robin over the live nodes, and the others stay and get every event live (0: every connection drops instead)")
+	fs.IntVar(&cfg.KillNode, "kill-node", 0, "with --kill-pid: the node that process serves, 0-based in --ws order")
 	return func(ctx context.Context, t bench.Target) (benchReport, bool, error) {
 		cfg.Target = t
+		if *killPID > 0 {
+			pid := *killPID
+			cfg.Kill = func() error {
+				p, err := os.FindProcess(pid)
+				if err != nil {
+					return err
+				}
+				return p.Kill()
+			}
+		}
 		rep, err := bench.Recover(ctx, cfg)
 		if err != nil {
 			return nil, false, err

@@ -64,6 +64,7 @@ type fdShare struct {
 	capacity  int // WebSocket connections
 	httpConns int // the public port's connections in their HTTP phase
 	limit     int // the open-file limit
+	wsFDs     int // the descriptors set aside for WebSocket connections (capacity before max_connections)
 }
 
 // capacityOf shares the open-file limit out: fdReserve for the process itself, sideConns for
@@ -75,10 +76,20 @@ func capacityOf(configured, httpConns, sideConns int) fdShare {
 	left := max(s.limit-fdReserve-sideConns, 2)
 	s.httpConns = max(min(httpConns, left/2), 1)
 	s.capacity = max(left-s.httpConns, 1)
+	s.wsFDs = s.capacity
 	if configured > 0 && configured < s.capacity {
 		s.capacity = configured
 	}
 	return s
+}
+
+// spare is what the public port may borrow beyond httpConns while connected holds that many
+// WebSocket connections: the WebSocket descriptors not in use. The port's connections plus the
+// WebSocket ones then stay within httpConns plus wsFDs (an upgrade being handed over, its
+// descriptor duplicated, counts in both), and a reconnect storm's upgrades are admitted at
+// once instead of waiting behind a full port and being taken for slow requests.
+func (s fdShare) spare(connected int64) int {
+	return max(s.wsFDs-int(connected), 0)
 }
 
 // exportPort publishes the public port's connection counts as metrics.
@@ -90,6 +101,8 @@ func exportPort(reg *metrics.Registry, prefix string, port *httpapi.Port) {
 		stat(func(s httpapi.PortStats) int64 { return int64(s.Open) }))
 	reg.GaugeFunc(prefix+"max_http_connections", "Most connections the API port holds in their HTTP phase (max_http_connections).", nil,
 		stat(func(s httpapi.PortStats) int64 { return int64(s.Max) }))
+	reg.GaugeFunc(prefix+"http_connections_limit", "Most connections the API port may hold in their HTTP phase now: max_http_connections plus the WebSocket descriptors not in use, which it borrows.", nil,
+		stat(func(s httpapi.PortStats) int64 { return int64(s.Limit) }))
 	evicted := "HTTP connections closed to make room for a new one: the longest idle keep-alive one, else the one reading its request longest (slow-loris)."
 	reg.CounterFunc(prefix+"http_connections_evicted_total", evicted, map[string]string{"reason": "idle"},
 		stat(func(s httpapi.PortStats) int64 { return s.EvictedIdle }))
@@ -97,6 +110,10 @@ func exportPort(reg *metrics.Registry, prefix string, port *httpapi.Port) {
 		stat(func(s httpapi.PortStats) int64 { return s.EvictedBusy }))
 	reg.CounterFunc(prefix+"http_connections_refused_total", "New HTTP connections closed unserved because every connection was being served.", nil,
 		stat(func(s httpapi.PortStats) int64 { return s.Refused }))
+	reg.CounterFunc(prefix+"http_connections_borrowed_total", "HTTP connections admitted beyond max_http_connections on WebSocket descriptors not in use.", nil,
+		stat(func(s httpapi.PortStats) int64 { return s.Borrowed }))
+	reg.CounterFunc(prefix+"http_connections_spared_total", "HTTP connections not evicted though reading their request for 100 ms, because its bytes waited unread in the kernel (the node was behind, not the client).", nil,
+		stat(func(s httpapi.PortStats) int64 { return s.Spared }))
 	reg.CounterFunc(prefix+"http_accept_fd_shortages_total", "Accepts on the API port that failed for want of a file descriptor.", nil,
 		stat(func(s httpapi.PortStats) int64 { return s.FDShortages }))
 	reg.CounterFunc(prefix+"http_request_timeouts_total", "HTTP connections closed because a request's headers (handshake_timeout) or body (rest_request_timeout) did not arrive in time.", nil,
