@@ -76,7 +76,7 @@ tools() {
     apt-get update -qq && apt-get install -y -qq postgresql
   fi
   command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ] || { apt-get update -qq && apt-get install -y -qq mariadb-server; }
-  # The console's browser test (test/js/tests/console.test.mjs) drives Debian's chromium.
+  # The browser tests (test/js/tests/console.test.mjs, recovery-browser.test.mjs) drive Debian's chromium.
   command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
   # The ingest tests run a real Kafka broker from its jars (internal/servicetest/kafka.go):
   # Java 17 or newer, and Maven to fetch the jars once into ~/.cache/herald-kafka.

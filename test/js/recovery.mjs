@@ -30,9 +30,10 @@ export const RECOVERY_APPS = Object.freeze([
 ]);
 
 /**
- * How long a test waits for pusher-js to be back after its connection failed. pusher-js
- * retries 1 s after a connection that ends without a close code, but an attempt refused (the
- * proxy's outage) makes it wait for its fixed 15 s strategy timeout (see README.md); generous,
+ * How long a test waits for pusher-js to be back after its connection failed. With the helper's
+ * reconnect schedule (clients/js/README.md, "Reconnecting") it is back within about a second of
+ * the server being reachable; on pusher-js's own ({reconnect: false}), an attempt refused (the
+ * proxy's outage) makes it wait for its fixed 15 s strategy timeout (see README.md). Generous,
  * for busy machines.
  */
 export const RECONNECT_MS = 60_000;

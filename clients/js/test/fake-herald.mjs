@@ -4,6 +4,8 @@
 // drive it (publish, drop a connection, send raw frames) and read what the client sent.
 // The real server is exercised by test/js/tests/recovery*.test.mjs.
 
+import http from 'node:http';
+
 import { WebSocketServer } from 'ws';
 
 export const WAIT_MS = Number(process.env.HERALD_TEST_WAIT_MS) || 20_000;
@@ -31,32 +33,54 @@ export class FakeHerald {
     this.received = []; // every frame a client sent: {conn, event, data}
     this.connections = 0; // connections accepted so far
     this.nextSocket = 1;
+    // What happens to a new TCP connection: 'open' (a WebSocket as herald's), 'refuse' (closed
+    // at once, before any byte: what a client sees of a server that is down), 'backoff' (the
+    // handshake refused with pusher:error and close code 4100, as herald over capacity).
+    this.gate = 'open';
+    this.attempts = []; // every TCP connection made to the server: {at (Date.now()), gate}
+    this.maxOpen = 0; // the most WebSocket connections open at once (not being closed by this server)
+    this.answerPings = true; // false: pusher:ping gets no pusher:pong (a connection gone quiet)
   }
 
   async start() {
-    this.wss = new WebSocketServer({ host: '127.0.0.1', port: 0 });
-    await new Promise((resolve) => this.wss.once('listening', resolve));
-    this.port = this.wss.address().port;
+    this.http = http.createServer();
+    // Before the HTTP server's own listener: a refused connection gets no byte.
+    this.http.prependListener('connection', (socket) => {
+      this.attempts.push({ at: Date.now(), gate: this.gate });
+      if (this.gate === 'refuse') socket.destroy();
+    });
+    this.wss = new WebSocketServer({ server: this.http });
+    await new Promise((resolve) => this.http.listen(0, '127.0.0.1', resolve));
+    this.port = this.http.address().port;
     this.wss.on('connection', (ws) => this._accept(ws));
     return this;
   }
 
   async stop() {
     for (const c of this.conns) c.ws.terminate();
+    for (const ws of this.wss.clients) ws.terminate();
     await new Promise((resolve) => this.wss.close(resolve));
+    await new Promise((resolve) => this.http.close(resolve));
   }
 
   _accept(ws) {
+    if (this.gate === 'backoff') {
+      ws.send(JSON.stringify({ event: 'pusher:error', data: { code: 4100, message: 'over capacity' } }));
+      ws.close(4100, 'over capacity');
+      return;
+    }
     const conn = { ws, id: `${this.nextSocket++}.1`, subs: new Set() };
     this.conns.add(conn);
     this.connections += 1;
+    // A connection this server has begun to close (closeAll) is closed for the client.
+    this.maxOpen = Math.max(this.maxOpen, [...this.conns].filter((c) => !c.closing).length);
     ws.on('close', () => this.conns.delete(conn));
     ws.on('message', (raw) => {
       const msg = JSON.parse(raw.toString());
       this.received.push({ conn, event: msg.event, data: msg.data, channel: msg.channel });
       if (msg.event === 'pusher:subscribe') this._subscribe(conn, msg.data);
       else if (msg.event === 'pusher:unsubscribe') conn.subs.delete(msg.data.channel);
-      else if (msg.event === 'pusher:ping') this.send(conn, 'pusher:pong', undefined, {});
+      else if (msg.event === 'pusher:ping' && this.answerPings) this.send(conn, 'pusher:pong', undefined, {});
     });
     this.send(conn, 'pusher:connection_established', undefined, { socket_id: conn.id, activity_timeout: 120 });
   }
@@ -160,6 +184,19 @@ export class FakeHerald {
 
   /** Closes every connection with a close code; 4200 makes pusher-js reconnect at once. */
   closeAll(code = 4200) {
-    for (const c of this.conns) c.ws.close(code, 'test');
+    for (const c of this.conns) {
+      c.closing = true;
+      c.ws.close(code, 'test');
+    }
+  }
+
+  /** Cuts every connection without a close frame, as a network that drops does. */
+  cutAll() {
+    for (const c of this.conns) c.ws.terminate();
+  }
+
+  /** The TCP connections made since the Date.now() from. */
+  attemptsSince(from) {
+    return this.attempts.filter((a) => a.at >= from);
   }
 }
