@@ -121,14 +121,40 @@ func (h *chanHist) clearLocked() {
 type Recovery struct {
 	Latest herald.Position
 	// Asked says the subscription asked to recover; then Recovered says whether every
-	// event after its position is in Frames, and Reason, when not, why.
+	// event after its position is to be replayed (Frames), and Reason, when not, why.
 	Asked     bool
 	Recovered bool
 	Reason    string
-	// Frames are the events to replay, each its position frame and its event frame; they
-	// are valid only during the call that gives them.
-	Frames [][]byte
+	// ents are the kept events to replay: a view of the history's list, valid only during
+	// the call that gives the Recovery.
+	ents []*histEntry
 }
+
+// Len is how many events the recovery replays.
+func (r *Recovery) Len() int { return len(r.ents) }
+
+// Bytes is what the replay sends: each event with its position frame.
+func (r *Recovery) Bytes() int {
+	n := 0
+	for _, e := range r.ents {
+		n += len(e.buf)
+	}
+	return n
+}
+
+// Frames returns the events to replay, each its position frame and its event frame in one
+// buffer, oldest first: the history's own buffers, never modified, shared by every replay of
+// them and valid after the call (the slice is the caller's).
+func (r *Recovery) Frames() [][]byte {
+	out := make([][]byte, len(r.ents))
+	for i, e := range r.ents {
+		out[i] = e.buf
+	}
+	return out
+}
+
+// Refuse makes r answer recovered:false with reason, replaying nothing.
+func (r *Recovery) Refuse(reason string) { r.Recovered, r.Reason, r.ents = false, reason, nil }
 
 // The reasons a recovery fails (docs/protocol.md).
 const (
@@ -177,10 +203,10 @@ func (h *chanHist) recoverLocked(since *herald.Position, now int64) Recovery {
 		if since.Epoch == "" {
 			from = 0
 		}
-		for _, e := range h.ents[h.head:] {
-			if e.offset > from {
-				r.Frames = append(r.Frames, e.buf)
-			}
+		// Offsets are consecutive: the first after from is at from+1-first.
+		kept := h.ents[h.head:]
+		if i := int64(from+1) - int64(h.firstLocked()); i < int64(len(kept)) {
+			r.ents = kept[max(i, 0):]
 		}
 	}
 	return r

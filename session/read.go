@@ -3,6 +3,7 @@ package session
 import (
 	"encoding/binary"
 	"strings"
+	"time"
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/pusher"
@@ -102,6 +103,19 @@ func (s *Server) onText(c *conn, payload []byte) {
 		default:
 			s.sendError(c, herald.CodeInvalid, "unknown event "+m.Event+": client events must start with client-")
 		}
+	}
+}
+
+// holder is what a connection's transport does to read a client no faster than its rates
+// allow (*ws.Conn).
+type holder interface{ Hold(d time.Duration) }
+
+// slowDown stops reading c for wait, until its rate has a token again: a client that sends
+// over its rate has its next messages wait in the kernel (and its writes block once the
+// buffers are full) instead of each costing the node a refusal.
+func (s *Server) slowDown(c *conn, wait time.Duration) {
+	if h, ok := c.Transport().(holder); ok {
+		h.Hold(wait)
 	}
 }
 

@@ -68,23 +68,17 @@ func (s *Server) MissedChannels() int64 { return s.st.HistoryStats().Missed.Load
 // frames, shared by every replay of them: nothing is copied per subscriber. A replay past the
 // replay budget is refused: recovered:false, reason rate_limited.
 func (s *Server) replay(c *conn, ch *cluster.Channel, r cluster.Recovery) (extra []byte, rep *fanout.Replay) {
-	if len(r.Frames) > 0 {
-		n := 0
-		for _, f := range r.Frames {
-			n += len(f)
-		}
-		if !s.spendReplay(c, n) {
-			r.Recovered, r.Reason, r.Frames = false, ReasonRateLimited, nil
-		}
+	if r.Len() > 0 && !s.spendReplay(c, r.Bytes) {
+		r.Refuse(ReasonRateLimited)
 	}
 	if r.Asked {
 		s.recoveries.count(r.Recovered, r.Reason)
 	}
 	rec := ws.TextFrame(pusher.AppendRecovery(nil, ch.Name(), r.Latest.Epoch, r.Latest.Offset, r.Asked, r.Recovered, r.Reason))
-	if len(r.Frames) == 0 {
+	if r.Len() == 0 {
 		return rec, nil
 	}
-	return nil, &fanout.Replay{Frames: r.Frames, Tail: rec}
+	return nil, &fanout.Replay{Frames: r.Frames(), Tail: rec}
 }
 
 // noHistory is what a subscription that asked to recover a channel without history gets

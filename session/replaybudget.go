@@ -63,10 +63,10 @@ func (s *Server) charge(c *conn) *replayCharge {
 	return c.rc
 }
 
-// spendReplay charges n replayed bytes to c, its address, its app and the node, and reports
-// true; or, when one of them is in debt, charges nothing, counts the refusal by level and
-// reports false.
-func (s *Server) spendReplay(c *conn, n int) bool {
+// spendReplay charges the replay's bytes (size, asked only when they are charged) to c, its
+// address, its app and the node, and reports true; or, when one of them is in debt, charges
+// nothing, counts the refusal by level and reports false.
+func (s *Server) spendReplay(c *conn, size func() int) bool {
 	b, now := s.budgets, s.monoNow()
 	rc := c.rc
 	level := -1
@@ -86,7 +86,7 @@ func (s *Server) spendReplay(c *conn, n int) bool {
 		b.refused[level].Add(1)
 		return false
 	}
-	f := float64(n)
+	f := float64(size())
 	rc.b.Spend(b.conn, f, now)
 	b.addr.Spend(rc.addr, f, now)
 	c.app.replay.Spend(f, now)

@@ -42,8 +42,9 @@ func (s *Server) subscribe(c *conn, m pusher.Message) {
 	// Every attempt that gets this far costs a token, before the signature is checked: a
 	// join and leave loop (member_added and member_removed to every other member, interest
 	// on the bus) is bounded by it.
-	if ok, _ := c.joins.Take(cfg.joins, s.now()*1e6); !ok {
+	if ok, wait := c.joins.Take(cfg.joins, s.now()*1e6); !ok {
 		c.Counters().SubscribesLimited.Add(1)
+		s.slowDown(c, wait)
 		s.subError(c, name, "LimitReached", "subscription rejected: over the rate limit of "+
 			strconv.Itoa(lim.MaxSubscriptionsPerSecond)+" subscriptions per second", 4301)
 		return

@@ -20,12 +20,12 @@ type Conn struct {
 	closed atomic.Bool
 
 	// Poller-owned read state.
-	rbuf   []byte // unparsed bytes of a frame that has not fully arrived
+	rbuf   []byte // unparsed bytes: of a frame that has not fully arrived, or those a hold kept
 	msg    []byte // fragments of a message in progress
 	msgOp  Opcode
-	broken bool // a protocol error was reported: input is discarded
-	gone   bool // hang-up reported
-	more   bool // in its poller's more list: it filled the read buffer in its last turn
+	broken bool      // a protocol error was reported: input is discarded
+	gone   bool      // hang-up reported
+	turn   readState // where it stands in its poller's turns (more or held list)
 	// since is when the frame (or fragmented message) in progress began, in engine
 	// milliseconds plus one; 0 when none is. It fits the struct's padding (96 bytes).
 	since uint32
@@ -192,3 +192,6 @@ func (c *Conn) PeerAddr() netip.Addr {
 	}
 	return netip.Addr{}
 }
+
+// held reports whether a hold keeps c unread (Hold).
+func (c *Conn) held() bool { return c.turn == readHeld }

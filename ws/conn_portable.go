@@ -28,6 +28,7 @@ type Conn struct {
 	broken bool   // a protocol error was reported: input is discarded
 	gone   bool   // hang-up reported
 	since  uint32 // engine ms plus one when the frame in progress began; 0 when none is
+	hold   uint32 // engine ms a hold ends at (Hold); 0: none
 
 	// mu guards the write state below; it is never held while calling the handler.
 	mu      sync.Mutex
@@ -195,6 +196,17 @@ func (c *Conn) readLoop(size int) {
 			if !c.broken {
 				p.feed(c, buf[:n])
 			}
+			for c.hold != 0 && !c.shut.Load() {
+				// Held: what arrived waits, and so does the socket, until the hold's end.
+				d := time.Duration(int32(c.hold-p.e.ms())) * time.Millisecond
+				c.hmu.Unlock()
+				time.Sleep(max(d, 0))
+				c.hmu.Lock()
+				c.hold = 0
+				if !c.broken {
+					p.feed(c, nil)
+				}
+			}
 			c.hmu.Unlock()
 		}
 		if err == nil {
@@ -228,3 +240,15 @@ func (c *Conn) PeerAddr() netip.Addr {
 	}
 	return netip.Addr{}
 }
+
+// Hold stops reading c for d (at least a millisecond): what its client sends meanwhile waits in
+// the kernel, so a client over a rate is read no faster than the rate allows. Call it from the
+// handler; a connection held already keeps its hold.
+func (c *Conn) Hold(d time.Duration) {
+	if c.hold == 0 && !c.gone {
+		c.hold = c.p.e.ms() + uint32(max(d.Milliseconds(), 1))
+	}
+}
+
+// held reports whether a hold keeps c unread (Hold).
+func (c *Conn) held() bool { return c.hold != 0 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -162,6 +163,11 @@ func (h *echo) OnMessage(c *Conn, op Opcode, p []byte) {
 	o := c.Data.(*owner)
 	cp := append([]byte(nil), p...)
 	h.record(event{kind: evMessage, o: o, op: op, payload: cp})
+	if ms, ok := strings.CutPrefix(string(cp), "hold:"); ok && op == OpText {
+		if n, err := strconv.Atoi(ms); err == nil {
+			c.Hold(time.Duration(n) * time.Millisecond)
+		}
+	}
 	switch op {
 	case OpText, OpBinary:
 		o.cmds <- ownerCmd{kind: cmdWrite, bufs: [][]byte{AppendFrame(nil, op, cp)}}

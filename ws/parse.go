@@ -70,6 +70,9 @@ func appendExact(b, data []byte) []byte {
 func (p *poller) parse(c *Conn, data []byte) (used, pending int, finished bool) {
 	limit := p.e.cfg.MaxMessageBytes
 	for ; !c.broken; finished = finished || c.msgOp == 0 {
+		if c.held() {
+			return used, 0, finished // the rest waits for the hold's end
+		}
 		h, ok, bad := parseFrameHeader(data[used:], limit, !p.e.cfg.Client)
 		if bad != nil {
 			p.fail(c, bad.code, bad.reason)

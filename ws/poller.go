@@ -26,6 +26,9 @@ type poller struct {
 	// more to read: each gets one buffer per turn, so one flooding client cannot keep the
 	// others on its poller waiting.
 	more, turn []*Conn
+	// held holds the connections a hold keeps unread (Conn.Hold) with the engine ms their
+	// hold ends at; heldSpare is the list release is not using.
+	held, heldSpare []heldConn
 	// timed counts this poller's connections with a frame in progress (Conn.since != 0);
 	// only while it is non-zero does the poller wake to check their age. Attach's parse of
 	// early bytes runs on another goroutine, hence the atomic.
@@ -35,6 +38,21 @@ type poller struct {
 	// whose reads go through the TLS layer into plain.
 	tls   bool
 	plain []byte
+}
+
+// readState is where a connection stands in its poller's turns.
+type readState uint8
+
+const (
+	readIdle readState = iota // read when its socket says so
+	readMore                  // in the more list: it filled the read buffer in its last turn
+	readHeld                  // in the held list: not read until its hold ends
+)
+
+// heldConn is a held connection and the engine ms its hold ends at.
+type heldConn struct {
+	c     *Conn
+	until uint32
 }
 
 func newPoller(e *Engine) (*poller, error) {
@@ -75,6 +93,9 @@ func (p *poller) run() {
 		} else if wait < 0 && p.timed.Load() > 0 {
 			wait = int(p.e.every.Milliseconds()) // frames in progress: wake to check their age
 		}
+		if len(p.held) > 0 {
+			wait = p.untilHeld(wait)
+		}
 		n, err := syscall.EpollWait(p.epfd, events, wait)
 		wait = -1
 		if p.e.cfg.Client && n > 0 {
@@ -102,7 +123,7 @@ func (p *poller) run() {
 				continue
 			}
 			ev := events[i].Events
-			if ev&(syscall.EPOLLIN|syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 && !c.more {
+			if ev&(syscall.EPOLLIN|syscall.EPOLLRDHUP|syscall.EPOLLHUP|syscall.EPOLLERR) != 0 && c.turn == readIdle {
 				p.readTurn(c)
 			}
 			if !c.gone && ev&syscall.EPOLLOUT != 0 && c.armed.CompareAndSwap(true, false) {
@@ -115,11 +136,14 @@ func (p *poller) run() {
 		// One more turn for each connection that had more than a buffer's worth.
 		p.turn, p.more = p.more, p.turn[:0]
 		for i, c := range p.turn {
-			c.more = false
+			c.turn = readIdle
 			p.turn[i] = nil
 			if !c.gone {
 				p.readTurn(c)
 			}
+		}
+		if len(p.held) > 0 {
+			p.release(p.e.ms())
 		}
 		if p.timed.Load() > 0 {
 			if now := p.e.ms(); int32(now-p.scanAt) >= 0 {
@@ -151,9 +175,60 @@ func (p *poller) expire(now uint32) {
 // readTurn reads c for one turn and queues it for another if it may have more.
 func (p *poller) readTurn(c *Conn) {
 	if p.read(c) {
-		c.more = true
+		c.turn = readMore
 		p.more = append(p.more, c)
 	}
+}
+
+// Hold stops reading c for d (at least a millisecond): what its client sends meanwhile waits in
+// the kernel, and its writes block once the kernel's buffers are full, so a client over a rate
+// is read no faster than the rate allows. The messages already read and not yet handled wait
+// with it. Call it from the handler (on c's poller); a connection held already keeps its hold.
+func (c *Conn) Hold(d time.Duration) {
+	if c.turn == readHeld || c.gone {
+		return
+	}
+	p := c.p
+	c.turn = readHeld
+	p.held = append(p.held, heldConn{c: c, until: p.e.ms() + uint32(max(d.Milliseconds(), 1))})
+}
+
+// untilHeld is EpollWait's timeout given wait (-1: block) and the held connections: the
+// earlier of wait and the first hold's end.
+func (p *poller) untilHeld(wait int) int {
+	now := p.e.ms()
+	for _, h := range p.held {
+		d := max(int(int32(h.until-now)), 0)
+		if wait < 0 || d < wait {
+			wait = d
+		}
+	}
+	return wait
+}
+
+// release ends the holds due by now: each connection handles the messages it sent before,
+// then is read again (unless a message held it anew).
+func (p *poller) release(now uint32) {
+	list := p.held
+	p.held = p.heldSpare[:0]
+	for _, h := range list {
+		c := h.c
+		switch {
+		case c.gone || c.turn != readHeld:
+		case int32(now-h.until) < 0:
+			p.held = append(p.held, h)
+		default:
+			c.turn = readIdle
+			if !c.broken {
+				p.feed(c, nil)
+			}
+			if c.turn == readIdle && !c.gone {
+				p.readTurn(c)
+			}
+		}
+	}
+	clear(list)
+	p.heldSpare = list[:0]
 }
 
 // read drains the socket (the registration is edge-triggered), but for at most one buffer's
@@ -176,6 +251,9 @@ func (p *poller) read(c *Conn) (more bool) {
 				}
 			default:
 				p.feed(c, p.buf[:n])
+			}
+			if c.turn == readHeld {
+				return false // what the socket holds waits for the hold's end
 			}
 			continue
 		}
