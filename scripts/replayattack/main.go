@@ -39,10 +39,10 @@ import (
 
 type options struct {
 	addr, from, honestFrom, channel, metrics, redis, mode string
-	app                                                  herald.App
-	conns, history, size, pid, churn                     int
-	rate                                                 float64
-	duration, idle                                       time.Duration
+	app                                                   herald.App
+	conns, history, size, pid, churn                      int
+	rate                                                  float64
+	duration, idle                                        time.Duration
 }
 
 func main() {
