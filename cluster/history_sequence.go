@@ -293,7 +293,7 @@ func (r *Replicated) lostLocked(a *App, ch *Channel) {
 func (r *Replicated) check(ctx context.Context) {
 	var apps []*App
 	r.eachApp(func(_ string, a *App) {
-		if len(a.hist.rules) > 0 {
+		if len(a.hist.rules()) > 0 {
 			apps = append(apps, a)
 		}
 	})
