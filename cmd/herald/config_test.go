@@ -762,7 +762,7 @@ func TestDocs(t *testing.T) {
 	for _, f := range limitFields {
 		names = append(names, f.key)
 	}
-	for _, n := range append(names, "HERALD_CONFIG", "--config") {
+	for _, n := range append(names, "HERALD_CONFIG", "--config", storeHistoryKey, storeHistoryEnv, "--"+storeHistoryFlag) {
 		if !strings.Contains(doc, "`"+n+"`") {
 			t.Errorf("docs/configuration.md does not mention `%s`", n)
 		}

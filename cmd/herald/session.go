@@ -51,6 +51,7 @@ func newSessionServer(cfg Config, capacity int, apps *appStore, mem *memoryGuard
 		IPRate:              ipRate,
 		PublishLatency:      observers(reg.PublishLatency),
 		OriginLatency:       observers(reg.IngestLatency(cfg.Metrics.Prefix)),
+		History:             cfg.AppStore.historyRules(), // none without an app store (config validation)
 	}
 	return &sessionServer{cfg: sc, apps: apps, mem: mem, bus: bus, webhooks: webhooks, reg: reg, prefix: cfg.Metrics.Prefix, log: log}
 }
