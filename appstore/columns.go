@@ -141,6 +141,7 @@ var Fields = []Field{
 			a.AllowedOrigins = splitOrigins(s)
 			return err
 		}},
+	historyField, // history.go
 }
 
 // UpdatedAt is the optional column whose changes polling watches (the table's
@@ -217,17 +218,19 @@ func Map(table string, cols []Column) (Mapping, error) {
 // App builds an app from one row: vals[i] is the value of m.Columns[i] (nil for NULL,
 // which means the default).
 //
-// A webhook herald cannot send is no reason to refuse the app: it is left out, and the app
-// comes with a *WebhookError saying what (see webhooks.go).
+// A webhook herald cannot send, or a history rule it cannot keep, is no reason to refuse the
+// app: it is left out, and the app comes with a *WebhookError or a *HistoryError (or both,
+// joined) saying what (see webhooks.go and history.go).
 func (m Mapping) App(vals []any) (herald.App, error) {
 	var a herald.App
 	var hooks *WebhookError
+	var hist *HistoryError
 	for i, f := range m.Fields {
 		if vals[i] == nil {
 			continue // NULL: the default (and enabled NULL: enabled, as in Soketi)
 		}
 		if err := f.set(&a, vals[i]); err != nil {
-			if errors.As(err, &hooks) {
+			if errors.As(err, &hooks) || errors.As(err, &hist) {
 				continue
 			}
 			return a, fmt.Errorf("column %s: %w", m.Columns[i].Name, err)
@@ -236,11 +239,16 @@ func (m Mapping) App(vals []any) (herald.App, error) {
 	if a.ID == "" {
 		return a, fmt.Errorf("column id is empty")
 	}
+	var partial []error
 	if hooks != nil {
 		hooks.App = a.ID
-		return a, hooks
+		partial = append(partial, hooks)
 	}
-	return a, nil
+	if hist != nil {
+		hist.App = a.ID
+		partial = append(partial, hist)
+	}
+	return a, errors.Join(partial...)
 }
 
 // Values are a's values of m.Columns, in order, booleans written as each column takes them.

@@ -12,8 +12,9 @@
 // answers again.
 //
 // The columns (Soketi's, Sockudo's names for the same, and herald's optional ones) and how
-// each becomes a field of herald.App are in columns.go; appstore/postgres and appstore/mysql
-// read and write them. appstore/appstoretest is the conformance suite every store passes.
+// each becomes a field of herald.App are in columns.go, the JSON ones in webhooks.go and
+// history.go (an app's history rules); appstore/postgres and appstore/mysql read and write
+// them. appstore/appstoretest is the conformance suite every store passes.
 //
 // Store is safe for concurrent use. Start starts its goroutines; Close stops them.
 package appstore

@@ -34,8 +34,9 @@ type Fingerprinter interface {
 }
 
 // Getter is an optional ability of a Source: read one app (found false when it is gone, or
-// its row cannot be read: a BadRows error). A row whose webhooks herald cannot all send is
-// found, with a BadRows error holding its *WebhookError. A notification naming an app
+// its row cannot be read: a BadRows error). A row whose webhooks herald cannot all send, or
+// whose history rules it cannot all keep, is found, with a BadRows error holding its
+// *WebhookError or *HistoryError. A notification naming an app
 // reloads only that app.
 type Getter interface {
 	Get(ctx context.Context, id string) (a herald.App, found bool, err error)
@@ -53,8 +54,8 @@ type Notifier interface {
 // and ErrNotFound where they apply.
 type Writer interface {
 	Insert(ctx context.Context, a herald.App) error
-	// Update writes every column herald maps from a (the row of a.ID); columns herald does
-	// not map (webhooks, Soketi's read rate) keep their values.
+	// Update writes every column herald maps from a (the row of a.ID), history included;
+	// columns herald does not map (webhooks, Soketi's read rate) keep their values.
 	Update(ctx context.Context, a herald.App) error
 	Delete(ctx context.Context, id string) error
 }
@@ -62,15 +63,18 @@ type Writer interface {
 // BadRows is the error of a Load (or a Get) that could not read some rows: a row whose id is
 // empty or whose column holds what its field cannot take. The apps returned are the other
 // rows'; the Store serves them and logs the bad ones, which are no app. A row whose webhooks
-// herald cannot all send is an app all the same: it is returned (without them), and its
-// *WebhookError is among the BadRows (Usable).
+// herald cannot all send, or whose history rules it cannot all keep, is an app all the same:
+// it is returned (without them), and its *WebhookError or *HistoryError is among the BadRows
+// (Usable).
 type BadRows []error
 
 // Usable reports whether a row whose Mapping.App returned err is an app all the same: err is
-// nil, or a *WebhookError.
+// nil, or holds a *WebhookError or a *HistoryError (Mapping.App returns any other problem
+// alone).
 func Usable(err error) bool {
 	var w *WebhookError
-	return err == nil || errors.As(err, &w)
+	var h *HistoryError
+	return err == nil || errors.As(err, &w) || errors.As(err, &h)
 }
 
 func (b BadRows) Error() string {
@@ -115,6 +119,9 @@ type Status struct {
 	// BadWebhooks is how many apps are served without some of their webhooks (herald cannot
 	// send them: see the log).
 	BadWebhooks int `json:"bad_webhooks"`
+	// BadHistory is how many apps are served without some of their history rules (herald
+	// cannot keep them: see the log).
+	BadHistory int `json:"bad_history"`
 }
 
 // snapshot is the apps at one moment; never modified once stored.
@@ -152,6 +159,7 @@ type Store struct {
 	status   Status            // under smu
 	lastBad  string            // the last bad rows logged, under smu
 	badHooks map[string]string // app id -> what was left out of its webhooks, under smu
+	badHist  map[string]string // app id -> what was left out of its history rules, under smu
 
 	stale   atomic.Bool
 	started atomic.Bool // the first read is done: from then on changes are reported
@@ -242,6 +250,7 @@ func (s *Store) Status() Status {
 	st := s.status
 	st.Apps = len(s.snap.Load().list)
 	st.BadWebhooks = len(s.badHooks)
+	st.BadHistory = len(s.badHist)
 	return st
 }
 
@@ -341,15 +350,22 @@ func keep(old *snapshot, a herald.App) *herald.App {
 }
 
 // rowProblems takes the problems of a read of every row (id "") or of row id: the rows
-// skipped are logged (badRows); the apps served without some of their webhooks are counted
-// (Status.BadWebhooks), and each logged when its problem is new.
+// skipped are logged (badRows); the apps served without some of their webhooks or history
+// rules are counted (Status.BadWebhooks, Status.BadHistory), and each logged when its
+// problem is new.
 func (s *Store) rowProblems(bad BadRows, id string) {
 	var skipped BadRows
-	hooks := map[string]string{}
+	hooks, hist := map[string]string{}, map[string]string{}
 	for _, e := range bad {
-		if w := (*WebhookError)(nil); errors.As(e, &w) {
+		w, h := (*WebhookError)(nil), (*HistoryError)(nil)
+		isW, isH := errors.As(e, &w), errors.As(e, &h)
+		if isW {
 			hooks[w.App] = w.Error()
-		} else {
+		}
+		if isH {
+			hist[h.App] = h.Error()
+		}
+		if !isW && !isH {
 			skipped = append(skipped, e)
 		}
 	}
@@ -357,19 +373,33 @@ func (s *Store) rowProblems(bad BadRows, id string) {
 		s.badRows(skipped)
 	}
 	s.smu.Lock()
-	old := s.badHooks
-	if id == "" {
-		s.badHooks = hooks
-	} else {
-		s.badHooks = maps.Clone(old)
-		delete(s.badHooks, id)
-		maps.Copy(s.badHooks, hooks)
-	}
+	oldHooks, oldHist := s.badHooks, s.badHist
+	s.badHooks, s.badHist = merge(oldHooks, hooks, id), merge(oldHist, hist, id)
 	s.smu.Unlock()
-	for _, app := range slices.Sorted(maps.Keys(hooks)) {
-		if old[app] != hooks[app] {
-			s.log.Warn("app store: webhooks left out: the app is served without them until fixed", "kind", s.cfg.Kind,
-				"app_id", app, "err", hooks[app])
+	s.logNew(oldHooks, hooks, "app store: webhooks left out: the app is served without them until fixed")
+	s.logNew(oldHist, hist, "app store: history rules left out: the app is served without them until fixed")
+}
+
+// merge returns the problems by app after a read of every row (id "": now) or of row id
+// (old, with id's replaced by now's).
+func merge(old, now map[string]string, id string) map[string]string {
+	if id == "" {
+		return now
+	}
+	out := maps.Clone(old)
+	if out == nil {
+		out = map[string]string{}
+	}
+	delete(out, id)
+	maps.Copy(out, now)
+	return out
+}
+
+// logNew logs each problem of now that old did not have, by app.
+func (s *Store) logNew(old, now map[string]string, msg string) {
+	for _, app := range slices.Sorted(maps.Keys(now)) {
+		if old[app] != now[app] {
+			s.log.Warn(msg, "kind", s.cfg.Kind, "app_id", app, "err", now[app])
 		}
 	}
 }

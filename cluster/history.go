@@ -216,10 +216,10 @@ func (h *chanHist) recoverLocked(since *herald.Position, now int64) Recovery {
 // events written least recently, whatever their channel, are forgotten first. On a single
 // node it also holds the histories by name (a cluster node's are its channels').
 type histStore struct {
-	rules []herald.HistoryRule
-	max   int64
-	epoch string // this node's, to which a single node's channels add a generation
-	gen   *atomic.Uint64
+	ruleset atomic.Pointer[[]herald.HistoryRule] // replaced whole (history_rules.go)
+	max     int64
+	epoch   string // this node's, to which a single node's channels add a generation
+	gen     *atomic.Uint64
 
 	mu sync.Mutex
 	m  map[string]*chanHist
@@ -231,7 +231,8 @@ type histStore struct {
 }
 
 func newHistStore(rules []herald.HistoryRule, max int64, epoch string, gen *atomic.Uint64) *histStore {
-	s := &histStore{rules: rules, max: max, epoch: epoch, gen: gen, m: map[string]*chanHist{}}
+	s := &histStore{max: max, epoch: epoch, gen: gen, m: map[string]*chanHist{}}
+	s.ruleset.Store(&rules)
 	s.list.prev, s.list.next = &s.list, &s.list
 	return s
 }
@@ -239,13 +240,14 @@ func newHistStore(rules []herald.HistoryRule, max int64, epoch string, gen *atom
 // rule returns the history rule of channel name, if it has one: cache channels and
 // end-to-end encrypted channels have none.
 func (s *histStore) rule(name string) (herald.HistoryRule, bool) {
-	if len(s.rules) == 0 {
+	rules := s.rules()
+	if len(rules) == 0 {
 		return herald.HistoryRule{}, false
 	}
 	if info := herald.Classify(name); info.Cache || info.Kind == herald.PrivateEncrypted {
 		return herald.HistoryRule{}, false
 	}
-	for _, r := range s.rules {
+	for _, r := range rules {
 		if r.Matches(name) {
 			return r, true
 		}

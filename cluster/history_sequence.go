@@ -327,7 +327,7 @@ func (r *Replicated) lostLocked(a *App, ch *Channel, upTo uint64, hole bool) {
 func (r *Replicated) check(ctx context.Context) {
 	var apps []*App
 	r.eachApp(func(_ string, a *App) {
-		if len(a.hist.rules) > 0 {
+		if len(a.hist.rules()) > 0 {
 			apps = append(apps, a)
 		}
 	})

@@ -127,7 +127,7 @@ func (r *Replicated) receiveEvent(msg herald.BusMessage) {
 	// channel's are delivered at once, in the order its history lock gives them with
 	// replays and repairs.
 	ch := a.table.lookup(msg.Channel)
-	if ch != nil && ch.hist == nil && (r.copies || len(a.hist.rules) == 0) {
+	if ch != nil && ch.hist == nil && (r.copies || len(a.hist.rules()) == 0) {
 		r.batch.Add(&ch.Channel, msg.Payload, r.eng.Local(msg.ExcludeSocket), a.group.Measure(msg.Origin))
 		return
 	}

@@ -44,7 +44,9 @@ type appJSON struct {
 	EnableSubscriptionCountEvent bool       `json:"enable_subscription_count_event"`
 	AllowedOrigins               []string   `json:"allowed_origins"`
 	Limits                       limitsJSON `json:"limits"`
-	Connections                  *int64     `json:"connections,omitempty"` // on this node, in the list
+	// History are the app's history rules (its history column): see docs/app-stores.md.
+	History     []appstore.HistoryRuleJSON `json:"history"`
+	Connections *int64                     `json:"connections,omitempty"` // on this node, in the list
 }
 
 // limitsJSON are the limits the apps API sets (0: the default).
@@ -65,7 +67,7 @@ func toJSON(a *herald.App) appJSON {
 	l := a.Limits
 	return appJSON{ID: a.ID, Key: a.Key, Enabled: !a.Disabled, EnableClientMessages: a.EnableClientMessages,
 		EnableUserAuthentication: a.EnableUserAuthentication, EnableSubscriptionCountEvent: a.EnableSubscriptionCountEvent,
-		AllowedOrigins: append([]string{}, a.AllowedOrigins...),
+		AllowedOrigins: append([]string{}, a.AllowedOrigins...), History: appstore.HistoryJSON(a.History),
 		Limits: limitsJSON{MaxConnections: l.MaxConnections, MaxChannelNameLength: l.MaxChannelNameLength,
 			MaxEventNameLength: l.MaxEventNameLength, MaxEventPayloadBytes: l.MaxEventPayloadBytes, MaxChannelsPerEvent: l.MaxChannelsPerEvent,
 			MaxBatchSize: l.MaxBatchSize, MaxPresenceMembers: l.MaxPresenceMembers, MaxPresenceMemberBytes: l.MaxPresenceMemberBytes,
@@ -77,6 +79,10 @@ func (j appJSON) apply(a *herald.App) {
 	a.Disabled = !j.Enabled
 	a.EnableClientMessages, a.EnableUserAuthentication, a.EnableSubscriptionCountEvent = j.EnableClientMessages, j.EnableUserAuthentication, j.EnableSubscriptionCountEvent
 	a.AllowedOrigins = j.AllowedOrigins
+	a.History = nil
+	for _, r := range j.History {
+		a.History = append(a.History, r.Rule())
+	}
 	l := &a.Limits
 	l.MaxConnections, l.MaxChannelNameLength, l.MaxEventNameLength = j.Limits.MaxConnections, j.Limits.MaxChannelNameLength, j.Limits.MaxEventNameLength
 	l.MaxEventPayloadBytes, l.MaxChannelsPerEvent, l.MaxBatchSize = j.Limits.MaxEventPayloadBytes, j.Limits.MaxChannelsPerEvent, j.Limits.MaxBatchSize
@@ -110,6 +116,11 @@ func check(j appJSON) error {
 	}
 	if _, err := guard.ParseOrigins(j.AllowedOrigins); err != nil {
 		return fmt.Errorf("allowed_origins: %v", err)
+	}
+	for i, r := range j.History {
+		if p := r.Rule().Check(); len(p) > 0 {
+			return fmt.Errorf("history[%d].%v", i, p[0])
+		}
 	}
 	return nil
 }

@@ -80,7 +80,13 @@ func serveStore(t *testing.T, store *changingStore) string {
 // serveStoreState is serveStore on the state newState builds.
 func serveStoreState(t *testing.T, store *changingStore, newState session.NewState) string {
 	t.Helper()
-	h, err := session.New(session.Config{MaxConnections: 1000}, store, newState, nil)
+	return serveStoreConfig(t, store, session.Config{MaxConnections: 1000}, newState)
+}
+
+// serveStoreConfig is serveStoreState configured by cfg.
+func serveStoreConfig(t *testing.T, store *changingStore, cfg session.Config, newState session.NewState) string {
+	t.Helper()
+	h, err := session.New(cfg, store, newState, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,6 +58,10 @@ type Config struct {
 	// ingested records) on every node that delivers it to local subscribers; it is called
 	// once per app by New and may return nil for an app not to measure.
 	OriginLatency func(appID string) fanout.Observer
+	// History are history rules for apps by id (an app store's, from the configuration):
+	// each app's channels follow its own rules (herald.App.History) and then these, as
+	// herald.App.HistoryRules orders them.
+	History []herald.AppsHistoryRule
 }
 
 func (c Config) withDefaults() Config {
@@ -249,14 +253,15 @@ func (s *Server) ensure(app *herald.App) *appState {
 		lat.Origin = s.cfg.OriginLatency(app.ID)
 	}
 	g := s.eng.NewGroup(app.ID, lat)
-	a := &appState{id: app.ID, g: g, st: s.st.AddApp(app.ID, g, app.History), users: map[string][]*conn{},
+	a := &appState{id: app.ID, g: g, st: s.st.AddApp(app.ID, g, app.HistoryRules(s.cfg.History)), users: map[string][]*conn{},
 		replay: guard.NewShared(s.cfg.ReplayBudget.App)}
 	s.configure(a, app)
 	s.apps.Store(app.ID, a)
 	return a
 }
 
-// configure gives a the settings of app.
+// configure gives a the settings of app. New history rules apply to the channels that
+// open from now on (cluster.App.SetHistoryRules).
 func (s *Server) configure(a *appState, app *herald.App) {
 	c, err := configOf(app)
 	if err != nil {
@@ -264,6 +269,7 @@ func (s *Server) configure(a *appState, app *herald.App) {
 		c.origins = guard.NoOrigins()
 	}
 	a.cfg.Store(c)
+	a.st.SetHistoryRules(app.HistoryRules(s.cfg.History))
 	if app.EnableSubscriptionCountEvent {
 		s.subOnce.Do(s.startSubCounts)
 	}
@@ -271,7 +277,8 @@ func (s *Server) configure(a *appState, app *herald.App) {
 
 // AppsChanged applies changes of the store's apps (see herald.AppChange), in order: an app
 // added gets its state at once; an app changed has its new settings (credentials, switches,
-// limits, origins) for every operation that starts from now on; the connections of an app
+// limits, origins) for every operation that starts from now on, and its new history rules
+// for the channels that open from now on; the connections of an app
 // disabled are closed with 4003, and those of an app deleted with 4001.
 func (s *Server) AppsChanged(changes []herald.AppChange) {
 	for _, c := range changes {

@@ -31,6 +31,8 @@ type DB struct {
 	Soketi, Sockudo string
 	// UpdatedAt adds an updated_at column the database keeps current (%s: the table).
 	UpdatedAt string
+	// History adds herald's history column as docs/app-stores.md does (%s: the table).
+	History string
 	// Open opens the adapter's Source over table.
 	Open func(t testing.TB, table string) appstore.Source
 	// Stop and Start stop the server (as a crash would) and start it again.
@@ -119,6 +121,7 @@ func Run(t *testing.T, db DB) {
 	t.Run("Writer", func(t *testing.T) { writer(t, db) })
 	t.Run("BadRow", func(t *testing.T) { badRow(t, db) })
 	t.Run("Webhooks", func(t *testing.T) { webhooks(t, db) })
+	t.Run("History", func(t *testing.T) { history(t, db) })
 	t.Run("Outage", func(t *testing.T) { outage(t, db) })
 }
 

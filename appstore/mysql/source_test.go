@@ -87,6 +87,7 @@ func TestConformance(t *testing.T) {
 		Soketi:    soketiDDL,
 		Sockudo:   sockudoDDL,
 		UpdatedAt: updatedAtDDL,
+		History:   "ALTER TABLE %s ADD COLUMN history JSON",
 		Open: func(t testing.TB, table string) appstore.Source {
 			s, err := mysql.Open(context.Background(), mysql.Config{DSN: srv.MySQLDSN(), Table: table})
 			if err != nil {

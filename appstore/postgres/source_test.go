@@ -89,6 +89,7 @@ func harness(t *testing.T) (*servicetest.SQL, appstoretest.DB) {
 		Soketi:    soketiDDL,
 		Sockudo:   sockudoDDL,
 		UpdatedAt: updatedAtDDL,
+		History:   "ALTER TABLE %s ADD COLUMN history jsonb",
 		Open: func(t testing.TB, table string) appstore.Source {
 			s, err := postgres.Open(context.Background(), postgres.Config{URL: srv.PostgresURL(), Table: table})
 			if err != nil {

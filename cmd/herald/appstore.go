@@ -164,6 +164,8 @@ func (a *appStore) export(reg *metrics.Registry, prefix string) {
 		func() float64 { return float64(s.Status().Errors) })
 	reg.GaugeFunc(prefix+"app_store_bad_webhooks", "Apps of the app store's table served without some of their webhooks: herald cannot send them (the log says why).", nil,
 		func() float64 { return float64(s.Status().BadWebhooks) })
+	reg.GaugeFunc(prefix+"app_store_bad_history", "Apps of the app store's table served without some of their history rules: herald cannot keep them (the log says why).", nil,
+		func() float64 { return float64(s.Status().BadHistory) })
 	reg.GaugeFunc(prefix+"app_store_last_sync_timestamp_seconds", "When the app store's table was last read successfully (Unix seconds).", nil,
 		func() float64 { return float64(s.Status().LastSync.UnixMilli()) / 1000 })
 }

@@ -96,6 +96,9 @@ func TestAppsAPI(t *testing.T) {
 		{"POST", "/console/api/apps", `not json`, 400},
 		{"PATCH", "/console/api/apps/nobody", `{"enabled":false}`, 404},
 		{"PATCH", "/console/api/apps/shop", `{"allowed_origins":["https://a/b"]}`, 400},
+		{"PATCH", "/console/api/apps/shop", `{"history":[{"channels":"a-*","size":0,"ttl":"1m"}]}`, 400},
+		{"PATCH", "/console/api/apps/shop", `{"history":[{"channels":"a-*","size":1,"ttl":"soon"}]}`, 400},
+		{"POST", "/console/api/apps", `{"id":"x","history":[{"channels":"a-*","size":1,"ttl":"1m","sise":2}]}`, 400},
 		{"POST", "/console/api/apps/nobody/disable", ``, 404},
 	} {
 		if code, body := call(t, a, tc.method, tc.path, tc.body, true); code != tc.status || body["error"] == nil || body["code"] != float64(tc.status) {

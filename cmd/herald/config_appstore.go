@@ -21,6 +21,9 @@ type AppStoreConfig struct {
 	// Refresh is how often the table is polled: the only way MySQL's changes arrive, and
 	// PostgreSQL's while its notifications are down.
 	Refresh Duration
+	// History are history rules for the apps whose ids match, after each app's own (its
+	// history column): config_appstore_history.go.
+	History []StoreHistory
 }
 
 // PostgresStoreConfig is app_store.postgres.

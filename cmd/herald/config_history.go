@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/herald-rt/herald"
@@ -58,13 +57,6 @@ func (h HistoryConfig) linger() time.Duration {
 	return h.Linger.Duration
 }
 
-// Bounds of a history rule: a channel keeps at most maxHistorySize events, each at most
-// maxHistoryTTL.
-const (
-	maxHistorySize = 100_000
-	maxHistoryTTL  = 7 * 24 * time.Hour
-)
-
 func (l *loader) decodeHistory(v fileValue, prefix, src string, app *AppConfig) {
 	path := prefix + ".history"
 	items, err := v.items()
@@ -102,37 +94,17 @@ func (l *loader) history(c *Config) {
 		l.problem("history.replicas", "applies to a NATS cluster bus (JetStream streams) only; cluster.url is not one")
 	}
 	for i, a := range c.Apps {
-		for j, h := range a.History {
-			at := fmt.Sprintf("apps[%d].history[%d]", i, j)
-			switch {
-			case h.Channels == "":
-				l.problem(at+".channels", "must name the channels, e.g. \"auction-*\"")
-			case strings.HasPrefix(h.Channels, "private-encrypted-"):
-				l.problem(at+".channels", "%q: encrypted channels keep no history", h.Channels)
-			case strings.Trim(h.Channels, "*") != "" && !validGlob(h.Channels):
-				l.problem(at+".channels", "%q holds a character no channel name has", h.Channels)
-			}
-			if h.Size < 1 || h.Size > maxHistorySize {
-				l.problem(at+".size", "%d must be from 1 to %d", h.Size, maxHistorySize)
-			}
-			if h.TTL.Duration <= 0 || h.TTL.Duration > maxHistoryTTL {
-				l.problem(at+".ttl", "%v must be more than 0 and at most %v", h.TTL, maxHistoryTTL)
-			}
+		for j, r := range a.historyRules() {
+			l.historyRule(fmt.Sprintf("apps[%d].history[%d]", i, j), r.Check())
 		}
 	}
 }
 
-// validGlob reports whether every character of a glob but '*' may be in a channel name.
-func validGlob(g string) bool {
-	for _, r := range g {
-		switch {
-		case r == '*', r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
-		case strings.ContainsRune("_-=@,.;#", r):
-		default:
-			return false
-		}
+// historyRule reports the problems of the history rule at path, each under its field.
+func (l *loader) historyRule(path string, problems []herald.RuleProblem) {
+	for _, p := range problems {
+		l.problem(path+"."+p.Field, "%s", p.Problem)
 	}
-	return true
 }
 
 // historyRules converts an app's configured rules.

@@ -284,7 +284,7 @@ func (l *loader) ingestAllow(at string, s *IngestConfig) {
 		switch {
 		case g == "":
 			l.problem(fmt.Sprintf("%s.allow_channels[%d]", at, j), "must not be empty")
-		case !validGlob(g):
+		case !herald.ValidChannelGlob(g):
 			l.problem(fmt.Sprintf("%s.allow_channels[%d]", at, j), "%q holds a character no channel name has", g)
 		}
 	}

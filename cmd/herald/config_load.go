@@ -38,11 +38,17 @@ func loadConfig(args []string, env func(string) string, out io.Writer) (Config, 
 			l.set(s, v, "env "+s.env())
 		}
 	}
+	if v := env(storeHistoryEnv); v != "" {
+		l.storeHistoryText(v, "env "+storeHistoryEnv)
+	}
 	l.setSecretFiles(flags, env, false)
 	for _, s := range settings {
 		if v, ok := flags[s.flag()]; ok {
 			l.set(s, v, "flag --"+s.flag())
 		}
+	}
+	if v, ok := flags[storeHistoryFlag]; ok {
+		l.storeHistoryText(v, "flag --"+storeHistoryFlag)
 	}
 	l.setSecretFiles(flags, env, true)
 	l.applyAppCredentials(flags, env)
@@ -224,6 +230,7 @@ func parseFlags(args []string, out io.Writer) (map[string]string, error) {
 	for _, f := range appFields[:appCredentials] {
 		fs.Var(new(rawFlag), f.flag(), "app "+f.key)
 	}
+	fs.Var(new(rawFlag), storeHistoryFlag, storeHistoryKey)
 	for _, key := range secretKeys {
 		s := secretSetting(key)
 		fs.Var(new(rawFlag), fileFlag(s.flag()), "file holding "+s.key)
@@ -268,6 +275,7 @@ func printUsage(w io.Writer) {
 	for _, f := range appFields[:appCredentials] {
 		row(f.flag(), "string", f.env(), "replaces the single app's "+f.key, "")
 	}
+	row(storeHistoryFlag, "list", storeHistoryEnv, "history rules for the app store's apps by id: [{apps: \"*\", channels: \"auction-*\", size: 1000, ttl: 10m}]", "")
 	for _, key := range secretKeys {
 		s := secretSetting(key)
 		row(fileFlag(s.flag()), "path", fileVar(s.env()), "file holding "+s.key+" (instead of the value itself)", "")
@@ -327,6 +335,7 @@ func (l *loader) loadFile(path, via string) {
 		}
 		fieldsOf(parent)[key] = decode
 	}
+	fieldsOf("app_store")["history"] = func(v fileValue) { l.decodeStoreHistory(v, src) }
 	top["apps"] = func(v fileValue) { l.decodeApps(v, src) }
 	top["ingest"] = func(v fileValue) { l.decodeIngest(v, src) }
 	l.table(root, "", src, top)

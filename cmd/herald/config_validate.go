@@ -88,6 +88,7 @@ func (l *loader) validate() {
 	l.shutdown(&c.Shutdown)
 	l.webhooks(c)
 	l.history(c)
+	l.storeHistory(c)
 	l.appStore(c)
 
 	if len(c.Apps) == 0 && !c.AppStore.on() {

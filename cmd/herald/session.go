@@ -52,6 +52,7 @@ func newSessionServer(cfg Config, capacity int, apps *appStore, mem *memoryGuard
 		ReplayBudget:        cfg.History.replayBudget(cfg.ConnectionIPv6Prefix),
 		PublishLatency:      observers(reg.PublishLatency),
 		OriginLatency:       observers(reg.IngestLatency(cfg.Metrics.Prefix)),
+		History:             cfg.AppStore.historyRules(), // none without an app store (config validation)
 	}
 	return &sessionServer{cfg: sc, apps: apps, mem: mem, bus: bus, webhooks: webhooks, reg: reg, prefix: cfg.Metrics.Prefix, log: log}
 }

@@ -36,11 +36,13 @@ function helperBinary() {
 
 /**
  * One PostgreSQL server with a database "herald"; url is its postgres:// URL. With
- * soketiTable, the database has Soketi's (empty) apps table.
+ * soketiTable, the database has Soketi's (empty) apps table; with historyColumn too, the table
+ * has herald's history column (docs/app-stores.md).
  */
 export class Postgres {
-  constructor({ soketiTable = false } = {}) {
+  constructor({ soketiTable = false, historyColumn = false } = {}) {
     this.args = soketiTable ? ['-soketi-table'] : [];
+    if (soketiTable && historyColumn) this.args.push('-history-column');
   }
 
   async start() {

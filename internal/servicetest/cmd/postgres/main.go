@@ -6,7 +6,8 @@
 // stops the server by its pid and removes its files. It exits 1 on any failure.
 //
 // With -soketi-table it first creates the table "apps" exactly as Soketi's documentation
-// creates it, empty.
+// creates it, empty; with -history-column too, it then adds herald's history column as
+// docs/app-stores.md does.
 package main
 
 import (
@@ -49,6 +50,7 @@ const soketiTable = `CREATE TABLE IF NOT EXISTS apps (
 
 func main() {
 	soketi := flag.Bool("soketi-table", false, "create Soketi's apps table")
+	history := flag.Bool("history-column", false, "with -soketi-table: add herald's history column")
 	flag.Parse()
 	db, err := servicetest.StartPostgres()
 	if err != nil {
@@ -57,7 +59,7 @@ func main() {
 	}
 	defer db.Close()
 	if *soketi {
-		if err := create(db.PostgresURL()); err != nil {
+		if err := create(db.PostgresURL(), *history); err != nil {
 			fmt.Fprintln(os.Stderr, "postgres: creating the apps table:", err)
 			db.Close()
 			os.Exit(1) // exits without the deferred Close: it ran above
@@ -80,7 +82,10 @@ func main() {
 	}
 }
 
-func create(url string) error {
+// historyColumn is herald's history column, added as docs/app-stores.md adds it.
+const historyColumn = "ALTER TABLE apps ADD COLUMN history jsonb"
+
+func create(url string, history bool) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := pgx.Connect(ctx, url)
@@ -88,6 +93,9 @@ func create(url string) error {
 		return err
 	}
 	defer c.Close(ctx)
-	_, err = c.Exec(ctx, soketiTable)
+	if _, err = c.Exec(ctx, soketiTable); err != nil || !history {
+		return err
+	}
+	_, err = c.Exec(ctx, historyColumn)
 	return err
 }
