@@ -52,7 +52,6 @@ type Conn struct {
 	pingAt  int64   // when the engine pinged; 0 when no ping is outstanding
 	closeAt int64   // when closing: the deadline for the close frame to leave
 	rep     *replay // its replays in progress (replay.go), in subscription order
-	repAt   int64   // when its replay last wrote something (engine clock, ms)
 
 	sid       string       // socket id "prefix.num"
 	lastSeen  atomic.Int64 // engine clock (ms) of the last frame received

@@ -31,6 +31,9 @@ type replay struct {
 	held      [][]byte // the channel's frames dispatched since, in order
 	heldBytes int
 	next      *replay // the connection's next replay, in subscription order
+	// at is when its connection last wrote something while this replay was its first (engine
+	// clock, ms): a replay that waits long is stalled.
+	at int64
 }
 
 // SubscribeReplay is Subscribe with a replay: c is added to ch's subscribers, frame is queued,
@@ -67,7 +70,7 @@ func (w *worker) startReplay(r *replay) {
 		last = &(*last).next
 	}
 	*last = r
-	c.repAt = w.e.Now()
+	r.at = w.e.Now()
 	w.feed(c)
 }
 
@@ -167,6 +170,9 @@ func (w *worker) unlinkReplay(r *replay) {
 			break
 		}
 	}
+	if first := r.c.rep; first != nil {
+		first.at = max(first.at, r.at) // its wait counts from the replay before it
+	}
 	r.next, r.frames, r.held = nil, nil, nil
 }
 
@@ -191,5 +197,5 @@ func (w *worker) unsubReplay(c *Conn, ch *Channel) bool {
 // stalled reports whether c's replay has queued nothing new for the pong timeout: its client
 // stopped reading.
 func (w *worker) stalled(c *Conn, now int64) bool {
-	return c.rep != nil && now-c.repAt >= w.e.cfg.PongTimeout.Milliseconds()
+	return c.rep != nil && now-c.rep.at >= w.e.cfg.PongTimeout.Milliseconds()
 }

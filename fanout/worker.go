@@ -316,7 +316,7 @@ func (w *worker) flush(c *Conn) {
 		c.consume(n)
 		c.m.SentBytes.Add(int64(n))
 		if c.rep != nil {
-			c.repAt = w.e.Now()
+			c.rep.at = w.e.Now()
 		}
 	}
 	switch {

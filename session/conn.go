@@ -10,13 +10,29 @@ import (
 // owned by the poller goroutine that reads it until the hang-up.
 type conn struct {
 	fanout.Conn
-	app      *appState
-	subs     []sub
-	user     string        // signed-in user id
-	watching []string      // the user ids of its watchlist (see watchlist.go)
-	events   guard.Bucket  // client-event rate
-	joins    guard.Bucket  // subscribe rate
-	rc       *replayCharge // its replay budget, from its first recovery request (replaybudget.go)
+	app    *appState
+	subs   []sub
+	user   string       // signed-in user id
+	events guard.Bucket // client-event rate
+	joins  guard.Bucket // subscribe rate
+	// x is what few connections use, made by the reader when one first needs it (a
+	// connection's size class is memory every idle connection pays).
+	x *connExtra
+}
+
+// connExtra is the part of a connection few use.
+type connExtra struct {
+	watching []string     // the user ids of its watchlist (see watchlist.go)
+	rc       replayCharge // its replay budget, from its first recovery request (replaybudget.go)
+	charged  bool         // rc is set up
+}
+
+// extra returns c.x, making it: call it on c's reader goroutine.
+func (c *conn) extra() *connExtra {
+	if c.x == nil {
+		c.x = &connExtra{}
+	}
+	return c.x
 }
 
 // sub is one channel a connection joined: two words for a public or private channel.

@@ -51,16 +51,16 @@ type replayCharge struct {
 // peer is what a connection's transport can tell of its client's address (*ws.Conn).
 type peer interface{ PeerAddr() netip.Addr }
 
-// charge returns c's replay charge, making it: call it on c's reader goroutine.
+// charge returns c's replay charge, setting it up: call it on c's reader goroutine.
 func (s *Server) charge(c *conn) *replayCharge {
-	if c.rc == nil {
-		rc := &replayCharge{}
+	x := c.extra()
+	if !x.charged {
 		if p, ok := c.Transport().(peer); ok {
-			rc.addr = p.PeerAddr()
+			x.rc.addr = p.PeerAddr()
 		}
-		c.rc = rc
+		x.charged = true
 	}
-	return c.rc
+	return &x.rc
 }
 
 // spendReplay charges the replay's bytes (size, asked only when they are charged) to c, its
@@ -68,7 +68,7 @@ func (s *Server) charge(c *conn) *replayCharge {
 // nothing, counts the refusal by level and reports false.
 func (s *Server) spendReplay(c *conn, size func() int) bool {
 	b, now := s.budgets, s.monoNow()
-	rc := c.rc
+	rc := &c.x.rc
 	level := -1
 	rc.mu.Lock()
 	defer rc.mu.Unlock()

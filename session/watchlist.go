@@ -47,7 +47,7 @@ func (s *Server) watchLocked(c *conn, watchlist []string, first bool) {
 			continue
 		}
 		seen[id] = true
-		c.watching = append(c.watching, id)
+		c.extra().watching = append(c.extra().watching, id)
 		a.watchers[id] = append(a.watchers[id], c)
 		if len(a.users[id]) > 0 || a.remoteUsers[id] > 0 {
 			online = append(online, id)
@@ -63,7 +63,11 @@ func (s *Server) watchLocked(c *conn, watchlist []string, first bool) {
 // c.app.usersMu held, after c left the app's users.
 func (s *Server) unwatchLocked(c *conn, last bool) {
 	a := c.app
-	for _, id := range c.watching {
+	var watching []string
+	if c.x != nil {
+		watching, c.x.watching = c.x.watching, nil
+	}
+	for _, id := range watching {
 		list := a.watchers[id]
 		for i, x := range list {
 			if x == c {
@@ -77,7 +81,6 @@ func (s *Server) unwatchLocked(c *conn, last bool) {
 			a.watchers[id] = list
 		}
 	}
-	c.watching = nil
 	if last {
 		s.st.SignedIn(a.st, c.user, false)
 		if a.remoteUsers[c.user] == 0 {
