@@ -79,29 +79,39 @@ func (w *worker) run(stop <-chan struct{}) {
 		select {
 		case c := <-w.inbox:
 			w.handle(c)
-		drain:
-			for i := 0; i < maxBatch; i++ {
-				select {
-				case c := <-w.inbox:
-					w.handle(c)
-				default:
-					break drain
-				}
-			}
-			w.flushDirty()
-			// Replays whose page was written whole queued their next one: go on with them,
-			// taking the commands that came meanwhile, until their sockets are full.
-			for len(w.dirty) > 0 {
-				w.take()
-				w.flushDirty()
+			w.take()
+			if !w.flushAll(tick.C, stop) {
+				return
 			}
 		case <-tick.C:
 			w.sweep(w.e.Now())
-			w.flushDirty()
+			if !w.flushAll(tick.C, stop) {
+				return
+			}
 		case <-stop:
 			return
 		}
 	}
+}
+
+// flushAll flushes the dirty connections, then goes on while replays whose page was written
+// whole queued their next one, taking the commands that came meanwhile (and the sweep when
+// tick says it is due), until their sockets are full or they end. It reports false when stop
+// closed meanwhile.
+func (w *worker) flushAll(tick <-chan time.Time, stop <-chan struct{}) bool {
+	w.flushDirty()
+	for len(w.dirty) > 0 {
+		select {
+		case <-tick:
+			w.sweep(w.e.Now())
+		case <-stop:
+			return false
+		default:
+		}
+		w.take()
+		w.flushDirty()
+	}
+	return true
 }
 
 // take handles the commands waiting in the inbox, at most maxBatch, without waiting.
