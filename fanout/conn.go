@@ -45,6 +45,7 @@ type Conn struct {
 	blocked  bool      // waiting for the socket to drain
 	closing  bool      // a close frame is queued; nothing else is
 	shut     bool      // Shutdown called
+	replays  bool      // rep is not nil: flush feeds its replays
 
 	// Owned by the worker, touched less often.
 	w       *worker

@@ -70,6 +70,7 @@ func (w *worker) startReplay(r *replay) {
 		last = &(*last).next
 	}
 	*last = r
+	c.replays = true
 	r.at = w.e.Now()
 	w.feed(c)
 }
@@ -172,6 +173,8 @@ func (w *worker) unlinkReplay(r *replay) {
 	}
 	if first := r.c.rep; first != nil {
 		first.at = max(first.at, r.at) // its wait counts from the replay before it
+	} else {
+		r.c.replays = false
 	}
 	r.next, r.frames, r.held = nil, nil, nil
 }
@@ -197,5 +200,5 @@ func (w *worker) unsubReplay(c *Conn, ch *Channel) bool {
 // stalled reports whether c's replay has queued nothing new for the pong timeout: its client
 // stopped reading.
 func (w *worker) stalled(c *Conn, now int64) bool {
-	return c.rep != nil && now-c.rep.at >= w.e.cfg.PongTimeout.Milliseconds()
+	return c.replays && now-c.rep.at >= w.e.cfg.PongTimeout.Milliseconds()
 }

@@ -325,7 +325,7 @@ func (w *worker) flush(c *Conn) {
 	if n > 0 {
 		c.consume(n)
 		c.m.SentBytes.Add(int64(n))
-		if c.rep != nil {
+		if c.replays {
 			c.rep.at = w.e.Now()
 		}
 	}
@@ -339,7 +339,7 @@ func (w *worker) flush(c *Conn) {
 		c.blocked = true
 	case c.closing && len(c.out) == 0:
 		w.shutdown(c)
-	case c.rep != nil:
+	case c.replays:
 		w.feed(c)
 	}
 }
@@ -383,7 +383,7 @@ func (w *worker) sweep(now int64) {
 			}
 			continue
 		}
-		if c.rep != nil && w.stalled(c, now) {
+		if c.replays && w.stalled(c, now) {
 			w.slow(c)
 			continue
 		}
