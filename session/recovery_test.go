@@ -180,15 +180,7 @@ func TestRecoverFails(t *testing.T) {
 
 func dialApp(t *testing.T, addr string) *wstest.Client {
 	t.Helper()
-	c, err := wstest.Dial(addr, "/app/app-key")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	if _, err := c.SocketID(patience); err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return dialFrom(t, addr, "127.0.0.1")
 }
 
 // TestRecoverEncryptedChannel: an end-to-end encrypted channel keeps no history even under a

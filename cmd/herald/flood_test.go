@@ -3,19 +3,16 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -89,46 +86,12 @@ func TestServeSlowBodyFlood(t *testing.T) {
 	}
 	port, mport := freePort(t), freePort(t)
 	addr, maddr := "127.0.0.1:"+strconv.Itoa(port), "127.0.0.1:"+strconv.Itoa(mport)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperServe$")
-	cmd.Env = append(os.Environ(), "HERALD_HELPER_SERVE="+fmt.Sprintf(
-		"--port %d --metrics-port %d --handshake-timeout 1s --rest-request-timeout 2s --log-level warn", port, mport))
-	var logs syncBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("herald's log:\n%s", logs.String())
-		}
-	}()
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
 	var health struct {
 		Status      string
 		Connections struct{ Current, Max int }
 	}
-	poll.NoError(t, 60*time.Second, "herald to answer /health", func() error {
-		select {
-		case err := <-exited:
-			return fmt.Errorf("herald exited: %v\n%s", err, logs.String())
-		default:
-		}
-		resp, err := client.Get("http://" + addr + "/health")
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		return json.NewDecoder(resp.Body).Decode(&health)
-	})
+	logs := serveHelper(t, addr, fmt.Sprintf("--port %d --metrics-port %d --handshake-timeout 1s --rest-request-timeout 2s --log-level warn", port, mport), &health)
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
 	if want := floodFDLimit - fdReserve - 256 - 16; health.Connections.Max != want {
 		t.Errorf("/health max %d, want %d: the open-file limit less the reserve, the HTTP and the metrics connections", health.Connections.Max, want)
 	}

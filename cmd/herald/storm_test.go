@@ -2,20 +2,15 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/herald-rt/herald/internal/poll"
 	"github.com/herald-rt/herald/internal/wstest"
 )
 
@@ -31,42 +26,9 @@ func TestServeReconnectStorm(t *testing.T) {
 	const clients = 600 // of the 652 WebSocket connections the helper's 1,024 descriptors allow
 	port, mport := freePort(t), freePort(t)
 	addr, maddr := "127.0.0.1:"+strconv.Itoa(port), "127.0.0.1:"+strconv.Itoa(mport)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperServe$")
-	cmd.Env = append(os.Environ(), "HERALD_HELPER_SERVE="+fmt.Sprintf("--port %d --metrics-port %d --log-level warn", port, mport))
-	var logs syncBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		if t.Failed() {
-			t.Logf("herald's log:\n%s", logs.String())
-		}
-	}()
+	var health struct{ Status string }
+	serveHelper(t, addr, fmt.Sprintf("--port %d --metrics-port %d --log-level warn", port, mport), &health)
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
-	poll.NoError(t, 60*time.Second, "herald to answer /health", func() error {
-		select {
-		case err := <-exited:
-			return fmt.Errorf("herald exited: %v\n%s", err, logs.String())
-		default:
-		}
-		resp, err := client.Get("http://" + addr + "/health")
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		var h struct{ Status string }
-		return json.NewDecoder(resp.Body).Decode(&h)
-	})
 
 	start := make(chan struct{})
 	var wg sync.WaitGroup
