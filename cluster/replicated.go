@@ -46,8 +46,8 @@ type Handler func(kind herald.BusKind, h herald.BusHandler)
 
 // NewReplicated returns the State of a cluster node delivering through eng, on bus, whose
 // received messages of the node's kinds (BusEvent, BusState, BusCache, BusTerminate) handle
-// routes here. hist is the bus's store of history channels' events (nil: the apps' history
-// rules are refused by cmd/herald, and channels keep none).
+// routes here. hist is the bus's store of history channels' events (nil: no channel keeps
+// history here, whatever the apps' rules; every bus cmd/herald builds has one).
 func NewReplicated(cfg Config, eng *fanout.Engine, bus herald.Broker, hist herald.History, handle Handler, log *slog.Logger) *Replicated {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
