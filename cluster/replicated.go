@@ -46,8 +46,9 @@ type Handler func(kind herald.BusKind, h herald.BusHandler)
 
 // NewReplicated returns the State of a cluster node delivering through eng, on bus, whose
 // received messages of the node's kinds (BusEvent, BusState, BusCache, BusTerminate) handle
-// routes here. hist is the bus's store of history channels' events (nil: no channel keeps
-// history here, whatever the apps' rules; every bus cmd/herald builds has one).
+// routes here. hist is the bus's store of history channels' events; every bus cmd/herald
+// builds has one (nil: each node keeps its own history of what it delivers, as a single node
+// does, and their positions do not agree: for tests only).
 func NewReplicated(cfg Config, eng *fanout.Engine, bus herald.Broker, hist herald.History, handle Handler, log *slog.Logger) *Replicated {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
