@@ -100,7 +100,9 @@ func testLosses(t *testing.T, nc NewCluster) {
 	close(hold)
 	c.rec[1].waitCount(t, "internal", 5)
 	var lost []string
+	var before uint64 // drops counted before the Losses that named the channel
 	poll.Until(t, Wait, "Losses to name the held channel", func() (bool, string) {
+		before = c.Brokers[1].Stats().Dropped
 		if !lr.Losses(func(app, channel string) { lost = append(lost, app+"/"+channel) }) {
 			t.Fatal("Losses could not say whose messages were dropped (2 keys)")
 		}
@@ -116,7 +118,13 @@ func testLosses(t *testing.T, nc NewCluster) {
 		}
 		return got+dropped == 200, fmt.Sprintf("received %d, dropped %d", got, dropped)
 	})
-	lr.Losses(func(app, channel string) { t.Errorf("Losses named %s/%s again", app, channel) })
+	// Named again only for a drop after that Losses (the queue may still overflow while the
+	// handler catches up on a busy machine).
+	var again []string
+	lr.Losses(func(app, channel string) { again = append(again, app+"/"+channel) })
+	if after := c.Brokers[1].Stats().Dropped; len(again) > 0 && after == before {
+		t.Errorf("Losses named %v again with no drop since it named them (%d dropped)", again, after)
+	}
 }
 
 // testInterestRouting: only nodes with interest receive, and the counters say so.
