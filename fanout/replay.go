@@ -64,7 +64,6 @@ func (w *worker) startReplay(r *replay) {
 		w.replays = map[*Channel][]*replay{}
 	}
 	w.replays[r.ch] = append(w.replays[r.ch], r)
-	w.nrep++
 	last := &c.rep
 	for *last != nil {
 		last = &(*last).next
@@ -164,7 +163,6 @@ func (w *worker) unlinkReplay(r *replay) {
 	} else {
 		w.replays[r.ch] = list
 	}
-	w.nrep--
 	for p := &r.c.rep; *p != nil; p = &(*p).next {
 		if *p == r {
 			*p = r.next

@@ -50,10 +50,9 @@ type worker struct {
 	dirty []*Conn
 	spare []*Conn // the dirty list flushDirty is not using: a flush may dirty a connection again
 	done  chan struct{}
-	// replays are the replays in progress here, by channel (replay.go); nrep counts them, so
-	// that a publish looks them up only when there is one.
+	// replays are the replays in progress here, by channel (replay.go); a channel's entry
+	// goes with its last replay, so a publish looks them up only while there is one.
 	replays map[*Channel][]*replay
-	nrep    int
 }
 
 func newWorker(e *Engine, idx int) *worker {
@@ -205,7 +204,7 @@ func (w *worker) publish(ch *Channel, frame []byte, excl uint64) {
 		// Every subscriber here is of the channel's group and this worker: one shard.
 		subs[0].m.Sent.Add(int64(n))
 	}
-	if w.nrep > 0 {
+	if len(w.replays) > 0 {
 		w.holdAll(ch, frame, excl)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -210,33 +209,8 @@ func TestPortReconnectStorm(t *testing.T) {
 	e := newPortEnv(t, pc, httpapi.Config{}, capacity)
 	hub.Store(e.hub)
 
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	var failed atomic.Int64
-	var firstErr atomic.Value
-	conns := make([]*wstest.Client, clients)
-	for i := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			cl, err := wstest.Dial(e.addr, "/app/key-one?protocol=7")
-			if err == nil {
-				if _, err = cl.SocketID(time.Minute); err != nil {
-					cl.Close()
-				}
-			}
-			if err != nil {
-				failed.Add(1)
-				firstErr.CompareAndSwap(nil, err)
-				return
-			}
-			conns[i] = cl
-		}()
-	}
 	began := time.Now()
-	close(start)
-	wg.Wait()
+	conns, failed, firstErr := wstest.Storm(e.addr, "/app/key-one?protocol=7", clients)
 	took := time.Since(began)
 	defer func() {
 		for _, cl := range conns {
@@ -246,9 +220,9 @@ func TestPortReconnectStorm(t *testing.T) {
 		}
 	}()
 	st := e.port.Stats()
-	t.Logf("%d clients upgraded in %v; port %+v", clients-int(failed.Load()), took.Round(time.Millisecond), st)
-	if n := failed.Load(); n > 0 {
-		t.Fatalf("%d of %d clients failed, first: %v", n, clients, firstErr.Load())
+	t.Logf("%d clients upgraded in %v; port %+v", clients-failed, took.Round(time.Millisecond), st)
+	if failed > 0 {
+		t.Fatalf("%d of %d clients failed, first: %v", failed, clients, firstErr)
 	}
 	if st.EvictedBusy != 0 || st.EvictedIdle != 0 || st.Refused != 0 || st.TimedOut != 0 {
 		t.Fatalf("port %+v: want no eviction, refusal or timeout", st)

@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,32 +28,7 @@ func TestServeReconnectStorm(t *testing.T) {
 	serveHelper(t, addr, fmt.Sprintf("--port %d --metrics-port %d --log-level warn", port, mport), &health)
 	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
 
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	var failed atomic.Int64
-	var firstErr atomic.Value
-	conns := make([]*wstest.Client, clients)
-	for i := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			cl, err := wstest.Dial(addr, "/app/app-key?protocol=7")
-			if err == nil {
-				if _, err = cl.SocketID(time.Minute); err != nil {
-					cl.Close()
-				}
-			}
-			if err != nil {
-				failed.Add(1)
-				firstErr.CompareAndSwap(nil, err)
-				return
-			}
-			conns[i] = cl
-		}()
-	}
-	close(start)
-	wg.Wait()
+	conns, failed, firstErr := wstest.Storm(addr, "/app/app-key?protocol=7", clients)
 	defer func() {
 		for _, cl := range conns {
 			if cl != nil {
@@ -68,8 +41,8 @@ func TestServeReconnectStorm(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("port after the storm: %v", m)
-	if n := failed.Load(); n > 0 {
-		t.Fatalf("%d of %d clients failed, first: %v", n, clients, firstErr.Load())
+	if failed > 0 {
+		t.Fatalf("%d of %d clients failed, first: %v", failed, clients, firstErr)
 	}
 	for _, name := range []string{`herald_http_connections_evicted_total{reason="slow"}`, `herald_http_connections_evicted_total{reason="idle"}`,
 		"herald_http_connections_refused_total", "herald_http_request_timeouts_total"} {
