@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -200,6 +201,26 @@ func (b *trackedBody) Read(buf []byte) (int, error) {
 	return n, err
 }
 
+// parsing follows the read of c's request headers: the server is working on the request, not
+// waiting for a slow client, so it is not evicted for EvictAfter (net/http reads the headers
+// and calls the handler meanwhile). It keeps its place among the requests being read (a
+// keep-alive connection's next request joins them now).
+func (p *Port) parsing(c *portConn) {
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c.released {
+		return
+	}
+	if c.list == &p.idle {
+		c.since, c.behind = now, false
+		c.move(&p.busy)
+	}
+	if c.list == &p.busy {
+		c.recheck = now.Add(p.cfg.EvictAfter)
+	}
+}
+
 // serving takes c off the lists: its request is whole and is being served.
 func (p *Port) serving(c *portConn) {
 	p.mu.Lock()
@@ -289,6 +310,7 @@ func (p *Port) admit(c *portConn) bool {
 			}
 			p.open++
 			c.since = now
+			c.headers = true
 			p.busy.pushBack(c)
 			p.mu.Unlock()
 			if victim != nil {
@@ -305,10 +327,7 @@ func (p *Port) admit(c *portConn) bool {
 		}
 		// Look again when the slowest request will have read for EvictAfter, and at least
 		// every EvictAfter: lent room (Spare) frees without a signal.
-		wait := min(deadline.Sub(now), p.cfg.EvictAfter)
-		if h := p.busy.head; h != nil {
-			wait = min(wait, h.since.Add(p.cfg.EvictAfter).Sub(now))
-		}
+		wait := min(deadline.Sub(now), p.cfg.EvictAfter, p.nextLook(now))
 		p.mu.Unlock()
 		if !now.Before(deadline) {
 			p.refused.Add(1)
@@ -331,27 +350,31 @@ func (p *Port) admit(c *portConn) bool {
 // caller to close outside the lock; nil when there is none. An idle keep-alive connection
 // goes first, else the one reading its request longest, if it has been reading for
 // EvictAfter by now (a zero now: whatever its age, for a descriptor shortage). A connection
-// whose request's bytes wait unread in the kernel is not slow, the server is: it is spared,
-// put back at the end of the list as if it had just begun, and the next one is looked at.
-// p.mu must be held.
+// whose request's bytes wait unread in the kernel is not slow, the server is: it is spared
+// for another EvictAfter, and so once more when its bytes have been read since (the server is
+// parsing them), keeping its place: once it is slow, it is still the oldest. p.mu must be
+// held.
 func (p *Port) evictLocked(now time.Time) *portConn {
 	if victim := p.idle.head; victim != nil {
 		p.evictedIdle.Add(1)
 		p.releaseLocked(victim)
 		return victim
 	}
-	for victim := p.busy.head; victim != nil; victim = p.busy.head {
+	for victim := p.busy.head; victim != nil; victim = victim.next {
 		if !now.IsZero() {
 			if now.Sub(victim.since) < p.cfg.EvictAfter {
 				return nil // the others began later
 			}
-			if unread(victim.Conn) > 0 {
+			if now.Before(victim.recheck) {
+				continue
+			}
+			if n := unread(victim.Conn); n > 0 || victim.behind {
 				if !victim.spared {
 					victim.spared = true
 					p.spared.Add(1)
 				}
-				victim.since = now
-				victim.move(&p.busy)
+				victim.behind = n > 0
+				victim.recheck = now.Add(p.cfg.EvictAfter)
 				continue
 			}
 		}
@@ -360,6 +383,20 @@ func (p *Port) evictLocked(now time.Time) *portConn {
 		return victim
 	}
 	return nil
+}
+
+// nextLook is when the slowest request may be evicted: once it has read for EvictAfter and
+// its spare, if any, is over. p.mu must be held.
+func (p *Port) nextLook(now time.Time) time.Duration {
+	h := p.busy.head
+	if h == nil {
+		return p.cfg.EvictAfter
+	}
+	at := h.since.Add(p.cfg.EvictAfter)
+	if h.recheck.After(at) {
+		at = h.recheck
+	}
+	return at.Sub(now)
 }
 
 // releaseLocked uncounts c once. p.mu must be held.
@@ -394,10 +431,14 @@ func (p *Port) connState(nc net.Conn, st http.ConnState) {
 	}
 	switch st {
 	case http.StateActive:
-		c.since = time.Now()
-		c.move(&p.busy)
+		if c.list != &p.busy { // else it keeps its place, its age counted from its first byte
+			c.since, c.recheck, c.behind = time.Now(), time.Time{}, false
+			c.move(&p.busy)
+		}
+		c.headers = false
 	case http.StateIdle:
 		c.move(&p.idle)
+		c.headers, c.tail = true, [3]byte{}
 	case http.StateHijacked:
 		if c.list != nil {
 			c.list.remove(c)
@@ -453,7 +494,14 @@ type portConn struct {
 	released   bool
 	timedOut   bool      // counted in TimedOut
 	spared     bool      // counted in Spared
-	since      time.Time // when it joined busy, or was last spared
+	since      time.Time // when it joined busy
+	recheck    time.Time // spared: not evicted before this
+	behind     bool      // its bytes waited unread at its last look
+
+	// Owned by the connection's goroutine (net/http's, which calls Read and connState): it
+	// is reading a request's headers, and the last bytes read (their end may straddle reads).
+	headers bool
+	tail    [3]byte
 }
 
 // Close closes the connection and uncounts it.
@@ -470,6 +518,10 @@ func (c *portConn) Close() error {
 // handshake cut short on a starved machine is not silent; the keep-alive idle timeout is not.
 func (c *portConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
+	if n > 0 && c.headers && c.headersEnd(b[:n]) {
+		c.headers = false
+		c.p.parsing(c)
+	}
 	if err != nil {
 		if ne, ok := err.(net.Error); ok && ne.Timeout() {
 			c.p.readTimedOut(c)
@@ -477,6 +529,22 @@ func (c *portConn) Read(b []byte) (int, error) {
 	}
 	return n, err
 }
+
+// headersEnd reports whether the headers' end ("\r\n\r\n") is in b, counting the bytes read
+// before it.
+func (c *portConn) headersEnd(b []byte) bool {
+	var joined [6]byte
+	head := append(append(joined[:0], c.tail[:]...), b[:min(len(b), 3)]...)
+	found := bytes.Contains(head, crlf2) || bytes.Contains(b, crlf2)
+	if len(b) >= 3 {
+		copy(c.tail[:], b[len(b)-3:])
+	} else {
+		copy(c.tail[:], append(c.tail[len(b):], b...))
+	}
+	return found
+}
+
+var crlf2 = []byte("\r\n\r\n")
 
 // readTimedOut counts a deadline that ended c's read, if c was reading a request, once per
 // connection (net/http may read again before it closes).
