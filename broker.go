@@ -138,8 +138,11 @@ type BusMessage struct {
 	Origin int64
 	// Epoch and Offset, when Offset is not 0, are the position of a history channel's event
 	// (Position), given by History.Publish. Brokers carry them without interpreting them.
-	Epoch   string
-	Offset  uint64
+	Epoch  string
+	Offset uint64
+	// Key is the event's idempotency key (Event.Key), for History.Publish; empty: none. It
+	// is not encoded on the wire.
+	Key     string
 	Payload []byte
 }
 

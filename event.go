@@ -5,6 +5,30 @@ import (
 	"time"
 )
 
+// DefaultKeyWindow is how long an idempotency key (Event.Key) is remembered unless configured
+// otherwise: a retry within it delivers nothing again.
+const DefaultKeyWindow = 5 * time.Minute
+
+// MaxKeyBytes bounds an idempotency key.
+const MaxKeyBytes = 128
+
+// ValidKey returns a CodeInvalid error naming what (the header or field the key came in) when
+// key is not an idempotency key: 1 to MaxKeyBytes printable ASCII characters, no spaces.
+func ValidKey(what, key string) error {
+	if key == "" {
+		return Errorf(CodeInvalid, "%s is empty", what)
+	}
+	if len(key) > MaxKeyBytes {
+		return Errorf(CodeInvalid, "%s is %d bytes long, over the limit of %d", what, len(key), MaxKeyBytes)
+	}
+	for i := 0; i < len(key); i++ {
+		if c := key[i]; c <= ' ' || c > '~' {
+			return Errorf(CodeInvalid, "%s has a character that is not printable ASCII at byte %d: want letters, digits and punctuation, no spaces", what, i)
+		}
+	}
+	return nil
+}
+
 // Event is one message published to a channel, by the REST API, a client or a bus.
 type Event struct {
 	Name    string
@@ -14,6 +38,11 @@ type Event struct {
 	SocketID string
 	// UserID is set on client events sent on presence channels.
 	UserID string
+	// Key, when not empty, is the event's idempotency key (ValidKey): of the events of one
+	// app and channel with one Key, within the idempotency window, the first is delivered
+	// and kept and the others are answered as it was and delivered nowhere (on any node of
+	// a cluster where the channel keeps history; see docs/guarantees.md).
+	Key string
 	// Origin, when not zero, is when the event's source produced it (an ingested record's
 	// timestamp). The session then observes Origin → frames queued for the subscribers on
 	// every node that delivers the event (session.Config.OriginLatency); it travels with the

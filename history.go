@@ -103,6 +103,13 @@ type History interface {
 	// given without gaps; the bus may still lose or reorder the message, which receivers
 	// repair with Read. Errors are those of Broker.Publish; an error may leave the offset
 	// given and the entry kept without the message published.
+	//
+	// A message with a Key is kept at most once per (App, Channel, Key) within the engine's
+	// key window (DefaultKeyWindow unless configured), whichever node publishes it: a repeat
+	// keeps nothing and returns the position of the one kept, with a nil error. Whether a
+	// repeat publishes the kept message on the bus again is the engine's (receivers drop an
+	// offset they have). The check and the keeping are one step, so that of concurrent
+	// repeats exactly one is kept.
 	Publish(ctx context.Context, rule HistoryRule, msg BusMessage) (Position, error)
 
 	// Read returns the retained events of (app, channel) with offsets after `after`, at

@@ -26,7 +26,10 @@ type Common struct {
 	// observes it; Redis also finds a lost connection so); default 5s.
 	ProbeInterval time.Duration
 	RoundTrip     herald.BusObserver // nil: round trips are not observed
-	Logger        *slog.Logger       // state changes only, never per message; nil: discard
+	// KeyWindow is how long the engine's History remembers an idempotency key
+	// (herald.BusMessage.Key); default herald.DefaultKeyWindow.
+	KeyWindow time.Duration
+	Logger    *slog.Logger // state changes only, never per message; nil: discard
 
 	// TLS, when set, is the client configuration of a TLS connection to the bus server (a
 	// CA, a client certificate: TLSFiles.Config); nil: the URL's scheme decides (rediss://
@@ -61,6 +64,7 @@ func (c Common) WithDefaults() Common {
 	def(&c.ReconnectWait, 100*time.Millisecond)
 	def(&c.ReconnectMaxWait, time.Second)
 	def(&c.ProbeInterval, 5*time.Second)
+	def(&c.KeyWindow, herald.DefaultKeyWindow)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -50,11 +50,22 @@ func (l *Local) PublishBatch(a *App, evs []herald.Event, frames [][]byte) error 
 }
 
 // publish reserves the fan-out queues' slots for every event first, so that it delivers all
-// of evs or, with a CodeBusy error, none.
-func (l *Local) publish(a *App, evs []herald.Event, frames [][]byte) error {
+// of evs or, with a CodeBusy error, none. An event whose idempotency key this node published
+// within the key window is left out (answered as it was); a failed publish forgets its keys.
+func (l *Local) publish(a *App, evs []herald.Event, frames [][]byte) (err error) {
+	skip, held, err := l.keys.claim(l.cfg.PublishTimeout, a.id, evs)
+	if err != nil {
+		return err
+	}
+	if held != nil {
+		defer func() { l.keys.settle(a.id, held, err == nil) }()
+	}
 	var s fanout.Slots
 	s.Reset(l.eng)
 	for j := range evs {
+		if skip != nil && skip[j] {
+			continue
+		}
 		if ch := a.table.lookup(evs[j].Channel); ch != nil {
 			s.Want(&ch.Channel)
 		}
@@ -63,6 +74,9 @@ func (l *Local) publish(a *App, evs []herald.Event, frames [][]byte) error {
 		return err
 	}
 	for i := range evs {
+		if skip != nil && skip[i] {
+			continue
+		}
 		ev := &evs[i]
 		l.deliver(a, ev.Channel, herald.Classify(ev.Channel).Cache, frames[i], l.eng.Local(ev.SocketID), &s, ev.OriginNanos())
 	}

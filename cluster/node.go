@@ -24,6 +24,7 @@ type node struct {
 	hgen      atomic.Uint64 // the last generation given
 	copies    bool          // a cluster node: its history channels hold copies of their histories
 	histStats HistoryStats
+	keys      *keys
 	l         Listener
 	others    others
 
@@ -48,7 +49,7 @@ type others interface {
 
 func newNode(cfg Config, eng *fanout.Engine) node {
 	cfg = cfg.withDefaults()
-	return node{cfg: cfg, eng: eng, cache: newCacheNode(cfg), hepoch: newEpoch(), stop: make(chan struct{})}
+	return node{cfg: cfg, eng: eng, cache: newCacheNode(cfg), hepoch: newEpoch(), keys: newKeys(cfg.KeyWindow, cfg.MaxKeys), stop: make(chan struct{})}
 }
 
 // newEpoch returns a random epoch: 8 bytes, in hex.
@@ -116,6 +117,9 @@ func (n *node) expire() {
 		}
 	}
 }
+
+// KeyStats implements State.
+func (n *node) KeyStats() KeyStats { return n.keys.stats() }
 
 // HistoryStats implements State.
 func (n *node) HistoryStats() *HistoryStats { return &n.histStats }

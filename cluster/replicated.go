@@ -296,12 +296,22 @@ func (r *Replicated) Publish(a *App, ev herald.Event, frame []byte) error {
 //
 // Local subscribers are served from the bus like the others: the fan-out queues push back on
 // the broker's delivery, not on the publisher, who is refused only when the bus is.
-func (r *Replicated) PublishBatch(a *App, evs []herald.Event, frames [][]byte) error {
+func (r *Replicated) PublishBatch(a *App, evs []herald.Event, frames [][]byte) (err error) {
 	if !r.bus.Connected() {
 		return herald.Errorf(herald.CodeUnavailable, "the cluster bus is unreachable, retry later")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.PublishTimeout)
 	defer cancel()
+	skip, held, err := r.keys.claim(r.cfg.PublishTimeout, a.id, evs)
+	if err != nil {
+		return err
+	}
+	if held != nil {
+		defer func() { r.keys.settle(a.id, held, err == nil) }()
+	}
+	if skip != nil {
+		evs, frames = unskipped(evs, frames, skip)
+	}
 	var waits []*echoWait
 	var groups []int // bundle.go: the events sent in bundles, while every node reads them
 	if len(evs) > 1 && r.bundling() {
@@ -323,7 +333,7 @@ func (r *Replicated) PublishBatch(a *App, evs []herald.Event, frames [][]byte) e
 			waits = append(waits, r.echo.expect(a.id, ev.Channel, frames[i]))
 		}
 		msg := busEvent(a.id, ev.Channel, cache, ev.SocketID, frames[i], ev.OriginNanos())
-		var err error
+		msg.Key = ev.Key
 		if rule, ok := a.hist.rule(ev.Channel); ok && r.hist != nil {
 			_, err = r.hist.Publish(ctx, rule, msg)
 		} else {
@@ -342,6 +352,18 @@ func (r *Replicated) PublishBatch(a *App, evs []herald.Event, frames [][]byte) e
 		r.log.Debug("cluster: a cache-channel event came back from the bus after its publish was answered", "app_id", a.id)
 	}
 	return nil
+}
+
+// unskipped returns the events of evs, and their frames, that skip does not mark.
+func unskipped(evs []herald.Event, frames [][]byte, skip []bool) ([]herald.Event, [][]byte) {
+	var e []herald.Event
+	var f [][]byte
+	for i := range evs {
+		if !skip[i] {
+			e, f = append(e, evs[i]), append(f, frames[i])
+		}
+	}
+	return e, f
 }
 
 // Forward implements State: the frame goes through the bus, to this node's subscribers too.

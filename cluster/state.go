@@ -68,6 +68,8 @@ type State interface {
 	History(ctx context.Context, a *App, channel string, after uint64, limit int) (herald.HistoryPage, error)
 	// HistoryStats returns what the node's copies of histories met (all zero on a single node).
 	HistoryStats() *HistoryStats
+	// KeyStats returns the node's counters of idempotency keys.
+	KeyStats() KeyStats
 	// Terminate asks the other nodes to close the connections signed in as user (the
 	// session closes its own).
 	Terminate(a *App, user string)
@@ -128,6 +130,14 @@ type Config struct {
 	// and for its cache events to come back from it. Default 1s.
 	PublishTimeout time.Duration
 
+	// KeyWindow is how long the node remembers the idempotency keys (herald.Event.Key) of
+	// the events it published, and MaxKeys how many at most (past it the oldest are
+	// forgotten early, counted in KeyStats.Evicted). Defaults herald.DefaultKeyWindow and
+	// DefaultMaxKeys. A replicated node's history store keeps the keys of history channels
+	// across nodes by itself, for its engine's window.
+	KeyWindow time.Duration
+	MaxKeys   int
+
 	// A replicated node announces its share of the state with a heartbeat every Heartbeat
 	// (default 2s); a node not heard from for NodeTimeout (default 10s) while this one has
 	// had its bus is dead, and its share is dropped (member_removed for its members).
@@ -169,6 +179,10 @@ func (c Config) withDefaults() Config {
 		c.HistoryLinger = time.Minute
 	}
 	def(&c.PublishTimeout, time.Second)
+	def(&c.KeyWindow, herald.DefaultKeyWindow)
+	if c.MaxKeys <= 0 {
+		c.MaxKeys = DefaultMaxKeys
+	}
 	def(&c.Heartbeat, 2*time.Second)
 	def(&c.NodeTimeout, 10*time.Second)
 	return c

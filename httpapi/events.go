@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/herald-rt/herald"
@@ -14,6 +15,47 @@ import (
 type eventBody struct {
 	pusher.EventBody
 	Info string `json:"info"`
+	// Key is the event's idempotency key (herald.Event.Key); nil: none.
+	Key *string `json:"idempotency_key"`
+}
+
+// keyHeader is the request header that carries an idempotency key for the whole call.
+const keyHeader = "X-Idempotency-Key"
+
+// requestKey returns the idempotency key of the request's header, "" without one, or a
+// CodeInvalid error naming the header.
+func requestKey(r *http.Request) (string, error) {
+	vs := r.Header.Values(keyHeader)
+	switch {
+	case len(vs) == 0:
+		return "", nil
+	case len(vs) > 1:
+		return "", herald.Errorf(herald.CodeInvalid, "%s header given %d times: give it once", keyHeader, len(vs))
+	}
+	if err := herald.ValidKey(keyHeader+" header", vs[0]); err != nil {
+		return "", err
+	}
+	return vs[0], nil
+}
+
+// eventKey is the idempotency key of e, the event at index i of a batch (-1: not a batch): its
+// own idempotency_key, else the request's key (followed, in a batch, by "/" and the index, so
+// that each event of the batch has its own), else none.
+func eventKey(e *eventBody, reqKey string, i int) (string, error) {
+	if e.Key != nil {
+		what := "idempotency_key"
+		if i >= 0 {
+			what = "batch[" + strconv.Itoa(i) + "].idempotency_key"
+		}
+		if err := herald.ValidKey(what, *e.Key); err != nil {
+			return "", err
+		}
+		return *e.Key, nil
+	}
+	if reqKey == "" || i < 0 {
+		return reqKey, nil
+	}
+	return reqKey + "/" + strconv.Itoa(i), nil
 }
 
 // validate checks one event of a REST call against the app's limits and returns its
@@ -60,10 +102,21 @@ func (s *Server) events(w http.ResponseWriter, q *request) {
 		writeError(w, err)
 		return
 	}
-	// One call for every channel: a refused event (503) reached none of them.
+	reqKey, err := requestKey(q.r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	key, err := eventKey(&e, reqKey, -1)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	// One call for every channel: a refused event (503) reached none of them. With a key,
+	// each channel keeps it: a retry delivers to none that had the event.
 	evs := make([]herald.Event, len(chans))
 	for i, ch := range chans {
-		evs[i] = herald.Event{Name: e.Name, Channel: ch, Data: data, SocketID: e.SocketID}
+		evs[i] = herald.Event{Name: e.Name, Channel: ch, Data: data, SocketID: e.SocketID, Key: key}
 	}
 	if err := s.hub.Publish(q.app.ID, evs...); err != nil {
 		writeError(w, err)
@@ -96,11 +149,20 @@ func (s *Server) batchEvents(w http.ResponseWriter, q *request) {
 		writeError(w, herald.Errorf(herald.CodeInvalid, "batch of %d events is over the limit of %d", len(b.Batch), most))
 		return
 	}
-	datas := make([]string, len(b.Batch))
+	reqKey, err := requestKey(q.r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	datas, keys := make([]string, len(b.Batch)), make([]string, len(b.Batch))
 	for i := range b.Batch {
 		_, data, err := validate(q.app, &b.Batch[i], true)
 		if err != nil {
 			writeError(w, herald.Errorf(herald.CodeOf(err), "batch[%d]: %s", i, herald.MessageOf(err)))
+			return
+		}
+		if keys[i], err = eventKey(&b.Batch[i], reqKey, i); err != nil {
+			writeError(w, err)
 			return
 		}
 		datas[i] = data
@@ -109,7 +171,7 @@ func (s *Server) batchEvents(w http.ResponseWriter, q *request) {
 	withInfo := false
 	evs := make([]herald.Event, len(b.Batch))
 	for i, e := range b.Batch {
-		evs[i] = herald.Event{Name: e.Name, Channel: e.Channel, Data: datas[i], SocketID: e.SocketID}
+		evs[i] = herald.Event{Name: e.Name, Channel: e.Channel, Data: datas[i], SocketID: e.SocketID, Key: keys[i]}
 		withInfo = withInfo || e.Info != ""
 	}
 	if err := s.hub.Publish(q.app.ID, evs...); err != nil {

@@ -43,7 +43,7 @@ func (p *Pipeline) events(evs []herald.Event, r *Record) ([]herald.Event, *badRe
 	if b := p.check(name, []string{ch}, data, ""); b != nil {
 		return evs, b
 	}
-	return append(evs, herald.Event{Name: name, Channel: ch, Data: data, Origin: r.Time}), nil
+	return append(evs, herald.Event{Name: name, Channel: ch, Data: data, Origin: r.Time, Key: r.key()}), nil
 }
 
 func renderBad(err error) *badRecord {
@@ -71,8 +71,9 @@ func (p *Pipeline) pusherEvents(evs []herald.Event, r *Record) ([]herald.Event, 
 		return evs, bd
 	}
 	chans, _ = pusher.ValidateChannels(chans, p.limits) // repeats removed
+	key := r.key()
 	for _, ch := range chans {
-		evs = append(evs, herald.Event{Name: b.Name, Channel: ch, Data: data, SocketID: b.SocketID, Origin: r.Time})
+		evs = append(evs, herald.Event{Name: b.Name, Channel: ch, Data: data, SocketID: b.SocketID, Origin: r.Time, Key: key})
 	}
 	return evs, nil
 }

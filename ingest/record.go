@@ -1,8 +1,12 @@
 package ingest
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strconv"
 	"time"
+
+	"github.com/herald-rt/herald"
 )
 
 // Record is one record of a source, as the templates see it.
@@ -36,3 +40,19 @@ func (r *Record) header(name string) ([]byte, bool) {
 
 // Offset formats a Kafka offset as a Record's Position.
 func Offset(o int64) string { return strconv.FormatInt(o, 10) }
+
+// key is the idempotency key of the events of r (herald.Event.Key): its place in its log,
+// so that a record read again (a consumer group's rebalance, a node that stopped before
+// committing) delivers nothing twice within the key window. "" for a record with no place
+// (pub/sub). A place too long for a key is hashed.
+func (r *Record) key() string {
+	if r.Position == "" {
+		return ""
+	}
+	k := "ingest:" + r.Topic + "/" + strconv.FormatInt(int64(r.Partition), 10) + "/" + r.Position
+	if len(k) <= herald.MaxKeyBytes && herald.ValidKey("", k) == nil {
+		return k
+	}
+	sum := sha256.Sum256([]byte(k))
+	return "ingest:" + hex.EncodeToString(sum[:])
+}

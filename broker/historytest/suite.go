@@ -33,6 +33,10 @@ type Cluster struct {
 	// node published them (memory, Redis); without it only one node's own publishes of a
 	// channel are received in its order (NATS).
 	Ordered bool
+	// KeysPerNode says that the engine's History keeps idempotency keys on each node only,
+	// not across nodes (NATS streams of several replicas on nats-server before 2.11): the
+	// Keys case then checks only that keyed events are kept like the others.
+	KeysPerNode bool
 	// Stop and Start, when set, stop the bus server and start it again on the same address
 	// (Start returns once it answers). Without them the case of a bus that is down closes
 	// node 0's broker instead.
@@ -62,6 +66,7 @@ func Run(t *testing.T, newCluster NewCluster) {
 		{"Isolation", testIsolation},
 		{"ChannelNames", testChannelNames},
 		{"Invalid", testInvalid},
+		{"Keys", testKeys},
 		{"Down", testDown},
 	}
 	for _, c := range cases {

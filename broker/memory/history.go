@@ -51,6 +51,11 @@ func (h *History) Publish(ctx context.Context, rule herald.HistoryRule, msg hera
 	sh := h.s.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if msg.Key != "" {
+		if pos, ok := sh.seen(k, msg.Key, now); ok {
+			return pos, nil // kept and handed to every receiver when it was first published
+		}
+	}
 	c := sh.live(k, now, rule.TTL)
 	if c == nil {
 		c = &channelLog{epoch: h.s.newEpoch()}
@@ -61,6 +66,9 @@ func (h *History) Publish(ctx context.Context, rule herald.HistoryRule, msg hera
 	c.keep(herald.HistoryEntry{Offset: c.last, At: now.UnixMilli(), Frame: msg.Payload}, rule.Size)
 	msg.Epoch, msg.Offset = c.epoch, c.last
 	pos := herald.Position{Epoch: c.epoch, Offset: c.last}
+	if msg.Key != "" {
+		sh.keys[keyed{k, msg.Key}] = kept{pos: pos, until: now.Add(h.b.keyWindow)}
+	}
 	return pos, h.b.Publish(ctx, msg) // under the shard's lock: queued in offset order
 }
 

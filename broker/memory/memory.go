@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/broker"
@@ -25,12 +26,16 @@ func NewBus() *Bus { return &Bus{subs: map[broker.Key][]*Broker{}, history: newS
 type Config struct {
 	NodeID    string // default "memory"
 	QueueSize int    // received messages queued for the handler; default broker.DefaultQueueSize
+	// KeyWindow is how long the node's History remembers an idempotency key; default
+	// herald.DefaultKeyWindow.
+	KeyWindow time.Duration
 }
 
 // Broker is one node's attachment to a Bus.
 type Broker struct {
 	bus       *Bus
 	node      string
+	keyWindow time.Duration
 	handler   herald.BusHandler
 	interests *broker.Interests
 	inbox     chan herald.BusMessage
@@ -56,7 +61,10 @@ func (bus *Bus) Attach(cfg Config, h herald.BusHandler) *Broker {
 	if cfg.QueueSize <= 0 {
 		cfg.QueueSize = broker.DefaultQueueSize
 	}
-	b := &Broker{bus: bus, node: cfg.NodeID, handler: h, inbox: make(chan herald.BusMessage, cfg.QueueSize),
+	if cfg.KeyWindow <= 0 {
+		cfg.KeyWindow = herald.DefaultKeyWindow
+	}
+	b := &Broker{bus: bus, node: cfg.NodeID, keyWindow: cfg.KeyWindow, handler: h, inbox: make(chan herald.BusMessage, cfg.QueueSize),
 		ctl: make(chan herald.BusMessage, cfg.QueueSize), stop: make(chan struct{}), done: make(chan struct{})}
 	b.interests = broker.NewInterests(b.attach, b.detach)
 	go b.run()

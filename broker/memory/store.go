@@ -35,7 +35,20 @@ const sweepEvery = time.Second
 type shard struct {
 	mu    sync.Mutex
 	chans map[broker.Key]*channelLog
+	keys  map[keyed]kept // idempotency keys of the shard's channels, until they expire
 	swept time.Time
+}
+
+// keyed is an idempotency key of a channel.
+type keyed struct {
+	broker.Key
+	key string
+}
+
+// kept is the position an idempotency key's event was given, until when it is remembered.
+type kept struct {
+	pos   herald.Position
+	until time.Time
 }
 
 // channelLog is one channel's history in its epoch. Its entries are a ring, grown by doubling
@@ -53,6 +66,7 @@ func newStore() *store {
 	s := &store{seed: maphash.MakeSeed(), base: rand.Text()[:10]}
 	for i := range s.shards {
 		s.shards[i].chans = map[broker.Key]*channelLog{}
+		s.shards[i].keys = map[keyed]kept{}
 	}
 	return s
 }
@@ -78,6 +92,7 @@ func (s *store) lose() {
 		sh := &s.shards[i]
 		sh.mu.Lock()
 		clear(sh.chans)
+		clear(sh.keys)
 		sh.mu.Unlock()
 	}
 }
@@ -104,6 +119,21 @@ func (sh *shard) sweep(now time.Time) {
 			delete(sh.chans, k)
 		}
 	}
+	for k, v := range sh.keys {
+		if !now.Before(v.until) {
+			delete(sh.keys, k)
+		}
+	}
+}
+
+// seen returns the position of k's event with key, when one was kept within its window. The
+// caller holds sh.mu.
+func (sh *shard) seen(k broker.Key, key string, now time.Time) (herald.Position, bool) {
+	v, ok := sh.keys[keyed{k, key}]
+	if !ok || !now.Before(v.until) {
+		return herald.Position{}, false
+	}
+	return v.pos, true
 }
 
 // expire drops the entries kept ttl or longer before now, and reports whether none is left.

@@ -132,6 +132,9 @@ func (h *History) Publish(ctx context.Context, rule herald.HistoryRule, msg hera
 	cs, unlock := h.chans.Lock(k)
 	defer unlock()
 	pos, sealed, err := h.store(ctx, rule, msg, cs)
+	if r := (*repeat)(nil); errors.As(err, &r) {
+		return h.again(ctx, rule, msg, r.seq)
+	}
 	if err != nil {
 		h.b.count.PublishErrors.Add(1)
 		return herald.Position{}, fmt.Errorf("%s: %w", what, err)
@@ -146,6 +149,33 @@ func (h *History) Publish(ctx context.Context, rule herald.HistoryRule, msg hera
 	}
 	msg.Epoch, msg.Offset = pos.Epoch, pos.Offset
 	return pos, h.b.Publish(ctx, msg)
+}
+
+// again answers the publish of msg, whose idempotency key the stream holds as its message
+// seq: the position of that message, which it publishes again in case the publish that stored
+// it did not (the node stopped between the two; receivers drop an offset they have). When
+// the message is gone (aged out) or cannot be read now, the position is not known: the zero
+// Position, and still no error, for the event was kept.
+func (h *History) again(ctx context.Context, rule herald.HistoryRule, msg herald.BusMessage, seq uint64) (herald.Position, error) {
+	s, err := h.stream(ctx, streamKey{app: msg.App, rule: rule}, false)
+	if err != nil || s == nil {
+		return herald.Position{}, nil
+	}
+	m, err := s.GetMsg(ctx, seq)
+	if err != nil {
+		return herald.Position{}, nil
+	}
+	pos, err := positionOf(m.Header)
+	if err != nil {
+		return herald.Position{}, nil
+	}
+	if h.b.auth != nil { // the very bytes kept: their position is sealed in them
+		_ = h.b.publish(broker.Subject(h.b.cfg.Prefix, msg.App, msg.Channel), m.Data)
+		return pos, nil
+	}
+	msg.Epoch, msg.Offset, msg.Payload = pos.Epoch, pos.Offset, m.Data
+	_ = h.b.Publish(ctx, msg)
+	return pos, nil
 }
 
 // store keeps msg's payload as the channel's next event and returns its position. With a
@@ -204,10 +234,18 @@ func (h *History) store(ctx context.Context, rule herald.HistoryRule, msg herald
 		m.Header.Set(offsetHeader, strconv.FormatUint(next.Offset, 10))
 		m.Header.Set(atHeader, strconv.FormatInt(time.Now().UnixMilli(), 10))
 		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(cs.seq, 10))
-		if h.replicas() > 1 {
-			m.Header.Set(jetstream.MsgIDHeader, offsetID(msg.Channel, next.Offset))
+		keyed := h.keyed(msg)
+		switch {
+		case keyed:
+			m.Header.Set(jetstream.MsgIDHeader, keyID(msg.Channel, msg.Key))
+		case h.replicas() > 1:
+			m.Header.Set(jetstream.MsgIDHeader, offsetID(msg.Channel, next.Epoch, next.Offset))
 		}
 		ack, err := h.js.PublishMsg(ctx, m, jetstream.WithRetryAttempts(0))
+		if err == nil && ack.Duplicate && keyed { // stored before, by this publish's first attempt or another's
+			cs.known = false
+			return herald.Position{}, nil, &repeat{seq: ack.Sequence}
+		}
 		if err == nil && ack.Duplicate { // the offset was stored by another publish first
 			cs.known, last = false, fmt.Errorf("offset %d stored by another publish", next.Offset)
 			if err := pause(ctx, waited); err != nil {
@@ -248,12 +286,32 @@ func (h *History) store(ctx context.Context, rule herald.HistoryRule, msg herald
 	}
 }
 
-// offsetID is the message ID (Nats-Msg-Id) of a channel's event at offset in a replicated
-// stream: JetStream stores one message of an ID within the stream's duplicate window, and
-// acknowledges another as a duplicate.
-func offsetID(channel string, offset uint64) string {
-	return broker.Token(channel) + " " + strconv.FormatUint(offset, 10)
+// offsetID is the message ID (Nats-Msg-Id) of a channel's event at a position in a
+// replicated stream: JetStream stores one message of an ID within the stream's duplicate
+// window, and acknowledges another as a duplicate.
+func offsetID(channel, epoch string, offset uint64) string {
+	return broker.Token(channel) + " " + epoch + " " + strconv.FormatUint(offset, 10)
 }
+
+// keyID is the message ID of a channel's event with an idempotency key: the stream keeps one
+// within its duplicate window, the key window (Publish).
+func keyID(channel, key string) string { return "k " + broker.Token(channel) + " " + key }
+
+// keyed reports whether msg is stored with its idempotency key as its message ID, so that
+// the stream keeps it once: when it has one, unless its stream is replicated on a nats-server
+// before 2.11. Those check a publish's expected last sequence against what they have stored
+// only, and an event needs its position as its ID (offsetID) so that two nodes' publishes at
+// one moment are not both stored with one offset; its key is then checked by the publishing
+// node only (cluster.Replicated), not across nodes.
+func (h *History) keyed(msg herald.BusMessage) bool {
+	return msg.Key != "" && (h.replicas() == 1 || h.b.serverAtLeast(2, 11))
+}
+
+// repeat is store's answer for an event whose idempotency key the stream has stored before,
+// as its message seq.
+type repeat struct{ seq uint64 }
+
+func (r *repeat) Error() string { return fmt.Sprintf("stored before as message %d", r.seq) }
 
 // lastOf returns the stream sequence and position of subject's last message in s, or 0 and
 // the zero position when it has none.

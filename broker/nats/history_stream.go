@@ -123,22 +123,14 @@ const (
 // HistoryReplicas, 1 when 0.
 func (h *History) replicas() int { return max(h.b.cfg.HistoryReplicas, 1) }
 
-// dupWindow is how long a replicated stream under rule remembers its events' IDs
-// (offsetID): at most maxDupWindow, which outlasts any publish in flight or leader election,
-// and at most half the TTL, so that the ID of a channel's first event is forgotten before the
-// channel can have none left and start again at offset 1 - but at least JetStream's least,
-// 100 ms (and at most the TTL). 0 (JetStream's default) with one replica: its publishes carry
-// no ID.
+// dupWindow is how long a stream under rule remembers its events' IDs: the idempotency keys
+// of the events that have one (keyID) and, in a replicated stream, the positions of the others
+// (offsetID). It is the broker's KeyWindow, at least JetStream's least (100 ms) and at most the
+// rule's TTL (JetStream's bound: an event's key is not remembered longer than the event). Every
+// server of the stream keeps each ID of the window in memory.
 func (h *History) dupWindow(rule herald.HistoryRule) time.Duration {
-	if h.replicas() < 2 {
-		return 0
-	}
-	return min(max(rule.TTL/2, 100*time.Millisecond), maxDupWindow, rule.TTL)
+	return min(max(h.b.cfg.KeyWindow, 100*time.Millisecond), rule.TTL)
 }
-
-// maxDupWindow bounds dupWindow: JetStream keeps each ID of the window in memory on every
-// server of the stream.
-const maxDupWindow = 30 * time.Second
 
 // sameStream reports whether a stream configured as have is what want asks for (its
 // duplicate window only when want sets one).

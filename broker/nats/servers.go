@@ -1,6 +1,7 @@
 package nats
 
 import (
+	"strconv"
 	"strings"
 	"time"
 
@@ -51,4 +52,20 @@ func connect(url string, opts []nats.Option) (*nats.Conn, error) {
 func server(nc *nats.Conn) []any {
 	return []any{"server", nc.ConnectedServerName(), "server_url", nc.ConnectedUrlRedacted(),
 		"server_cluster", nc.ConnectedClusterName(), "servers_discovered", len(nc.DiscoveredServers())}
+}
+
+// serverAtLeast reports whether the NATS server the broker is connected to now is of release
+// major.minor or later; false when it cannot tell (not connected, a version it cannot read).
+func (b *Broker) serverAtLeast(major, minor int) bool {
+	v := strings.TrimPrefix(b.nc.ConnectedServerVersion(), "v")
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return false
+	}
+	ma, err1 := strconv.Atoi(parts[0])
+	mi, err2 := strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return ma > major || ma == major && mi >= minor
 }

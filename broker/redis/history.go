@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/herald-rt/herald"
@@ -91,6 +92,16 @@ func (h *History) keys(s *shard, app, channel string) (stream, meta string) {
 	return base + ".stream", base + ".meta"
 }
 
+// withKey returns the script keys of a publish: the channel's stream and meta keys, and the
+// key that holds the position of the event of an idempotency key, when it has one (in the
+// channel's hash slot).
+func (h *History) withKey(stream, meta, key string) []string {
+	if key == "" {
+		return []string{stream, meta}
+	}
+	return []string{stream, meta, strings.TrimSuffix(meta, ".meta") + ".key:" + key}
+}
+
 // client returns the client of (app, channel)'s shard, or the error of an operation (what)
 // while that shard is down.
 func (h *History) client(what, app, channel string) (*shard, rueidis.Client, error) {
@@ -155,9 +166,10 @@ func (h *History) Publish(ctx context.Context, rule herald.HistoryRule, msg hera
 	head := broker.AppendPlain(make([]byte, 0, broker.EncodedSize(msg)), msg)
 	stream, meta := h.keys(sh, msg.App, msg.Channel)
 	verb, check := h.scriptArgs(sh)
-	res, err := h.exec(ctx, c, publishScript, []string{stream, meta}, []string{
+	res, err := h.exec(ctx, c, publishScript, h.withKey(stream, meta, msg.Key), []string{
 		strconv.Itoa(rule.Size), millis(rule.TTL), millis(max(rule.TTL, MetaTTL)), broker.NewEpoch(),
-		sh.subject(msg.App, msg.Channel), rueidis.BinaryString(head), rueidis.BinaryString(payload), verb, check})
+		sh.subject(msg.App, msg.Channel), rueidis.BinaryString(head), rueidis.BinaryString(payload), verb, check,
+		millis(h.b.cfg.KeyWindow)})
 	var p herald.Position
 	if err == nil {
 		p, err = position(res)
@@ -193,19 +205,23 @@ func (h *History) publishSealed(ctx context.Context, sh *shard, c rueidis.Client
 		}
 		msg.Epoch, msg.Offset = cs.pos.Epoch, cs.pos.Offset+1
 		sealed := h.b.auth.Seal(make([]byte, 0, broker.SealedSize(msg)), msg)
-		res, err := h.exec(ctx, c, publishSealedScript, []string{stream, meta}, []string{size, ttl, metaTTL,
-			cs.pos.Epoch, strconv.FormatUint(cs.pos.Offset, 10), channel, rueidis.BinaryString(sealed), fresh, verb, check})
-		var ok bool
+		res, err := h.exec(ctx, c, publishSealedScript, h.withKey(stream, meta, msg.Key), []string{size, ttl, metaTTL,
+			cs.pos.Epoch, strconv.FormatUint(cs.pos.Offset, 10), channel, rueidis.BinaryString(sealed), fresh, verb, check,
+			millis(h.b.cfg.KeyWindow)})
+		var n int64
 		var at herald.Position
 		if err == nil {
-			ok, at, err = sealedAnswer(res)
+			n, at, err = sealedAnswer(res)
 		}
 		if err != nil {
 			cs.known = false
 			h.b.count.PublishErrors.Add(1)
 			return herald.Position{}, broker.Unavailable(what, err)
 		}
-		if ok {
+		if n == sealedRepeat {
+			return at, nil // kept and published by the publish its key names
+		}
+		if n == sealedKept {
 			cs.known, cs.pos = true, herald.Position{Epoch: msg.Epoch, Offset: msg.Offset}
 			h.b.count.CountSent(len(sealed))
 			return cs.pos, nil

@@ -31,7 +31,18 @@ end
 // history is bound to the primary's replication id (replid). The message it publishes is
 // broker.AppendMessage's version 3: 3, the epoch's length and bytes, the offset as 8 bytes
 // big-endian, then the plain encoding.
+//
+// With a third key, the event's idempotency key (ARGV[10] its window in ms): when that key
+// holds a position, the script keeps and publishes nothing and returns it; otherwise the key
+// is set to the position given, for the window.
 var publishScript = rueidis.NewLuaScript(`
+if KEYS[3] then
+  local d = redis.call('GET', KEYS[3])
+  if d then
+    local de, dof = string.match(d, '^(%S+) (%d+)$')
+    return {de, dof}
+  end
+end
 local e = redis.call('HGET', KEYS[2], 'e')
 ` + fmt.Sprintf(replid, 9) + `
 if not e then
@@ -54,6 +65,9 @@ for i = 8, 1, -1 do
   n = math.floor(n / 256)
 end
 redis.call(ARGV[8], ARGV[5], '\3' .. string.char(#e) .. e .. string.char(unpack(b)) .. ARGV[6] .. ARGV[7])
+if KEYS[3] then
+  redis.call('SET', KEYS[3], e .. ' ' .. string.format('%d', o), 'PX', ARGV[10])
+end
 return {e, string.format('%d', o)}
 `)
 
@@ -65,8 +79,17 @@ return {e, string.format('%d', o)}
 // node expects no history (the epoch is then a new one, and the offset 0), the publish
 // command, and the replication id check (as publishScript's). It returns {1}
 // when it published, else {0, the channel's epoch (empty without a history), its last offset}.
-// The entry's field f is the sealed message, as published.
+// The entry's field f is the sealed message, as published. With a third key, the event's
+// idempotency key (ARGV[11] its window in ms), as publishScript's: when it holds a position
+// the script returns {2, its epoch, its offset} and keeps nothing.
 var publishSealedScript = rueidis.NewLuaScript(`
+if KEYS[3] then
+  local d = redis.call('GET', KEYS[3])
+  if d then
+    local de, dof = string.match(d, '^(%S+) (%d+)$')
+    return {2, de, dof}
+  end
+end
 local e = redis.call('HGET', KEYS[2], 'e')
 local o = tonumber(redis.call('HGET', KEYS[2], 'o') or '0')
 ` + fmt.Sprintf(replid, 10) + `
@@ -92,6 +115,9 @@ redis.call('XADD', KEYS[1], 'MAXLEN', ARGV[1], string.format('%d-0', o), 't', st
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 redis.call(ARGV[9], ARGV[6], ARGV[7])
+if KEYS[3] then
+  redis.call('SET', KEYS[3], ARGV[4] .. ' ' .. string.format('%d', o), 'PX', ARGV[11])
+end
 return {1}
 `)
 
@@ -150,30 +176,38 @@ func position(res []rueidis.RedisMessage) (herald.Position, error) {
 	return herald.Position{Epoch: epoch, Offset: o}, nil
 }
 
-// sealedAnswer reads the sealed publish script's answer: ok, or the channel's position
-// (the zero Position without a history).
-func sealedAnswer(res []rueidis.RedisMessage) (ok bool, p herald.Position, err error) {
+// The sealed publish script's answers (sealedAnswer).
+const (
+	sealedBeaten = 0 // not kept: p is the channel's position
+	sealedKept   = 1 // kept at the position the node gave
+	sealedRepeat = 2 // not kept: p is the position of the event its idempotency key names
+)
+
+// sealedAnswer reads the sealed publish script's answer: sealedKept, or sealedBeaten and the
+// channel's position (the zero Position without a history), or sealedRepeat and the position
+// kept for the key.
+func sealedAnswer(res []rueidis.RedisMessage) (n int64, p herald.Position, err error) {
 	if len(res) == 0 {
-		return false, p, errors.New("unexpected answer")
+		return 0, p, errors.New("unexpected answer")
 	}
-	n, err := res[0].AsInt64()
-	if err != nil || n == 1 && len(res) == 1 {
-		return n == 1, p, err
+	n, err = res[0].AsInt64()
+	if err != nil || n == sealedKept && len(res) == 1 {
+		return n, p, err
 	}
-	if len(res) != 3 {
-		return false, p, errors.New("unexpected answer")
+	if len(res) != 3 || n != sealedBeaten && n != sealedRepeat {
+		return 0, p, errors.New("unexpected answer")
 	}
 	if p.Epoch, err = res[1].ToString(); err != nil {
-		return false, p, err
+		return 0, p, err
 	}
 	s, err := res[2].ToString()
 	if err != nil {
-		return false, p, err
+		return 0, p, err
 	}
 	if p.Offset, err = strconv.ParseUint(s, 10, 64); err != nil {
-		return false, p, err
+		return 0, p, err
 	}
-	return false, p, nil
+	return n, p, nil
 }
 
 // readPage reads the read script's answer.

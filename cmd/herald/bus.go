@@ -37,6 +37,8 @@ func newClusterBus(cfg Config, reg *metrics.Registry, log *slog.Logger) *cluster
 		CacheTTL:              cfg.Cache.TTL.Duration,
 		HistoryMaxBytesPerApp: cfg.History.MaxBytesPerApp,
 		HistoryLinger:         cfg.History.linger(),
+		KeyWindow:             cfg.Publish.IdempotencyWindow.Duration,
+		MaxKeys:               cfg.Publish.IdempotencyMaxKeys,
 		Heartbeat:             cfg.Cluster.Heartbeat.Duration,
 		NodeTimeout:           cfg.Cluster.NodeTimeout.Duration,
 		Release:               buildVersion(),
@@ -50,7 +52,7 @@ func (b *clusterBus) start() error {
 	if b.cfg.URL == "" {
 		return nil
 	}
-	c, err := startCluster(b.cfg, b.replicas, b.reg, b.prefix, b.log)
+	c, err := startCluster(b.cfg, b.replicas, b.state.KeyWindow, b.reg, b.prefix, b.log)
 	if err != nil {
 		b.log.Error("start cluster bus", "err", err)
 		return err

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/broker"
@@ -228,13 +229,13 @@ func (c *busLink) InvalidFrames() uint64 { return c.invalid.Load() }
 // observed by reg, its state changes logged on log with the URL's secrets redacted. It
 // returns even when the bus is unreachable: the engines keep trying, and the node serves
 // its own clients meanwhile.
-func startCluster(c ClusterConfig, replicas int, reg *metrics.Registry, metricPrefix string, log *slog.Logger) (*busLink, error) {
+func startCluster(c ClusterConfig, replicas int, keyWindow time.Duration, reg *metrics.Registry, metricPrefix string, log *slog.Logger) (*busLink, error) {
 	u, err := parseBusURL(c.URL)
 	if err != nil { // validated already
 		return nil, fmt.Errorf("cluster.url: %w", err)
 	}
 	mux := new(broker.Mux)
-	common := broker.Common{NodeID: c.NodeID, Prefix: c.Prefix, RoundTrip: reg.BusRoundTrip(metricPrefix),
+	common := broker.Common{NodeID: c.NodeID, Prefix: c.Prefix, RoundTrip: reg.BusRoundTrip(metricPrefix), KeyWindow: keyWindow,
 		Logger: redactLogger(log, append(u.secrets, c.Secret, c.AcceptSecret)), Auth: c.auth()}
 	if files := (broker.TLSFiles{CA: c.TLSCAFile, Cert: c.TLSCertFile, Key: c.TLSKeyFile}); files.Set() {
 		if common.TLS, err = files.Config(""); err != nil { // validated already

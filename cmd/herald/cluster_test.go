@@ -120,7 +120,7 @@ func TestStartClusterLogsNoSecret(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var logs syncBuffer
 			log := slog.New(slog.NewTextHandler(&logs, nil))
-			bus, err := startCluster(ClusterConfig{URL: c.url, NodeID: "n1", Prefix: "herald"}, 0,
+			bus, err := startCluster(ClusterConfig{URL: c.url, NodeID: "n1", Prefix: "herald"}, 0, 0,
 				metrics.New("herald_", nil), "herald_", log)
 			if err != nil {
 				t.Fatal(err)

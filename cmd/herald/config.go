@@ -76,6 +76,7 @@ type Config struct {
 	Memory               MemoryConfig
 	Cache                CacheConfig
 	History              HistoryConfig
+	Publish              PublishConfig // config_publish.go
 	Metrics              MetricsConfig
 	Pprof                PprofConfig
 	Log                  LogConfig
@@ -226,6 +227,7 @@ func defaultConfig() Config {
 		ConnectionIPv6Prefix: 64,
 		Memory:               MemoryConfig{RefuseAbovePercent: 90, AcceptBelowPercent: 80},
 		History:              defaultHistory(),
+		Publish:              defaultPublish(),
 		Cache:                CacheConfig{MaxBytes: 64 << 20, MaxBytesPerApp: 16 << 20, TTL: Duration{30 * time.Minute}},
 		Metrics:              MetricsConfig{Enabled: true, Host: "127.0.0.1", Port: 9601, Prefix: "herald_"},
 		Pprof:                PprofConfig{MutexFraction: 10, BlockRate: 100_000},
@@ -321,6 +323,8 @@ var settings = slices.Concat([]setting{
 	{"history.replay_bytes_per_second_per_address", "history replayed to the recovering clients of one address, bytes per second; 0 = no bound", func(c *Config) any { return &c.History.ReplayBytesPerSecondPerAddress }},
 	{"history.replay_bytes_per_second_per_connection", "history replayed to one connection, bytes per second; 0 = no bound", func(c *Config) any { return &c.History.ReplayBytesPerSecondPerConnection }},
 	{"history.linger", "how long a cluster node keeps a history channel's copy after its last local subscriber left; 0 = not at all", func(c *Config) any { return &c.History.Linger }},
+	{"publish.idempotency_window", "how long an event's idempotency key is remembered: a retry within it delivers nothing again", func(c *Config) any { return &c.Publish.IdempotencyWindow }},
+	{"publish.idempotency_max_keys", "idempotency keys this node remembers at most (past it the oldest are forgotten early)", func(c *Config) any { return &c.Publish.IdempotencyMaxKeys }},
 	{"cache.ttl", "how long a cache channel keeps its last event", func(c *Config) any { return &c.Cache.TTL }},
 	{"metrics.enabled", "serve Prometheus metrics on their own listener", func(c *Config) any { return &c.Metrics.Enabled }},
 	{"metrics.host", "interface of the metrics listener", func(c *Config) any { return &c.Metrics.Host }},

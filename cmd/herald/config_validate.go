@@ -88,6 +88,7 @@ func (l *loader) validate() {
 	l.shutdown(&c.Shutdown)
 	l.webhooks(c)
 	l.history(c)
+	l.publish(c)
 	l.storeHistory(c)
 	l.appStore(c)
 

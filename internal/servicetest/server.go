@@ -181,3 +181,20 @@ func natsServer(t testing.TB, js bool) *Server {
 		},
 		ready: natsReady})
 }
+
+// NATSAtLeast reports whether the nats-server the tests run is of release major.minor or
+// later (`nats-server --version`).
+func NATSAtLeast(t testing.TB, major, minor int) bool {
+	t.Helper()
+	out, err := exec.Command(find(t, "nats-server"), "--version").Output()
+	if err != nil {
+		t.Fatalf("nats-server --version: %v", err)
+	}
+	v := strings.TrimSpace(string(out)) // "nats-server: v2.9.10"
+	v = v[strings.LastIndexByte(v, 'v')+1:]
+	var ma, mi int
+	if _, err := fmt.Sscanf(v, "%d.%d", &ma, &mi); err != nil {
+		t.Fatalf("nats-server --version said %q: %v", out, err)
+	}
+	return ma > major || ma == major && mi >= minor
+}
