@@ -7,8 +7,10 @@ import (
 
 // Broker is one node's connection to the cluster bus: it carries messages that a node
 // publishes for a channel to the other nodes that have local subscribers to that channel.
-// The in-memory engine (broker/memory) is the single-node default; broker/nats and
-// broker/redis connect real clusters. Every engine passes broker/brokertest.
+// broker/nats and broker/redis connect the nodes of a cluster; broker/memory is a bus inside
+// one process, on which tests run several nodes (the herald binary does not link it). A
+// single node has no Broker: its cluster.Local delivers its publishes itself. Every engine
+// passes broker/brokertest.
 //
 // Received messages are handed to the BusHandler the engine was built with. The handler is
 // called from the broker's own goroutine (one per broker in every engine here), never from

@@ -348,6 +348,23 @@ func toString(v any) (string, error) {
 	return "", fmt.Errorf("%T is not text", v)
 }
 
+// jsonArray reads a JSON column that holds an array of what: none for NULL's stand-ins (empty
+// text, null), an error when it holds anything but an array.
+func jsonArray(v any, what string) ([]json.RawMessage, error) {
+	s, err := toString(v)
+	if err != nil {
+		return nil, err
+	}
+	if t := strings.TrimSpace(s); t == "" || t == "null" {
+		return nil, nil
+	}
+	var list []json.RawMessage
+	if err := json.Unmarshal([]byte(s), &list); err != nil {
+		return nil, fmt.Errorf("not a JSON array of %s: %v", what, err)
+	}
+	return list, nil
+}
+
 // Normalize turns what a database driver scanned into what Mapping.App takes: integers to
 // int64, floats to float64, text to string; nil stays nil.
 func Normalize(v any) any {

@@ -127,16 +127,9 @@ func historyValue(a *herald.App) any {
 // setHistory reads the column into a.History, leaving out the rules herald cannot keep
 // (the *HistoryError says which).
 func setHistory(a *herald.App, v any) error {
-	s, err := toString(v)
+	list, err := jsonArray(v, "rules")
 	if err != nil {
 		return &HistoryError{Problems: []string{err.Error()}}
-	}
-	if t := strings.TrimSpace(s); t == "" || t == "null" {
-		return nil
-	}
-	var list []json.RawMessage
-	if err := json.Unmarshal([]byte(s), &list); err != nil {
-		return &HistoryError{Problems: []string{"not a JSON array of rules: " + err.Error()}}
 	}
 	var problems []string
 	for i, raw := range list {

@@ -78,16 +78,9 @@ func webhooksValue(a *herald.App) any {
 // setWebhooks reads the column into a.Webhooks, leaving out what herald cannot send (the
 // *WebhookError says what).
 func setWebhooks(a *herald.App, v any) error {
-	s, err := toString(v)
+	list, err := jsonArray(v, "webhooks")
 	if err != nil {
 		return &WebhookError{Problems: []string{err.Error()}}
-	}
-	if strings.TrimSpace(s) == "" || strings.TrimSpace(s) == "null" {
-		return nil
-	}
-	var list []json.RawMessage
-	if err := json.Unmarshal([]byte(s), &list); err != nil {
-		return &WebhookError{Problems: []string{"not a JSON array of webhooks: " + err.Error()}}
 	}
 	var problems []string
 	for i, raw := range list {

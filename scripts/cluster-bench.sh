@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cluster benchmarks (docs/benchmarks.md, "Cluster"): herald nodes on a real nats-server or
+# Cluster benchmarks (docs/benchmarks.md, "Fan-out over a cluster"): herald nodes on a real nats-server or
 # redis-server, all on loopback, each server and node fresh for its run and stopped by its pid.
 #
 #   scripts/cluster-bench.sh fanout [nats|redis]        10,000 subscribers: 1 node, then 2 nodes

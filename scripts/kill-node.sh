@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A node's death (docs/benchmarks.md, "A node killed"): three herald nodes on one bus, a
+# A node's death (docs/benchmarks.md, "Recovery and replay"): three herald nodes on one bus, a
 # history rule on the bench's channels, CLIENTS (18,000) subscribers spread round robin over
 # the nodes; once every client knows its position, node 2 gets SIGKILL (`herald bench recover
 # --kill-pid`), EVENTS (100) events are published to every channel through node 0 while its

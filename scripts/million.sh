@@ -42,7 +42,7 @@
 # CPU's input backlog was full (/proc/net/softnet_stat; on loopback every segment passes
 # through it) and the TCP segments it retransmitted: at a million on two cores the kernel
 # drops tens of millions, and a client whose pong is dropped again and again reaches herald
-# only after TCP's retransmission backoff, past pong_timeout (docs/benchmarks.md).
+# only after TCP's retransmission backoff, past pong_timeout (docs/benchmarks-archive.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strings"
 	"time"
 
 	driver "github.com/go-sql-driver/mysql"
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/appstore"
+	"github.com/herald-rt/herald/appstore/internal/sqltable"
 )
 
 // Config sets a Source up.
@@ -25,11 +25,9 @@ type Config struct {
 
 // Source reads and writes the apps table.
 type Source struct {
-	cfg   Config
-	db    *sql.DB
-	table string // quoted
-	m     appstore.Mapping
-	cols  string
+	cfg Config
+	db  *sql.DB
+	t   *sqltable.Table
 }
 
 var (
@@ -45,6 +43,14 @@ var ident = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 func ValidName(name string) bool { return ident.MatchString(name) }
 
 func quote(name string) string { return "`" + name + "`" }
+
+// dialect is MySQL's spelling of the statements.
+var dialect = sqltable.Dialect{
+	Engine: "mysql",
+	Quote:  quote,
+	Param:  func(int) string { return "?" },
+	Now:    "NOW(6)",
+}
 
 // CheckDSN reports whether dsn parses, without quoting it (it holds a password).
 func CheckDSN(dsn string) error {
@@ -80,134 +86,88 @@ func Open(ctx context.Context, cfg Config) (*Source, error) {
 	db.SetMaxOpenConns(cfg.MaxConns)
 	db.SetMaxIdleConns(cfg.MaxConns)
 	db.SetConnMaxIdleTime(time.Minute)
-	s := &Source{cfg: cfg, db: db, table: quote(cfg.Table)}
-	if err := s.describe(ctx); err != nil {
+	t, err := describe(ctx, db, cfg.Table)
+	if err != nil {
 		db.Close()
 		return nil, err
 	}
-	return s, nil
+	return &Source{cfg: cfg, db: db, t: t}, nil
 }
 
-func (s *Source) describe(ctx context.Context) error {
-	rows, err := s.db.QueryContext(ctx, `SELECT column_name, data_type FROM information_schema.columns
-		WHERE table_schema = DATABASE() AND table_name = ?`, s.cfg.Table)
+func describe(ctx context.Context, db *sql.DB, table string) (*sqltable.Table, error) {
+	rows, err := db.QueryContext(ctx, `SELECT column_name, data_type FROM information_schema.columns
+		WHERE table_schema = DATABASE() AND table_name = ?`, table)
 	if err != nil {
-		return fmt.Errorf("mysql: reading the columns of %s: %w", s.cfg.Table, err)
+		return nil, fmt.Errorf("mysql: reading the columns of %s: %w", table, err)
 	}
 	defer rows.Close()
-	var cols []appstore.Column
-	for rows.Next() {
-		var name, typ string
-		if err := rows.Scan(&name, &typ); err != nil {
-			return fmt.Errorf("mysql: reading the columns of %s: %w", s.cfg.Table, err)
-		}
-		// MySQL's BOOLEAN is tinyint(1): 0/1 suits it.
-		cols = append(cols, appstore.Column{Name: name})
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("mysql: reading the columns of %s: %w", s.cfg.Table, err)
-	}
-	if len(cols) == 0 {
-		return fmt.Errorf("mysql: table %s does not exist in this database (or this user may not see it); create it as docs/app-stores.md shows", s.cfg.Table)
-	}
-	m, err := appstore.Map(s.cfg.Table, cols)
-	if err != nil {
-		return fmt.Errorf("mysql: %w", err)
-	}
-	s.m = m
-	names := make([]string, len(m.Columns))
-	for i, c := range m.Columns {
-		names[i] = quote(c.Name)
-	}
-	s.cols = strings.Join(names, ", ")
-	return nil
+	// MySQL's BOOLEAN is tinyint(1): 0/1 suits it.
+	return sqltable.Describe(dialect, table, rows, func(string) bool { return false })
 }
 
 // Mapping is which columns the table has, as Open found them.
-func (s *Source) Mapping() appstore.Mapping { return s.m }
+func (s *Source) Mapping() appstore.Mapping { return s.t.Mapping }
 
 // Close implements appstore.Source.
 func (s *Source) Close() { s.db.Close() }
 
 // Load implements appstore.Source.
 func (s *Source) Load(ctx context.Context) ([]herald.App, error) {
-	rows, err := s.db.QueryContext(ctx, "SELECT "+s.cols+" FROM "+s.table)
+	rows, err := s.db.QueryContext(ctx, s.t.SelectAll())
 	if err != nil {
 		return nil, err
 	}
-	return s.collect(rows)
+	defer rows.Close()
+	return s.t.Collect(&scanner{Rows: rows})
 }
 
 // Get implements appstore.Getter.
 func (s *Source) Get(ctx context.Context, id string) (herald.App, bool, error) {
-	rows, err := s.db.QueryContext(ctx, "SELECT "+s.cols+" FROM "+s.table+" WHERE id = ?", id)
+	rows, err := s.db.QueryContext(ctx, s.t.SelectOne(), id)
 	if err != nil {
 		return herald.App{}, false, err
 	}
-	apps, err := s.collect(rows)
-	if len(apps) == 0 {
-		return herald.App{}, false, err
-	}
-	return apps[0], true, err // err: the BadRows of webhooks left out, if any
+	defer rows.Close()
+	return sqltable.One(s.t.Collect(&scanner{Rows: rows}))
 }
 
-func (s *Source) collect(rows *sql.Rows) ([]herald.App, error) {
-	defer rows.Close()
-	var out []herald.App
-	var bad appstore.BadRows
-	vals := make([]any, len(s.m.Columns))
-	ptrs := make([]any, len(vals))
-	for rows.Next() {
-		for i := range vals {
-			vals[i] = nil
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
+// scanner gives database/sql's rows the Values of pgx's, as sqltable.Collect reads them.
+type scanner struct {
+	*sql.Rows
+	ptrs []any
+}
+
+func (r *scanner) Values() ([]any, error) {
+	if r.ptrs == nil {
+		cols, err := r.Columns()
+		if err != nil {
 			return nil, err
 		}
-		for i := range vals {
-			vals[i] = appstore.Normalize(vals[i])
-		}
-		a, err := s.m.App(vals)
-		if err != nil {
-			bad = append(bad, fmt.Errorf("app %q: %w", fmt.Sprint(vals[0]), err))
-			if !appstore.Usable(err) {
-				continue
-			}
-		}
-		out = append(out, a)
+		r.ptrs = make([]any, len(cols))
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
+	vals := make([]any, len(r.ptrs))
+	for i := range vals {
+		r.ptrs[i] = &vals[i]
 	}
-	if len(bad) > 0 {
-		return out, bad
-	}
-	return out, nil
+	return vals, r.Scan(r.ptrs...)
 }
 
 // Fingerprint implements appstore.Fingerprinter: the row count and the sum of the
 // updated_at times (see the postgres package's).
 func (s *Source) Fingerprint(ctx context.Context) (string, bool, error) {
-	if !s.m.UpdatedAt {
+	if !s.t.Mapping.UpdatedAt {
 		return "", false, nil
 	}
 	var n int64
 	var sum sql.NullString
-	err := s.db.QueryRowContext(ctx, "SELECT COUNT(*), SUM(UNIX_TIMESTAMP("+quote(appstore.UpdatedAt)+")) FROM "+s.table).Scan(&n, &sum)
+	err := s.db.QueryRowContext(ctx, "SELECT COUNT(*), SUM(UNIX_TIMESTAMP("+quote(appstore.UpdatedAt)+")) FROM "+s.t.Quoted).Scan(&n, &sum)
 	return fmt.Sprintf("%d/%s", n, sum.String), true, err
 }
 
 // Insert implements appstore.Writer.
 func (s *Source) Insert(ctx context.Context, a herald.App) error {
-	vals := s.m.Values(&a)
-	ph := strings.TrimSuffix(strings.Repeat("?, ", len(vals)), ", ")
-	cols := s.cols
-	if s.m.UpdatedAt {
-		cols += ", " + quote(appstore.UpdatedAt)
-		ph += ", NOW(6)"
-	}
-	_, err := s.db.ExecContext(ctx, "INSERT INTO "+s.table+" ("+cols+") VALUES ("+ph+")", vals...)
+	q, args := s.t.Insert(&a)
+	_, err := s.db.ExecContext(ctx, q, args...)
 	return exists(err)
 }
 
@@ -221,16 +181,8 @@ func exists(err error) error {
 
 // Update implements appstore.Writer.
 func (s *Source) Update(ctx context.Context, a herald.App) error {
-	cols, vals := s.m.Updates(&a)
-	set := make([]string, len(cols))
-	for i, c := range cols {
-		set[i] = quote(c) + " = ?"
-	}
-	if s.m.UpdatedAt {
-		set = append(set, quote(appstore.UpdatedAt)+" = NOW(6)")
-	}
-	args := append(vals, a.ID)
-	res, err := s.db.ExecContext(ctx, "UPDATE "+s.table+" SET "+strings.Join(set, ", ")+" WHERE id = ?", args...)
+	q, args := s.t.Update(&a)
+	res, err := s.db.ExecContext(ctx, q, args...)
 	if err != nil {
 		return exists(err)
 	}
@@ -245,7 +197,7 @@ func (s *Source) Update(ctx context.Context, a herald.App) error {
 
 // Delete implements appstore.Writer.
 func (s *Source) Delete(ctx context.Context, id string) error {
-	res, err := s.db.ExecContext(ctx, "DELETE FROM "+s.table+" WHERE id = ?", id)
+	res, err := s.db.ExecContext(ctx, s.t.DeleteOne(), id)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/appstore"
+	"github.com/herald-rt/herald/appstore/internal/sqltable"
 )
 
 // Config sets a Source up.
@@ -32,11 +33,9 @@ type Config struct {
 
 // Source reads and writes the apps table.
 type Source struct {
-	cfg   Config
-	pool  *pgxpool.Pool
-	table string // quoted
-	m     appstore.Mapping
-	cols  string // the mapped columns, quoted, comma-separated
+	cfg  Config
+	pool *pgxpool.Pool
+	t    *sqltable.Table
 }
 
 var (
@@ -62,6 +61,14 @@ func quote(name string) string {
 	return strings.Join(parts, ".")
 }
 
+// dialect is PostgreSQL's spelling of the statements.
+var dialect = sqltable.Dialect{
+	Engine: "postgres",
+	Quote:  quote,
+	Param:  func(i int) string { return fmt.Sprintf("$%d", i) },
+	Now:    "now()",
+}
+
 // Open connects, reads which columns the table has and, when asked, installs the trigger.
 func Open(ctx context.Context, cfg Config) (*Source, error) {
 	if cfg.Table == "" {
@@ -85,8 +92,8 @@ func Open(ctx context.Context, cfg Config) (*Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	s := &Source{cfg: cfg, pool: pool, table: quote(cfg.Table)}
-	if err := s.describe(ctx); err != nil {
+	t, err := describe(ctx, pool, cfg.Table)
+	if err != nil {
 		pool.Close()
 		return nil, err
 	}
@@ -96,7 +103,7 @@ func Open(ctx context.Context, cfg Config) (*Source, error) {
 			return nil, fmt.Errorf("postgres: installing the trigger on %s: %w", cfg.Table, err)
 		}
 	}
-	return s, nil
+	return &Source{cfg: cfg, pool: pool, t: t}, nil
 }
 
 // redact drops what a URL parse error may quote of the URL (its password).
@@ -109,117 +116,73 @@ func redact(err error) error {
 }
 
 // describe reads the table's columns and maps them.
-func (s *Source) describe(ctx context.Context) error {
-	schema, table := "", s.cfg.Table
+func describe(ctx context.Context, pool *pgxpool.Pool, name string) (*sqltable.Table, error) {
+	schema, table := "", name
 	if i := strings.IndexByte(table, '.'); i >= 0 {
 		schema, table = table[:i], table[i+1:]
 	}
-	rows, err := s.pool.Query(ctx, `SELECT column_name, data_type FROM information_schema.columns
+	rows, err := pool.Query(ctx, `SELECT column_name, data_type FROM information_schema.columns
 		WHERE table_name = $1 AND ($2 = '' AND table_schema = ANY (current_schemas(false)) OR table_schema = $2)`, table, schema)
 	if err != nil {
-		return fmt.Errorf("postgres: reading the columns of %s: %w", s.cfg.Table, err)
+		return nil, fmt.Errorf("postgres: reading the columns of %s: %w", name, err)
 	}
-	var cols []appstore.Column
-	for rows.Next() {
-		var name, typ string
-		if err := rows.Scan(&name, &typ); err != nil {
-			return fmt.Errorf("postgres: reading the columns of %s: %w", s.cfg.Table, err)
-		}
-		cols = append(cols, appstore.Column{Name: name, Bool: typ == "boolean"})
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("postgres: reading the columns of %s: %w", s.cfg.Table, err)
-	}
-	if len(cols) == 0 {
-		return fmt.Errorf("postgres: table %s does not exist (or this user may not see it); create it as docs/app-stores.md shows", s.cfg.Table)
-	}
-	m, err := appstore.Map(s.cfg.Table, cols)
-	if err != nil {
-		return fmt.Errorf("postgres: %w", err)
-	}
-	s.m = m
-	names := make([]string, len(m.Columns))
-	for i, c := range m.Columns {
-		names[i] = quote(c.Name)
-	}
-	s.cols = strings.Join(names, ", ")
-	return nil
+	defer rows.Close()
+	return sqltable.Describe(dialect, name, rows, func(typ string) bool { return typ == "boolean" })
 }
 
 // Mapping is which columns the table has, as Open found them.
-func (s *Source) Mapping() appstore.Mapping { return s.m }
+func (s *Source) Mapping() appstore.Mapping { return s.t.Mapping }
 
 // Close implements appstore.Source.
 func (s *Source) Close() { s.pool.Close() }
 
 // Load implements appstore.Source.
 func (s *Source) Load(ctx context.Context) ([]herald.App, error) {
-	rows, err := s.pool.Query(ctx, "SELECT "+s.cols+" FROM "+s.table)
+	rows, err := s.pool.Query(ctx, s.t.SelectAll())
 	if err != nil {
 		return nil, err
 	}
-	return collect(rows, s.m)
+	defer rows.Close()
+	return s.t.Collect(numerics{rows})
 }
 
 // Get implements appstore.Getter.
 func (s *Source) Get(ctx context.Context, id string) (herald.App, bool, error) {
-	rows, err := s.pool.Query(ctx, "SELECT "+s.cols+" FROM "+s.table+" WHERE id = $1", id)
+	rows, err := s.pool.Query(ctx, s.t.SelectOne(), id)
 	if err != nil {
 		return herald.App{}, false, err
 	}
-	apps, err := collect(rows, s.m)
-	if len(apps) == 0 {
-		return herald.App{}, false, err
-	}
-	return apps[0], true, err // err: the BadRows of webhooks left out, if any
+	defer rows.Close()
+	return sqltable.One(s.t.Collect(numerics{rows}))
 }
 
-func collect(rows pgx.Rows, m appstore.Mapping) ([]herald.App, error) {
-	defer rows.Close()
-	var out []herald.App
-	var bad appstore.BadRows
-	for rows.Next() {
-		vals, err := rows.Values()
-		if err != nil {
-			return nil, err
-		}
-		for i, v := range vals {
-			if n, ok := v.(pgtype.Numeric); ok { // a numeric column
-				f, _ := n.Float64Value()
-				v = f.Float64
-				if !f.Valid {
-					v = nil
-				}
-			}
-			vals[i] = appstore.Normalize(v)
-		}
-		a, err := m.App(vals)
-		if err != nil {
-			bad = append(bad, fmt.Errorf("app %q: %w", fmt.Sprint(vals[0]), err))
-			if !appstore.Usable(err) {
-				continue
+// numerics are rows whose numeric columns' values are float64 (pgx decodes them as
+// pgtype.Numeric, which appstore.Normalize does not know).
+type numerics struct{ pgx.Rows }
+
+func (r numerics) Values() ([]any, error) {
+	vals, err := r.Rows.Values()
+	for i, v := range vals {
+		if n, ok := v.(pgtype.Numeric); ok {
+			f, _ := n.Float64Value()
+			vals[i] = nil
+			if f.Valid {
+				vals[i] = f.Float64
 			}
 		}
-		out = append(out, a)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	if len(bad) > 0 {
-		return out, bad
-	}
-	return out, nil
+	return vals, err
 }
 
 // Fingerprint implements appstore.Fingerprinter: the row count and the sum of the
 // updated_at times, which changes when any row's does (a max alone misses a row written
 // with an older time by a transaction that committed late).
 func (s *Source) Fingerprint(ctx context.Context) (string, bool, error) {
-	if !s.m.UpdatedAt {
+	if !s.t.Mapping.UpdatedAt {
 		return "", false, nil
 	}
 	var fp string
-	err := s.pool.QueryRow(ctx, `SELECT count(*)::text || '/' || coalesce(sum(extract(epoch FROM updated_at)), 0)::text FROM `+s.table).Scan(&fp)
+	err := s.pool.QueryRow(ctx, `SELECT count(*)::text || '/' || coalesce(sum(extract(epoch FROM updated_at)), 0)::text FROM `+s.t.Quoted).Scan(&fp)
 	return fp, true, err
 }
 
@@ -247,17 +210,13 @@ func (s *Source) Listen(ctx context.Context, ready func(), changed func(id strin
 
 // Insert implements appstore.Writer.
 func (s *Source) Insert(ctx context.Context, a herald.App) error {
-	vals := s.m.Values(&a)
-	ph := make([]string, len(vals))
-	for i := range ph {
-		ph[i] = fmt.Sprintf("$%d", i+1)
-	}
-	cols := s.cols
-	if s.m.UpdatedAt {
-		cols += ", " + quote(appstore.UpdatedAt)
-		ph = append(ph, "now()")
-	}
-	_, err := s.pool.Exec(ctx, "INSERT INTO "+s.table+" ("+cols+") VALUES ("+strings.Join(ph, ", ")+")", vals...)
+	q, args := s.t.Insert(&a)
+	_, err := s.pool.Exec(ctx, q, args...)
+	return exists(err)
+}
+
+// exists wraps a unique_violation in appstore.ErrExists.
+func exists(err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
 		return fmt.Errorf("%w: %s", appstore.ErrExists, pe.Detail)
@@ -267,22 +226,12 @@ func (s *Source) Insert(ctx context.Context, a herald.App) error {
 
 // Update implements appstore.Writer.
 func (s *Source) Update(ctx context.Context, a herald.App) error {
-	cols, vals := s.m.Updates(&a)
-	set := make([]string, len(cols))
-	for i, c := range cols {
-		set[i] = fmt.Sprintf("%s = $%d", quote(c), i+2)
+	q, args := s.t.Update(&a)
+	tag, err := s.pool.Exec(ctx, q, args...)
+	if err != nil {
+		return exists(err)
 	}
-	if s.m.UpdatedAt {
-		set = append(set, quote(appstore.UpdatedAt)+" = now()")
-	}
-	tag, err := s.pool.Exec(ctx, "UPDATE "+s.table+" SET "+strings.Join(set, ", ")+" WHERE id = $1", append([]any{a.ID}, vals...)...)
-	var pe *pgconn.PgError
-	switch {
-	case errors.As(err, &pe) && pe.Code == "23505":
-		return fmt.Errorf("%w: %s", appstore.ErrExists, pe.Detail)
-	case err != nil:
-		return err
-	case tag.RowsAffected() == 0:
+	if tag.RowsAffected() == 0 {
 		return appstore.ErrNotFound
 	}
 	return nil
@@ -290,7 +239,7 @@ func (s *Source) Update(ctx context.Context, a herald.App) error {
 
 // Delete implements appstore.Writer.
 func (s *Source) Delete(ctx context.Context, id string) error {
-	tag, err := s.pool.Exec(ctx, "DELETE FROM "+s.table+" WHERE id = $1", id)
+	tag, err := s.pool.Exec(ctx, s.t.DeleteOne(), id)
 	if err == nil && tag.RowsAffected() == 0 {
 		return appstore.ErrNotFound
 	}

@@ -1,7 +1,8 @@
-// Package memory is the in-process cluster bus: a Bus that the Brokers of several simulated
-// nodes attach to, routed by interest like the real engines. A single node uses a Bus with
-// one Broker, where a publish finds no other node and costs a map lookup; cluster tests of
-// the server attach several. Beside each Broker a History (NewHistory) keeps the history
-// channels' events in the Bus's memory, shared by every node of the Bus as a Redis server's
-// keys are. Everything here is safe for concurrent use.
+// Package memory is the in-process cluster bus, for tests: a Bus that the Brokers of several
+// simulated nodes attach to, routed by interest like the real engines, so that a cluster's
+// tests (session's, cluster's, bench's) run in one process without a bus server. The herald
+// binary does not link it: a single node has no bus (cluster.Local), a cluster's is NATS or
+// Redis. Beside each Broker a History (NewHistory) keeps the history channels' events in the
+// Bus's memory, shared by every node of the Bus as a Redis server's keys are. Everything
+// here is safe for concurrent use.
 package memory

@@ -49,7 +49,8 @@ type Broker struct {
 	lost  broker.Losses
 }
 
-// New returns the Broker of a single node: a Bus of its own.
+// New returns a Broker on a Bus of its own, with no other node: for a test that needs one
+// Broker.
 func New(cfg Config, h herald.BusHandler) *Broker { return NewBus().Attach(cfg, h) }
 
 // Attach connects a new node to the bus; h receives what other nodes publish for the

@@ -1,5 +1,5 @@
 // Command cacheattack reproduces the memory attacks on cache channels against a running
-// herald, for the measurements in docs/benchmarks.md:
+// herald, for the measurements in docs/benchmarks-archive.md:
 //
 //	-mode rest:   signed REST calls, each publishing one event to -channels distinct cache
 //	              channels (all distinct across calls)

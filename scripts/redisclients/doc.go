@@ -5,5 +5,5 @@
 //
 //	cd scripts/redisclients && go test -run x -bench . -benchtime 2s
 //
-// The figures and the choice are in docs/benchmarks.md ("Cluster bus: Redis client").
+// The figures and the choice are in docs/benchmarks-archive.md ("Cluster bus: Redis client, and the three engines").
 package redisclients

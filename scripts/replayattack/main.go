@@ -1,5 +1,5 @@
 // Command replayattack measures what recoveries can cost a running herald, for the figures in
-// docs/benchmarks.md:
+// docs/benchmarks-archive.md:
 //
 //	-mode flood: -conns connections from -from that subscribe with recover from the start of
 //	             a history channel holding -history events of -bytes, and unsubscribe, in a

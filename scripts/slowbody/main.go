@@ -1,6 +1,6 @@
 // Command slowbody reproduces the slow-body denial of service against a running herald, for the
-// measurements in docs/benchmarks.md, in one of two roles (run them as two processes: one process
-// holds at most 20,000 descriptors here, and the attack wants almost all of them):
+// measurements in docs/benchmarks-archive.md, in one of two roles (run them as two processes:
+// one process holds at most 20,000 descriptors here, and the attack wants almost all of them):
 //
 //	-role attack: opens -conns sockets (-c at a time), each sending the attack's request
 //	              (POST /apps/{id}/events, unsigned, Content-Length: 1000, 10 body bytes),

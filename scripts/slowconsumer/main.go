@@ -1,5 +1,5 @@
 // Command slowconsumer reproduces the slow-consumer and stalled-frame cases against a
-// running herald, for the measurements in docs/benchmarks.md:
+// running herald, for the measurements in docs/benchmarks-archive.md:
 //
 //	-mode nonreading: -n clients join one channel and stop reading; signed REST publishes
 //	                  of -bytes each, one every -pace, go on until herald has cut all of
