@@ -289,7 +289,8 @@ func (r *Replicated) Publish(a *App, ev herald.Event, frame []byte) error {
 // so that a publisher whose next event goes to another node keeps its order there too. It
 // fails at once with a CodeUnavailable error when the bus is known to be down (nothing was
 // sent); a later error means the events before it were handed to the bus (the caller
-// answers 503, and a retry may deliver those twice). An event of a cache channel is
+// answers 503): a retry delivers those again unless they carry idempotency keys, which the
+// history store keeps across nodes and this node's keys remember (docs/guarantees.md). An event of a cache channel is
 // answered once it is back from the bus and kept here (echoes), so that a subscriber who
 // joins this node after the answer gets it replayed; waiting for that is bounded by the
 // publish timeout, after which the answer is given all the same (the bus has the event).

@@ -19,8 +19,11 @@ import (
 // Hub is what the API needs of the node's Pusher server (session.Server).
 type Hub interface {
 	ServeWS(w http.ResponseWriter, r *http.Request, key string)
-	// Publish delivers evs all or nothing: when it fails, none of them reached anyone, so
-	// a publisher may retry the whole call.
+	// Publish delivers evs (docs/guarantees.md): nil means each is delivered, or kept in its
+	// channel's history, or handed to the bus, as the node is. On a single node a failed call
+	// delivered none of them; in a cluster it may have handed the first to the bus. Either
+	// way a retry of the whole call with the events' idempotency keys (herald.Event.Key)
+	// delivers none twice where the key is kept.
 	Publish(appID string, evs ...herald.Event) error
 	Channels(appID, prefix string) []herald.ChannelStat
 	Channel(appID, name string) (herald.ChannelStat, bool)

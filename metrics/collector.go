@@ -11,17 +11,18 @@ type collector struct {
 	src  Source
 	http *HTTP
 
-	connected, newConns, disconnects                 *prometheus.Desc
-	sent, received, sentBytes, receivedBytes         *prometheus.Desc
-	httpCalls, httpReceived, httpTransmitted         *prometheus.Desc
-	slow, eventsLimited, channels, subs              *prometheus.Desc
-	subsLimited                                      *prometheus.Desc
-	refused, queueDepth, pongTimeouts, pongsUnread   *prometheus.Desc
-	capacity, refusing, nodeConns, nodeChans         *prometheus.Desc
-	cacheBytes, cacheEntries, cacheEvictions         *prometheus.Desc
-	histBytes, histEntries, histEvictions            *prometheus.Desc
-	recoveries, gapsRepaired, gapsLost, dups, missed *prometheus.Desc
-	replayed, replayPages, replayRefused, histLoads  *prometheus.Desc
+	connected, newConns, disconnects                     *prometheus.Desc
+	sent, received, sentBytes, receivedBytes             *prometheus.Desc
+	httpCalls, httpReceived, httpTransmitted             *prometheus.Desc
+	slow, eventsLimited, channels, subs                  *prometheus.Desc
+	subsLimited                                          *prometheus.Desc
+	refused, queueDepth, pongTimeouts, pongsUnread       *prometheus.Desc
+	capacity, refusing, nodeConns, nodeChans             *prometheus.Desc
+	cacheBytes, cacheEntries, cacheEvictions             *prometheus.Desc
+	histBytes, histEntries, histEvictions                *prometheus.Desc
+	recoveries, gapsRepaired, gapsLost, dups, missed     *prometheus.Desc
+	replayed, replayPages, replayRefused, histLoads      *prometheus.Desc
+	keys, keyRepeats, keyWaits, keyEvicted, keyConflicts *prometheus.Desc
 }
 
 func newCollector(prefix string, src Source, http *HTTP) *collector {
@@ -65,6 +66,11 @@ func newCollector(prefix string, src Source, http *HTTP) *collector {
 		replayed:      d("replayed_bytes_total", "History replayed to recovering clients, in bytes (the events and their position frames).", app),
 		replayPages:   d("replay_pages_total", "Pages of history replayed to recovering clients: each at most a quarter of outbound_buffer_bytes, sent once the previous one has drained.", app),
 		replayRefused: d("replay_refusals_total", "Recoveries answered recovered:false, reason rate_limited, by the level of the replay budget in debt: connection, address, app or node.", "budget"),
+		keys:          d("idempotency_keys", "Idempotency keys this node remembers now (publish.idempotency_window)."),
+		keyRepeats:    d("idempotency_repeats_total", "Events this node did not publish again: a publish of their idempotency key had succeeded within the window."),
+		keyWaits:      d("idempotency_waits_total", "Publishes that waited for another publish of their idempotency key in flight on this node."),
+		keyEvicted:    d("idempotency_evictions_total", "Idempotency keys forgotten before their window ended, past publish.idempotency_max_keys."),
+		keyConflicts:  d("idempotency_conflicts_total", "Publishes refused (503) because another of their idempotency key stayed in flight past the publish timeout."),
 		histLoads:     d("history_loads_total", "Histories a cluster node read whole from the bus's store into its copy (a channel's first local subscriber, or the first after its copy stopped lingering)."),
 		missed:        d("bus_missed_channels_total", "Channels without history whose events this node dropped from the bus (it could not keep up): their subscribers here were closed with 4100."),
 
@@ -85,7 +91,8 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.receivedBytes, c.httpCalls, c.httpReceived, c.httpTransmitted, c.slow, c.eventsLimited, c.subsLimited, c.channels, c.subs,
 		c.refused, c.queueDepth, c.pongTimeouts, c.pongsUnread, c.capacity, c.refusing, c.nodeConns, c.nodeChans,
 		c.cacheBytes, c.cacheEntries, c.cacheEvictions, c.histBytes, c.histEntries, c.histEvictions,
-		c.recoveries, c.gapsRepaired, c.gapsLost, c.dups, c.missed, c.replayed, c.replayPages, c.replayRefused, c.histLoads} {
+		c.recoveries, c.gapsRepaired, c.gapsLost, c.dups, c.missed, c.replayed, c.replayPages, c.replayRefused, c.histLoads,
+		c.keys, c.keyRepeats, c.keyWaits, c.keyEvicted, c.keyConflicts} {
 		ch <- d
 	}
 }
@@ -141,6 +148,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.replayRefused, r.Count, r.Reason)
 	}
 	counter(c.histLoads, st.HistoryLoads)
+	gauge(c.keys, float64(st.Keys.Held))
+	counter(c.keyRepeats, int64(st.Keys.Repeats))
+	counter(c.keyWaits, int64(st.Keys.Waits))
+	counter(c.keyEvicted, int64(st.Keys.Evicted))
+	counter(c.keyConflicts, int64(st.Keys.Conflicts))
 	counter(c.gapsRepaired, st.GapsRepaired)
 	counter(c.gapsLost, st.GapsLost)
 	counter(c.dups, st.Duplicates)

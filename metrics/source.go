@@ -50,8 +50,17 @@ type NodeStats struct {
 	GapsLost       int64     // history_gaps_lost_total
 	Duplicates     int64     // history_duplicates_total
 	HistoryLoads   int64     // history_loads_total
-	ReplayRefused  []Refusal // replay_refusals_total: recoveries the replay budget refused, one series per level
-	Missed         int64     // bus_missed_channels_total
+	// The node's idempotency keys (cluster.KeyStats): idempotency_keys, idempotency_repeats_total,
+	// idempotency_waits_total, idempotency_evictions_total, idempotency_conflicts_total.
+	Keys          KeyStats
+	ReplayRefused []Refusal // replay_refusals_total: recoveries the replay budget refused, one series per level
+	Missed        int64     // bus_missed_channels_total
+}
+
+// KeyStats are the node's counters of idempotency keys.
+type KeyStats struct {
+	Held                               int
+	Repeats, Waits, Evicted, Conflicts uint64
 }
 
 // Outcome is how many recovery requests had one outcome.

@@ -53,6 +53,9 @@ func (s *Server) HistoryStats() (gapsRepaired, gapsLost, duplicates int64) {
 	return st.GapsRepaired.Load(), st.GapsLost.Load(), st.Duplicates.Load()
 }
 
+// KeyStats returns the node's counters of idempotency keys.
+func (s *Server) KeyStats() cluster.KeyStats { return s.st.KeyStats() }
+
 // HistoryLoads is how many times this node read a channel's whole history from the cluster's
 // store into its copy (0 on a single node).
 func (s *Server) HistoryLoads() int64 { return s.st.HistoryStats().Loads.Load() }

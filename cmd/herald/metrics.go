@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/herald-rt/herald/cluster"
 	"github.com/herald-rt/herald/fanout"
 	"github.com/herald-rt/herald/metrics"
 	"github.com/herald-rt/herald/session"
@@ -65,6 +66,7 @@ func (m nodeMetrics) NodeStats() metrics.NodeStats {
 	}
 	return metrics.NodeStats{
 		HistoryLoads:   m.h.HistoryLoads(),
+		Keys:           keyStats(m.h.KeyStats()),
 		ReplayRefused:  budget,
 		Recoveries:     outcomes,
 		GapsRepaired:   repaired,
@@ -86,4 +88,9 @@ func (m nodeMetrics) NodeStats() metrics.NodeStats {
 // server's Config.
 func observers(of func(appID string) prometheus.Observer) func(appID string) fanout.Observer {
 	return func(appID string) fanout.Observer { return of(appID) }
+}
+
+// keyStats are the metrics' view of the node's idempotency keys.
+func keyStats(k cluster.KeyStats) metrics.KeyStats {
+	return metrics.KeyStats{Held: k.Held, Repeats: k.Repeats, Waits: k.Waits, Evicted: k.Evicted, Conflicts: k.Conflict}
 }
