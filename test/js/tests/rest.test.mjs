@@ -297,3 +297,25 @@ test('shutdown: SIGTERM stops the server with exit status 0', async () => {
   const info = await stopServer(server);
   assert.equal(info.code, 0);
 });
+
+test('trigger and triggerBatch with an idempotency_key, repeated, deliver each event once', async () => {
+  const name = uniq('idem-');
+  const a = await RawClient.connect(server);
+  await a.subscribeOk(name);
+  const key = uniq('order-');
+  for (let i = 0; i < 3; i++) {
+    const res = await sdk.trigger(name, 'paid', { n: 1 }, { idempotency_key: key });
+    assert.equal(res.status, 200);
+  }
+  for (let i = 0; i < 2; i++) {
+    const res = await sdk.triggerBatch([{ channel: name, name: 'shipped', data: { n: 2 }, idempotency_key: key + '-b' }]);
+    assert.equal(res.status, 200);
+  }
+  await sdk.trigger(name, 'marker', 'm');
+  await a.waitFor('marker', { channel: name });
+  assert.equal(a.filter((m) => m.event === 'paid').length, 1, 'paid delivered more than once');
+  assert.equal(a.filter((m) => m.event === 'shipped').length, 1, 'shipped delivered more than once');
+  const err = await sdkError(() => sdk.trigger(name, 'paid', 'x', { idempotency_key: 'has space' }));
+  assert.equal(err.status, 400);
+  assert.match(err.body, /idempotency_key/);
+});
