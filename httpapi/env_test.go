@@ -89,6 +89,13 @@ func (e *env) do(method, rawURL, body string) (int, []byte) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	return e.send(req)
+}
+
+// send sends req and returns its status and body, which must be JSON.
+func (e *env) send(req *http.Request) (int, []byte) {
+	e.t.Helper()
+	method, rawURL := req.Method, req.URL.String()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		e.t.Fatal(err)

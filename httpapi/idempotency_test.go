@@ -1,7 +1,6 @@
 package httpapi_test
 
 import (
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -18,16 +17,7 @@ func (e *env) keyed(path, key, body string) (int, []byte) {
 	if key != "" {
 		req.Header.Set("X-Idempotency-Key", key)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return resp.StatusCode, b
+	return e.send(req)
 }
 
 // A publish repeated with its key, by header or by field, is answered as the first was and
