@@ -43,6 +43,10 @@ type Event struct {
 	// and kept and the others are answered as it was and delivered nowhere (on any node of
 	// a cluster where the channel keeps history; see docs/guarantees.md).
 	Key string
+	// Resent marks an event handed off again because the bus connection it was handed to
+	// was lost (ingest.Reconnector): the node's own memory of its Key does not stop it, the
+	// history store's still does (a channel with history gets it once, in its place).
+	Resent bool
 	// Origin, when not zero, is when the event's source produced it (an ingested record's
 	// timestamp). The session then observes Origin → frames queued for the subscribers on
 	// every node that delivers the event (session.Config.OriginLatency); it travels with the

@@ -64,7 +64,7 @@ func newKeys(window time.Duration, most int) *keys {
 func (k *keys) claim(timeout time.Duration, app string, evs []herald.Event) (skip []bool, held []*keyState, err error) {
 	keyed := false
 	for i := range evs {
-		keyed = keyed || evs[i].Key != ""
+		keyed = keyed || local(&evs[i])
 	}
 	if !keyed {
 		return nil, nil, nil
@@ -97,7 +97,7 @@ func (k *keys) tryClaim(app string, evs []herald.Event, skip *[]bool, held *[]*k
 	defer k.mu.Unlock()
 	k.expireLocked(now)
 	for i := range evs {
-		if evs[i].Key == "" {
+		if !local(&evs[i]) {
 			continue
 		}
 		if st := k.m[keyID{app, evs[i].Channel, evs[i].Key}]; st != nil && !st.ok {
@@ -107,7 +107,7 @@ func (k *keys) tryClaim(app string, evs []herald.Event, skip *[]bool, held *[]*k
 	*skip = make([]bool, len(evs))
 	*held = (*held)[:0]
 	for i := range evs {
-		if evs[i].Key == "" {
+		if !local(&evs[i]) {
 			continue
 		}
 		id := keyID{app, evs[i].Channel, evs[i].Key}
@@ -125,6 +125,10 @@ func (k *keys) tryClaim(app string, evs []herald.Event, skip *[]bool, held *[]*k
 	}
 	return nil
 }
+
+// local reports whether this node's memory of keys applies to ev: it has a key, and is not
+// handed off again after a lost bus connection (herald.Event.Resent).
+func local(ev *herald.Event) bool { return ev.Key != "" && !ev.Resent }
 
 // settle ends the publish that took held: its keys are remembered for the window when it
 // succeeded, forgotten when it failed.

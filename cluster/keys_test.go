@@ -107,3 +107,16 @@ func TestKeysExpire(t *testing.T) {
 		t.Errorf("3000 keys with a bound of 1024: %+v; want at most 1025 held, the rest evicted", st)
 	}
 }
+
+// An event handed off again after a lost bus connection is not stopped by the node's memory
+// of its key: the history store decides.
+func TestKeysResent(t *testing.T) {
+	k := newKeys(time.Minute, 1<<10)
+	_, held, _ := k.claim(time.Second, "a", keyedEvents("c", "k"))
+	k.settle("a", held, true)
+	evs := keyedEvents("c", "k")
+	evs[0].Resent = true
+	if skip, held, err := k.claim(time.Second, "a", evs); skip != nil || held != nil || err != nil {
+		t.Errorf("a resent event: skip %v, held %v, err %v; want it to go through untouched", skip, held, err)
+	}
+}

@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -307,9 +309,12 @@ func (r *Replicated) PublishBatch(a *App, evs []herald.Event, frames [][]byte) (
 	if err != nil {
 		return err
 	}
-	if held != nil {
-		defer func() { r.keys.settle(a.id, held, err == nil) }()
-	}
+	defer func() {
+		err = unkept(err)
+		if held != nil {
+			r.keys.settle(a.id, held, err == nil)
+		}
+	}()
 	if skip != nil {
 		evs, frames = unskipped(evs, frames, skip)
 	}
@@ -353,6 +358,19 @@ func (r *Replicated) PublishBatch(a *App, evs []herald.Event, frames [][]byte) (
 		r.log.Debug("cluster: a cache-channel event came back from the bus after its publish was answered", "app_id", a.id)
 	}
 	return nil
+}
+
+// unkept is the error of a publish that the bus did not confirm: every failure is one the
+// publisher may retry (CodeBusy, CodeUnavailable), or one it must not (an event too large),
+// never an internal error for a deadline the bus let pass.
+func unkept(err error) error {
+	if err == nil || herald.CodeOf(err) != herald.CodeInternal {
+		return err
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return fmt.Errorf("%w: %w", herald.Errorf(herald.CodeBusy, "the cluster bus did not confirm the publish within the publish timeout, retry later"), err)
+	}
+	return fmt.Errorf("%w: %w", herald.Errorf(herald.CodeUnavailable, "the cluster bus failed the publish, retry later"), err)
 }
 
 // unskipped returns the events of evs, and their frames, that skip does not mark.

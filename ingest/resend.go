@@ -102,7 +102,9 @@ func (r *resent) again(conn uint64, now int64, evs []herald.Event) []herald.Even
 	for i := range r.n {
 		k := &r.ring[r.index(i)]
 		if k.conn != conn && k.at >= last-int64(ResendWindow) && k.at >= now-int64(ResendAge) {
-			out = append(out, k.ev)
+			ev := k.ev
+			ev.Resent = true
+			out = append(out, ev)
 		}
 		*k = kept{}
 	}
