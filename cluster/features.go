@@ -84,12 +84,19 @@ type ClusterStats struct {
 	// StateRefused counts the state stream batches refused because their version is one this
 	// node does not know; BadBundles the bundles that did not decode.
 	StateRefused, BadBundles uint64
+	// Behind says this node is behind now (its fan-out queues stay full), BehindNodes how
+	// many live nodes it hears announce so; BehindRefused counts the publishes it refused
+	// meanwhile (503).
+	Behind        bool
+	BehindNodes   int
+	BehindRefused uint64
 }
 
 // Stats returns the node's ClusterStats.
 func (r *Replicated) Stats() ClusterStats {
 	return ClusterStats{BundlesSent: r.bundles.sent.Load(), BundledEvents: r.bundles.events.Load(),
-		BundlesReceived: r.bundles.received.Load(), StateRefused: r.stream.refused.Load(), BadBundles: r.bundles.bad.Load()}
+		BundlesReceived: r.bundles.received.Load(), StateRefused: r.stream.refused.Load(), BadBundles: r.bundles.bad.Load(),
+		Behind: r.press.behind.Load(), BehindNodes: r.stream.behindCount(), BehindRefused: r.press.refused.Load()}
 }
 
 // announced is what this node announces it reads.
@@ -102,7 +109,7 @@ func (s *stream) announced() Feature {
 
 // nodeRecord is the record that ends each of this node's batches.
 func (s *stream) nodeRecord() nodeRecord {
-	return nodeRecord{version: stateVersion, features: s.announced(), release: s.r.cfg.Release}
+	return nodeRecord{version: stateVersion, features: s.announced(), release: s.r.cfg.Release, behind: s.r.press.behind.Load()}
 }
 
 // recountLocked sets the features in use: this node's, less what any live peer does not
@@ -115,11 +122,27 @@ func (s *stream) recountLocked() {
 	if up := s.busUpSince.Load(); up == 0 || s.r.eng.Now()-up < 2*s.heartbeat.Milliseconds() {
 		f = 0
 	}
-	for _, p := range s.peers {
+	behind, count := "", 0
+	for name, p := range s.peers {
 		f &= p.node.features
+		if p.node.behind {
+			count++
+			if behind == "" || name < behind {
+				behind = name
+			}
+		}
 	}
 	s.inUse.Store(uint64(f))
+	s.behindNodes.Store(int32(count))
+	if behind == "" {
+		s.behindPeer.Store(nil)
+	} else {
+		s.behindPeer.Store(&behind)
+	}
 }
+
+// behindCount is how many live nodes announce that they are behind.
+func (s *stream) behindCount() int { return int(s.behindNodes.Load()) }
 
 // recount is recountLocked, taking s.mu.
 func (s *stream) recount() {

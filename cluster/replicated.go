@@ -39,6 +39,8 @@ type Replicated struct {
 	batch *fanout.Batch
 	// started is set once Start ran: an app added later asks the others for their shares.
 	started atomic.Bool
+	// press says whether this node is behind (pressure.go).
+	press pressure
 }
 
 var _ State = (*Replicated)(nil)
@@ -60,6 +62,11 @@ func NewReplicated(cfg Config, eng *fanout.Engine, bus herald.Broker, hist heral
 	r.ops.ctx, r.ops.cancel = context.WithCancel(context.Background())
 	r.stream = newStream(r)
 	r.others = r.stream
+	r.press.fill = eng.Fill
+	r.press.changed = func() {
+		r.stream.announce.Store(true)
+		r.stream.poke()
+	}
 	handle(herald.BusEvent, r.receiveEvent)
 	handle(herald.BusState, r.receiveState)
 	handle(herald.BusCache, r.receiveCache)
@@ -89,6 +96,7 @@ func (r *Replicated) Start(l Listener) {
 	r.ops.run(r.stream.run)
 	r.ops.run(r.watchLosses)
 	r.ops.run(r.expireLingering)
+	r.ops.run(func(ctx context.Context) { r.press.run(ctx.Done()) })
 	r.started.Store(true)
 }
 
@@ -305,6 +313,9 @@ func (r *Replicated) PublishBatch(a *App, evs []herald.Event, frames [][]byte) (
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.PublishTimeout)
 	defer cancel()
+	if err := r.behind(); err != nil {
+		return err
+	}
 	skip, held, err := r.keys.claim(r.cfg.PublishTimeout, a.id, evs)
 	if err != nil {
 		return err
@@ -356,6 +367,20 @@ func (r *Replicated) PublishBatch(a *App, evs []herald.Event, frames [][]byte) (
 	}
 	if len(waits) > 0 && !r.echo.wait(waits, r.cfg.PublishTimeout) {
 		r.log.Debug("cluster: a cache-channel event came back from the bus after its publish was answered", "app_id", a.id)
+	}
+	return nil
+}
+
+// behind is the refusal of a publish while this node or another live one is behind
+// (pressure.go): nil when none is.
+func (r *Replicated) behind() error {
+	if r.press.behind.Load() {
+		r.press.refused.Add(1)
+		return herald.Errorf(herald.CodeBusy, "this node cannot keep up with the events it receives (its fan-out queues are full): retry later")
+	}
+	if name := r.stream.behindPeer.Load(); name != nil {
+		r.press.refused.Add(1)
+		return herald.Errorf(herald.CodeBusy, "node %s cannot keep up with the events it receives (its fan-out queues are full): retry later", *name)
 	}
 	return nil
 }

@@ -31,6 +31,13 @@ type stream struct {
 	heartbeat time.Duration
 	timeout   int64 // ms
 
+	// announce asks the next send for a batch even with nothing in it: this node's record
+	// changed (pressure.go). behindPeer names a live node that announces it is behind; nil
+	// when none does.
+	announce    atomic.Bool
+	behindPeer  atomic.Pointer[string]
+	behindNodes atomic.Int32
+
 	applyMu sync.Mutex // serializes applying other nodes' batches and expiring nodes
 	mu      sync.Mutex // guards peers and totals (REST reads them)
 	peers   map[string]*peer
@@ -268,7 +275,8 @@ func (s *stream) send(ctx context.Context, beat bool) {
 	} else {
 		recs = s.dirtyRecords()
 	}
-	if len(recs) == 0 && flags == 0 && len(asks) == 0 && !snap && !beat {
+	announce := s.announce.Swap(false)
+	if len(recs) == 0 && flags == 0 && len(asks) == 0 && !snap && !beat && !announce {
 		return
 	}
 	ok := s.publish(ctx, flags, snap, recs)

@@ -50,11 +50,13 @@ const (
 const stateVersion = 2
 
 // nodeRecord is the body of a recNode record: uvarint version, uvarint features, release
-// string; a later version may append fields, which this one does not read.
+// string, then (from this release on; absent: 0) a byte whose bit 0 says the sender is behind
+// (pressure.go); a later version may append fields, which this one does not read.
 type nodeRecord struct {
 	version  int
 	features Feature
 	release  string
+	behind   bool
 }
 
 func appendNodeRecord(b []byte, n nodeRecord) []byte {
@@ -62,6 +64,7 @@ func appendNodeRecord(b []byte, n nodeRecord) []byte {
 	body = binary.AppendUvarint(body, uint64(n.version))
 	body = binary.AppendUvarint(body, uint64(n.features))
 	body = appendString(body, n.release)
+	body = append(body, bit(n.behind))
 	b = append(b, recNode)
 	b = appendString(b, "")
 	b = appendString(b, "")
@@ -77,6 +80,9 @@ func decodeNodeRecord(body []byte) (nodeRecord, error) {
 	n.release = r.string()
 	if len(n.release) > maxRelease {
 		n.release = n.release[:maxRelease]
+	}
+	if r.err == nil && len(r.b) > 0 {
+		n.behind = r.byte()&1 != 0
 	}
 	return n, r.err
 }

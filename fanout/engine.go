@@ -177,6 +177,16 @@ func (e *Engine) QueueDepths() []int {
 	return out
 }
 
+// Fill returns how full the fullest worker's queue is, from 0 to 1: commands waiting in its
+// inbox over the inbox's size. It allocates nothing.
+func (e *Engine) Fill() float64 {
+	most := 0.0
+	for _, w := range e.workers {
+		most = max(most, float64(len(w.inbox))/float64(cap(w.inbox)))
+	}
+	return most
+}
+
 // HeldSlots returns how many queue slots publishers hold in each worker (Reserve): 0 in
 // every worker once the publishes are handled.
 func (e *Engine) HeldSlots() []int {

@@ -15,6 +15,11 @@ type ClusterVersions struct {
 	// BundlesSent, BundledEvents and BundlesReceived count bundles (several events of one
 	// channel in one bus message); StateRefused the state batches of an unknown version.
 	BundlesSent, BundledEvents, BundlesReceived, StateRefused uint64
+	// Behind says this node is behind (its fan-out queues stay full); BehindNodes counts the
+	// other live nodes that say so; BehindRefused the publishes refused meanwhile.
+	Behind        bool
+	BehindNodes   int
+	BehindRefused uint64
 }
 
 // NodeVersion is one node of ClusterVersions.
@@ -37,17 +42,22 @@ func (r *Registry) AttachClusterVersions(prefix string, src func() ClusterVersio
 		recv:  prometheus.NewDesc(prefix+"bus_bundles_received_total", "Bundles received and read into their events.", nil, nil),
 		refused: prometheus.NewDesc(prefix+"cluster_state_refused_total",
 			"State stream batches refused: a state stream version this node does not know (a later release's).", nil, nil),
+		behind:      prometheus.NewDesc(prefix+"cluster_behind", "1 while this node cannot keep up with the events it receives (its fan-out queues stay full): the cluster refuses new publishes.", nil, nil),
+		behindNodes: prometheus.NewDesc(prefix+"cluster_behind_nodes", "Other live nodes that announce they cannot keep up: this node refuses new publishes while there is one.", nil, nil),
+		behindRefused: prometheus.NewDesc(prefix+"publish_refused_behind_total",
+			"Publishes this node refused (503, Retry-After) because a node of the cluster could not keep up.", nil, nil),
 	})
 }
 
 type versionCollector struct {
 	src                                    func() ClusterVersions
 	nodes, inUse, sent, evs, recv, refused *prometheus.Desc
+	behind, behindNodes, behindRefused     *prometheus.Desc
 }
 
 // Describe implements prometheus.Collector.
 func (c *versionCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.nodes, c.inUse, c.sent, c.evs, c.recv, c.refused} {
+	for _, d := range []*prometheus.Desc{c.nodes, c.inUse, c.sent, c.evs, c.recv, c.refused, c.behind, c.behindNodes, c.behindRefused} {
 		ch <- d
 	}
 }
@@ -73,4 +83,11 @@ func (c *versionCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.evs, v.BundledEvents)
 	counter(c.recv, v.BundlesReceived)
 	counter(c.refused, v.StateRefused)
+	counter(c.behindRefused, v.BehindRefused)
+	behind := 0.0
+	if v.Behind {
+		behind = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.behind, prometheus.GaugeValue, behind)
+	ch <- prometheus.MustNewConstMetric(c.behindNodes, prometheus.GaugeValue, float64(v.BehindNodes))
 }

@@ -33,7 +33,7 @@ func (b *clusterBus) versions() metrics.ClusterVersions {
 	}
 	st := r.Stats()
 	v := metrics.ClusterVersions{InUse: r.Features().Names(), BundlesSent: st.BundlesSent, BundledEvents: st.BundledEvents,
-		BundlesReceived: st.BundlesReceived, StateRefused: st.StateRefused}
+		BundlesReceived: st.BundlesReceived, StateRefused: st.StateRefused, Behind: st.Behind, BehindNodes: st.BehindNodes, BehindRefused: st.BehindRefused}
 	for _, n := range r.Nodes() {
 		v.Nodes = append(v.Nodes, metrics.NodeVersion{Release: n.Release, StateVersion: n.StateVersion, Features: n.Features.Names()})
 	}
