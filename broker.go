@@ -142,8 +142,9 @@ type BusMessage struct {
 	// (Position), given by History.Publish. Brokers carry them without interpreting them.
 	Epoch  string
 	Offset uint64
-	// Key is the event's idempotency key (Event.Key), for History.Publish; empty: none. It
-	// is not encoded on the wire.
+	// Key is the event's idempotency key (Event.Key); empty: none. History.Publish keeps a
+	// keyed event once. A message without a position carries it to the receivers (wire
+	// version 5), which drop a repeat; one with a position does not (its offset says it).
 	Key     string
 	Payload []byte
 }

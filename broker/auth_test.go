@@ -40,6 +40,7 @@ func sampleMessages() []herald.BusMessage {
 		{Kind: herald.BusState, App: "", Channel: "state", Node: "n1", ExcludeSocket: "1.2", Origin: 42, Payload: []byte{1, 2, 3}},
 		{Kind: herald.BusEvent, App: "app", Channel: "h", Node: "n1", Epoch: "e1", Offset: 7, Payload: []byte("\x81\x01x")},
 		{Kind: herald.BusTerminate, App: "app", Channel: "control", Node: "n1"},
+		{Kind: herald.BusEvent, App: "app", Channel: "orders", Node: "n1", Key: "order-17", Payload: []byte("\x81\x01k")}, // wire version 5 inside
 		// A bundle (cluster/bundle.go): sealed, and encrypted, as any message.
 		{Kind: herald.BusBundle, App: "app", Channel: "ticker", Node: "n1", Payload: []byte("\x00\x00\x07\x81\x05hello\x00\x03\x04\x81\x02hi")},
 	}

@@ -22,10 +22,17 @@ import (
 // A version from 5 on starts with its version byte, then the sending node's id (a uvarint
 // length and its bytes), so that a node too old to read it can still say who sent it
 // (VersionError.Node); what follows is the new version's own.
+//
+// Version 5 is a message with an idempotency key (herald.BusMessage.Key) and no position: 5,
+// the sending node's id and the key (each a uvarint length and its bytes), then the version 1
+// or 2 encoding of the message. It is written only for a message with a Key and no Offset
+// (a history channel's event is kept once by its store, and its receivers know it by its
+// offset); a sender writes keys only once every live node reads them (cluster.FeatureKeys).
 const (
 	wireVersion         = 1
 	wireVersionOrigin   = 2
 	wireVersionPosition = 3
+	wireVersionKey      = 5
 )
 
 // MaxFieldBytes bounds each string field of an encoded message (app, channel, node, socket).
@@ -50,7 +57,7 @@ func (e *VersionError) Error() string {
 }
 
 // knownVersion reports whether v is an envelope version this node reads.
-func knownVersion(v byte) bool { return v >= wireVersion && v <= wireVersionAuth }
+func knownVersion(v byte) bool { return v >= wireVersion && v <= wireVersionKey }
 
 // unknownVersion is the VersionError of b, whose first byte is not a known version: the
 // sender's node id is read as every version from 5 on puts it, when it looks like one.
@@ -71,6 +78,14 @@ func unknownVersion(b []byte) *VersionError {
 // The position is a prefix so that a Redis script can put it in front of bytes a node
 // encoded before the offset was known (broker/redis); that script writes this layout too.
 func AppendMessage(dst []byte, m herald.BusMessage) []byte {
+	if m.Key != "" && m.Offset == 0 {
+		dst = append(dst, wireVersionKey)
+		dst = binary.AppendUvarint(dst, uint64(len(m.Node)))
+		dst = append(dst, m.Node...)
+		dst = binary.AppendUvarint(dst, uint64(len(m.Key)))
+		dst = append(dst, m.Key...)
+		return AppendPlain(dst, m)
+	}
 	if m.Offset != 0 {
 		dst = append(dst, wireVersionPosition, byte(len(m.Epoch)))
 		dst = append(dst, m.Epoch...)
@@ -101,6 +116,8 @@ func EncodedSize(m herald.BusMessage) int {
 	n := 2 + len(m.Payload)
 	if m.Offset != 0 {
 		n += 2 + len(m.Epoch) + 8
+	} else if m.Key != "" {
+		n += 1 + uvarintLen(uint64(len(m.Node))) + len(m.Node) + uvarintLen(uint64(len(m.Key))) + len(m.Key)
 	}
 	if m.Origin != 0 {
 		n += 8
@@ -129,6 +146,9 @@ func DecodeMessage(b []byte) (herald.BusMessage, error) {
 	if len(b) > 0 && !knownVersion(b[0]) {
 		return herald.BusMessage{}, unknownVersion(b)
 	}
+	if len(b) > 0 && b[0] == wireVersionKey {
+		return decodeKeyed(b)
+	}
 	if len(b) < 2 || b[0] != wireVersionPosition {
 		return decodePlain(b)
 	}
@@ -146,6 +166,29 @@ func DecodeMessage(b []byte) (herald.BusMessage, error) {
 	if err != nil {
 		return herald.BusMessage{}, err
 	}
+	return m, nil
+}
+
+// decodeKeyed decodes a version 5 encoding: a keyed message without a position.
+func decodeKeyed(b []byte) (herald.BusMessage, error) {
+	b = b[1:]
+	var fields [2]string // node, key
+	for i := range fields {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > MaxFieldBytes || n > uint64(len(b)-k) {
+			return herald.BusMessage{}, ErrMalformed
+		}
+		fields[i] = string(b[k : k+int(n)])
+		b = b[k+int(n):]
+	}
+	if fields[1] == "" || len(fields[1]) > herald.MaxKeyBytes {
+		return herald.BusMessage{}, ErrMalformed
+	}
+	m, err := decodePlain(b)
+	if err != nil || m.Node != fields[0] {
+		return herald.BusMessage{}, ErrMalformed
+	}
+	m.Key = fields[1]
 	return m, nil
 }
 

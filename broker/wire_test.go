@@ -20,6 +20,9 @@ func TestMessageRoundTrip(t *testing.T) {
 		{Kind: herald.BusEvent, App: "1", Channel: "auction-1", Node: "n1", Epoch: "3f9c1a0e", Offset: 41, Payload: []byte("\x81\x01x")},
 		{Kind: herald.BusEvent, App: "1", Channel: "a", Origin: 7, Epoch: strings.Repeat("e", MaxEpochBytes), Offset: 1<<64 - 1},
 		{Kind: herald.BusEvent, Offset: 1},
+		{Kind: herald.BusEvent, App: "1", Channel: "orders", Node: "n3", Key: "order-17", Payload: []byte("\x81\x01x")},
+		{Kind: herald.BusEvent, App: "1", Channel: "orders", Node: "n3", Key: strings.Repeat("k", herald.MaxKeyBytes), Origin: 9, ExcludeSocket: "1.2"},
+		{Kind: herald.BusEvent, App: "1", Channel: "auction-1", Node: "n1", Key: "on-the-store", Epoch: "e", Offset: 4}, // a position: no key on the wire
 	}
 	for _, m := range cases {
 		b := AppendMessage([]byte("junk"), m)[4:]
@@ -32,7 +35,7 @@ func TestMessageRoundTrip(t *testing.T) {
 		}
 		if got.Kind != m.Kind || got.App != m.App || got.Channel != m.Channel || got.Node != m.Node ||
 			got.ExcludeSocket != m.ExcludeSocket || got.Origin != m.Origin || got.Epoch != m.Epoch || got.Offset != m.Offset ||
-			!bytes.Equal(got.Payload, m.Payload) {
+			!bytes.Equal(got.Payload, m.Payload) || (m.Offset == 0) && got.Key != m.Key || m.Offset != 0 && got.Key != "" {
 			t.Errorf("round trip of %+v gave %+v", m, got)
 		}
 	}
@@ -96,7 +99,12 @@ func TestDecodeRefuses(t *testing.T) {
 		append([]byte{wireVersionPosition, MaxEpochBytes + 1}, append(long, good...)...), // epoch too long
 		pos,                                  // no message after the position
 		append(append(pos, pos...), good...), // two positions
-		append(pos, good[:len(good)-1]...)}
+		append(pos, good[:len(good)-1]...),
+		append([]byte{wireVersionKey, 1, 'n', 0}, good...),                      // an empty key
+		append([]byte{wireVersionKey, 1, 'm', 1, 'k'}, good...),                 // another node inside
+		{wireVersionKey, 1, 'n', 5, 'k'},                                        // key cut short
+		append([]byte{wireVersionKey, 1, 'n', 1, 'k'}, append(pos, good...)...), // a position inside
+		append([]byte{wireVersionKey, 1, 'n', 1, 'k', wireVersionKey, 1, 'n', 1, 'k'}, good...)}
 	for _, b := range bad {
 		if _, err := DecodeMessage(b); err != ErrMalformed {
 			t.Errorf("DecodeMessage(%q) err = %v, want ErrMalformed", b, err)
@@ -108,6 +116,7 @@ func FuzzDecodeMessage(f *testing.F) {
 	f.Add(AppendMessage(nil, herald.BusMessage{Kind: herald.BusEvent, App: "a", Channel: "c", Node: "n", ExcludeSocket: "1.2", Payload: []byte("p")}))
 	f.Add(AppendMessage(nil, herald.BusMessage{Kind: herald.BusCache, Channel: "cache", Origin: 42, Payload: []byte("p")}))
 	f.Add(AppendMessage(nil, herald.BusMessage{Kind: herald.BusEvent, App: "a", Channel: "c", Origin: 42, Epoch: "ep", Offset: 9, Payload: []byte("p")}))
+	f.Add(AppendMessage(nil, herald.BusMessage{Kind: herald.BusEvent, App: "a", Channel: "c", Node: "n", Key: "k-1", Payload: []byte("p")}))
 	f.Add([]byte{wireVersion, 1, 0x80})
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {

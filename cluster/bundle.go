@@ -35,19 +35,20 @@ func (r *Replicated) bundling() bool {
 
 // bundleGroups returns, for each event of evs that goes in a bundle, the index of the first
 // event of its bundle (-1 for the others): each run of two or more consecutive events of one
-// channel, neither history nor cache. Only consecutive ones, so that a subscriber of several
+// channel, neither history nor cache, without idempotency keys (a bundle carries none). Only
+// consecutive ones, so that a subscriber of several
 // of the channels still gets the call's events in its order.
 func (r *Replicated) bundleGroups(a *App, evs []herald.Event) []int {
 	groups := make([]int, len(evs))
 	any := false
 	for i := 0; i < len(evs); {
-		ch := evs[i].Channel
+		ch, keyed := evs[i].Channel, evs[i].Key != ""
 		j := i + 1
-		for j < len(evs) && evs[j].Channel == ch {
+		for j < len(evs) && evs[j].Channel == ch && (evs[j].Key != "") == keyed {
 			j++
 		}
 		_, hist := a.hist.rule(ch)
-		ok := j-i >= 2 && !herald.Classify(ch).Cache && !(hist && r.hist != nil)
+		ok := j-i >= 2 && !keyed && !herald.Classify(ch).Cache && !(hist && r.hist != nil)
 		for k := i; k < j; k++ {
 			groups[k] = -1
 			if ok {

@@ -17,16 +17,19 @@ type Feature uint64
 const (
 	// FeatureBundles: the node reads herald.BusBundle messages (bundle.go).
 	FeatureBundles Feature = 1 << iota
+	// FeatureKeys: the node reads keyed messages (broker wire version 5) and delivers an
+	// event of a key it received within the key window once (received.go).
+	FeatureKeys
 )
 
 // featuresRead are the wire features this release reads.
-const featuresRead = FeatureBundles
+const featuresRead = FeatureBundles | FeatureKeys
 
 // featureNames names each feature, for health and logs.
 var featureNames = []struct {
 	f    Feature
 	name string
-}{{FeatureBundles, "bundles"}}
+}{{FeatureBundles, "bundles"}, {FeatureKeys, "keys"}}
 
 // Names lists the features of f by name; an unknown bit (a later release's) as "bit<n>".
 func (f Feature) Names() []string {

@@ -19,6 +19,9 @@ type KeyStats struct {
 	Waits    uint64 // publishes that waited for another of their key in flight
 	Evicted  uint64 // keys forgotten before their window ended, past MaxKeys
 	Conflict uint64 // publishes refused: another of their key stayed in flight past the timeout
+	// Received counts the events of channels without history received from the bus again
+	// within their key's window, and not delivered again (a cluster node: received.go).
+	Received uint64
 }
 
 // keys remembers the idempotency keys of the events this node published, for the key window:

@@ -41,6 +41,8 @@ type Replicated struct {
 	started atomic.Bool
 	// press says whether this node is behind (pressure.go).
 	press pressure
+	// received is the keys of the events of channels without history received (received.go).
+	received *received
 }
 
 var _ State = (*Replicated)(nil)
@@ -58,6 +60,7 @@ func NewReplicated(cfg Config, eng *fanout.Engine, bus herald.Broker, hist heral
 		log = slog.New(slog.DiscardHandler)
 	}
 	r := &Replicated{node: newNode(cfg, eng), bus: bus, hist: hist, log: log, batch: eng.NewBatch()}
+	r.received = newReceived(r.cfg.KeyWindow, r.cfg.MaxKeys)
 	r.copies = hist != nil
 	r.ops.ctx, r.ops.cancel = context.WithCancel(context.Background())
 	r.stream = newStream(r)
@@ -133,6 +136,9 @@ func (r *Replicated) receiveEvent(msg herald.BusMessage) {
 	if msg.Offset != 0 {
 		r.receiveHistory(a, msg)
 		return
+	}
+	if msg.Key != "" && r.received.repeat(a.id, msg.Channel, msg.Key, time.Now()) {
+		return // delivered when its key first came
 	}
 	// Events of channels without history wait in the batch for the bus to drain; a history
 	// channel's are delivered at once, in the order its history lock gives them with
@@ -350,8 +356,12 @@ func (r *Replicated) PublishBatch(a *App, evs []herald.Event, frames [][]byte) (
 			waits = append(waits, r.echo.expect(a.id, ev.Channel, frames[i]))
 		}
 		msg := busEvent(a.id, ev.Channel, cache, ev.SocketID, frames[i], ev.OriginNanos())
-		msg.Key = ev.Key
-		if rule, ok := a.hist.rule(ev.Channel); ok && r.hist != nil {
+		rule, kept := a.hist.rule(ev.Channel)
+		kept = kept && r.hist != nil
+		if kept || !cache && r.Features()&FeatureKeys != 0 {
+			msg.Key = ev.Key // the store keeps it once, or every node reads it (received.go)
+		}
+		if kept {
 			_, err = r.hist.Publish(ctx, rule, msg)
 		} else {
 			err = r.bus.Publish(ctx, msg)
@@ -369,6 +379,14 @@ func (r *Replicated) PublishBatch(a *App, evs []herald.Event, frames [][]byte) (
 		r.log.Debug("cluster: a cache-channel event came back from the bus after its publish was answered", "app_id", a.id)
 	}
 	return nil
+}
+
+// KeyStats implements State: the node's keys, and the repeats it received.
+func (r *Replicated) KeyStats() KeyStats {
+	st := r.keys.stats()
+	st.Received = r.received.repeats.Load()
+	st.Evicted += r.received.evicted.Load()
+	return st
 }
 
 // behind is the refusal of a publish while this node or another live one is behind

@@ -11,18 +11,18 @@ type collector struct {
 	src  Source
 	http *HTTP
 
-	connected, newConns, disconnects                     *prometheus.Desc
-	sent, received, sentBytes, receivedBytes             *prometheus.Desc
-	httpCalls, httpReceived, httpTransmitted             *prometheus.Desc
-	slow, eventsLimited, channels, subs                  *prometheus.Desc
-	subsLimited                                          *prometheus.Desc
-	refused, queueDepth, pongTimeouts, pongsUnread       *prometheus.Desc
-	capacity, refusing, nodeConns, nodeChans             *prometheus.Desc
-	cacheBytes, cacheEntries, cacheEvictions             *prometheus.Desc
-	histBytes, histEntries, histEvictions                *prometheus.Desc
-	recoveries, gapsRepaired, gapsLost, dups, missed     *prometheus.Desc
-	replayed, replayPages, replayRefused, histLoads      *prometheus.Desc
-	keys, keyRepeats, keyWaits, keyEvicted, keyConflicts *prometheus.Desc
+	connected, newConns, disconnects                                  *prometheus.Desc
+	sent, received, sentBytes, receivedBytes                          *prometheus.Desc
+	httpCalls, httpReceived, httpTransmitted                          *prometheus.Desc
+	slow, eventsLimited, channels, subs                               *prometheus.Desc
+	subsLimited                                                       *prometheus.Desc
+	refused, queueDepth, pongTimeouts, pongsUnread                    *prometheus.Desc
+	capacity, refusing, nodeConns, nodeChans                          *prometheus.Desc
+	cacheBytes, cacheEntries, cacheEvictions                          *prometheus.Desc
+	histBytes, histEntries, histEvictions                             *prometheus.Desc
+	recoveries, gapsRepaired, gapsLost, dups, missed                  *prometheus.Desc
+	replayed, replayPages, replayRefused, histLoads                   *prometheus.Desc
+	keys, keyRepeats, keyWaits, keyEvicted, keyConflicts, keyReceived *prometheus.Desc
 }
 
 func newCollector(prefix string, src Source, http *HTTP) *collector {
@@ -70,6 +70,7 @@ func newCollector(prefix string, src Source, http *HTTP) *collector {
 		keyRepeats:    d("idempotency_repeats_total", "Events this node did not publish again: a publish of their idempotency key had succeeded within the window."),
 		keyWaits:      d("idempotency_waits_total", "Publishes that waited for another publish of their idempotency key in flight on this node."),
 		keyEvicted:    d("idempotency_evictions_total", "Idempotency keys forgotten before their window ended, past publish.idempotency_max_keys."),
+		keyReceived:   d("idempotency_received_repeats_total", "Events of channels without history that this cluster node received again from the bus with a key it had received within the window, and did not deliver again."),
 		keyConflicts:  d("idempotency_conflicts_total", "Publishes refused (503) because another of their idempotency key stayed in flight past the publish timeout."),
 		histLoads:     d("history_loads_total", "Histories a cluster node read whole from the bus's store into its copy (a channel's first local subscriber, or the first after its copy stopped lingering)."),
 		missed:        d("bus_missed_channels_total", "Channels without history whose events this node dropped from the bus (it could not keep up): their subscribers here were closed with 4100."),
@@ -92,7 +93,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.refused, c.queueDepth, c.pongTimeouts, c.pongsUnread, c.capacity, c.refusing, c.nodeConns, c.nodeChans,
 		c.cacheBytes, c.cacheEntries, c.cacheEvictions, c.histBytes, c.histEntries, c.histEvictions,
 		c.recoveries, c.gapsRepaired, c.gapsLost, c.dups, c.missed, c.replayed, c.replayPages, c.replayRefused, c.histLoads,
-		c.keys, c.keyRepeats, c.keyWaits, c.keyEvicted, c.keyConflicts} {
+		c.keys, c.keyRepeats, c.keyWaits, c.keyEvicted, c.keyConflicts, c.keyReceived} {
 		ch <- d
 	}
 }
@@ -153,6 +154,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.keyWaits, int64(st.Keys.Waits))
 	counter(c.keyEvicted, int64(st.Keys.Evicted))
 	counter(c.keyConflicts, int64(st.Keys.Conflicts))
+	counter(c.keyReceived, int64(st.Keys.Received))
 	counter(c.gapsRepaired, st.GapsRepaired)
 	counter(c.gapsLost, st.GapsLost)
 	counter(c.dups, st.Duplicates)

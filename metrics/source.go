@@ -59,8 +59,8 @@ type NodeStats struct {
 
 // KeyStats are the node's counters of idempotency keys.
 type KeyStats struct {
-	Held                               int
-	Repeats, Waits, Evicted, Conflicts uint64
+	Held                                         int
+	Repeats, Waits, Evicted, Conflicts, Received uint64
 }
 
 // Outcome is how many recovery requests had one outcome.

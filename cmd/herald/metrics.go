@@ -92,5 +92,5 @@ func observers(of func(appID string) prometheus.Observer) func(appID string) fan
 
 // keyStats are the metrics' view of the node's idempotency keys.
 func keyStats(k cluster.KeyStats) metrics.KeyStats {
-	return metrics.KeyStats{Held: k.Held, Repeats: k.Repeats, Waits: k.Waits, Evicted: k.Evicted, Conflicts: k.Conflict}
+	return metrics.KeyStats{Held: k.Held, Repeats: k.Repeats, Waits: k.Waits, Evicted: k.Evicted, Conflicts: k.Conflict, Received: k.Received}
 }
