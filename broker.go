@@ -158,6 +158,9 @@ type BrokerStats struct {
 	BytesReceived    uint64
 	PublishErrors    uint64 // Publish calls that failed, and accepted messages the bus refused
 	Dropped          uint64 // received messages dropped: handler queue full or undecodable
+	// Queued is how many received messages wait for the handler now, of at most QueueCap:
+	// a node whose queue stays full is behind on the bus.
+	Queued, QueueCap int
 	// Forged and Replayed count the received messages refused by a node with a cluster
 	// secret (broker.Auth): not sealed with it (unauthenticated, altered, forged), or
 	// authentic but received before or sent too long ago. Neither is in Dropped.

@@ -37,6 +37,11 @@ type stream struct {
 	announce    atomic.Bool
 	behindPeer  atomic.Pointer[string]
 	behindNodes atomic.Int32
+	// awake's: when the last heartbeat ran; starved counts the heartbeats that found this
+	// node unable to hear.
+	lastBeat   time.Time
+	starved    atomic.Uint64
+	starvedLog lograte.Limit
 
 	applyMu sync.Mutex // serializes applying other nodes' batches and expiring nodes
 	mu      sync.Mutex // guards peers and totals (REST reads them)
@@ -221,6 +226,7 @@ func (s *stream) run(ctx context.Context) {
 		case <-t.C:
 			beat = true
 			s.watchBus()
+			s.awake()
 			s.expire()
 			s.recount()
 		case <-ctx.Done():
@@ -780,8 +786,35 @@ func (s *stream) drop(node string, p *peer) {
 	s.replace(p, newShare(), true)
 }
 
+// awake notices that this node could not hear the others for a while though they may have
+// spoken: its heartbeat came more than two heartbeats after the one before (the process was
+// paused, or starved of CPU), or messages arrived from the bus for a whole heartbeat without
+// its delivery ever catching up (its queue never ran empty: the others' batches wait in it).
+// The bus's time then starts again, as after an outage, so that no node is declared dead
+// for a silence this node made (watchBus, expire).
+func (s *stream) awake() {
+	now := time.Now()
+	last := s.lastBeat
+	s.lastBeat = now
+	st := s.r.bus.Stats()
+	behind := st.QueueCap > 0 && st.Queued >= st.QueueCap/4
+	late := !last.IsZero() && now.Sub(last) > 2*s.heartbeat
+	if !late && !behind {
+		return
+	}
+	if s.busUpSince.Load() != 0 {
+		s.busUpSince.Store(s.r.eng.Now())
+	}
+	s.starved.Add(1)
+	if s.starvedLog.Due(s.r.eng.Now(), logEvery.Milliseconds()) {
+		s.r.log.Warn("cluster: this node could not keep up with the bus (paused, starved of CPU, or its queue never emptied): no node is declared dead for a node timeout",
+			"late_by", now.Sub(last)-s.heartbeat, "queue_never_emptied", behind)
+	}
+}
+
 // expire drops the nodes not heard from for the timeout, if this node has had its bus that
-// long: while its own bus is down or just back, silence proves nothing.
+// long, and has kept up with it: while its own bus is down or just back, or while this node
+// was itself too starved to hear (awake, below), silence proves nothing.
 func (s *stream) expire() {
 	now := s.r.eng.Now()
 	up := s.busUpSince.Load()

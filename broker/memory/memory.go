@@ -174,6 +174,7 @@ func (b *Broker) Connected() bool { return !b.closed.Load() }
 func (b *Broker) Stats() herald.BrokerStats {
 	st := b.count.Stats()
 	st.Connected, st.Interests = b.Connected(), b.interests.Len()
+	st.Queued, st.QueueCap = len(b.inbox)+len(b.ctl), cap(b.inbox)+cap(b.ctl)
 	return st
 }
 

@@ -392,13 +392,18 @@ func (b *Broker) Server() string {
 func (b *Broker) Stats() herald.BrokerStats {
 	b.mu.Lock()
 	dropped := b.lostDropped
+	queued := 0
 	for _, s := range b.subs {
 		if n, err := s.Dropped(); err == nil {
 			dropped += uint64(n)
 		}
+		if n, _, err := s.Pending(); err == nil {
+			queued += n
+		}
 	}
 	b.mu.Unlock()
 	st := b.count.Stats()
+	st.Queued, st.QueueCap = queued, b.cfg.QueueSize
 	st.Connected, st.Interests = b.Connected(), b.interests.Len()
 	st.Dropped += dropped // nats.go drops what arrives while the handler's queue is full
 	return st

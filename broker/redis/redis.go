@@ -331,6 +331,7 @@ func (b *Broker) Mode() Mode { return b.topo.Mode }
 func (b *Broker) Stats() herald.BrokerStats {
 	st := b.count.Stats()
 	st.Connected = b.Connected()
+	st.Queued, st.QueueCap = len(b.in)+len(b.ctl), cap(b.in)+cap(b.ctl)
 	for _, s := range b.shards {
 		st.Interests += s.interests.Len()
 	}
