@@ -74,7 +74,9 @@ type History struct {
 
 	mu      sync.Mutex
 	streams map[streamKey]jetstream.Stream // the streams this History found or made
-	chans   broker.ChannelLocks[chanState]
+	// creating is the creations in flight (created), one per stream.
+	creating map[streamKey]*creation
+	chans    broker.ChannelLocks[chanState]
 }
 
 // The headers of a stored event.
@@ -110,7 +112,7 @@ func NewHistory(b *Broker) (*History, error) {
 	if err != nil {
 		return nil, fmt.Errorf("nats history: %w", err)
 	}
-	h := &History{b: b, js: js, streams: map[streamKey]jetstream.Stream{}}
+	h := &History{b: b, js: js, streams: map[streamKey]jetstream.Stream{}, creating: map[streamKey]*creation{}}
 	h.chans.Max = maxChanStates
 	return h, nil
 }
@@ -239,7 +241,7 @@ func (h *History) store(ctx context.Context, rule herald.HistoryRule, msg herald
 		case keyed:
 			m.Header.Set(jetstream.MsgIDHeader, keyID(msg.Channel, msg.Key))
 		case h.replicas() > 1:
-			m.Header.Set(jetstream.MsgIDHeader, offsetID(msg.Channel, next.Epoch, next.Offset))
+			m.Header.Set(jetstream.MsgIDHeader, offsetID(msg.Channel, next.Offset))
 		}
 		ack, err := h.js.PublishMsg(ctx, m, jetstream.WithRetryAttempts(0))
 		if err == nil && ack.Duplicate && keyed { // stored before, by this publish's first attempt or another's
@@ -286,11 +288,12 @@ func (h *History) store(ctx context.Context, rule herald.HistoryRule, msg herald
 	}
 }
 
-// offsetID is the message ID (Nats-Msg-Id) of a channel's event at a position in a
-// replicated stream: JetStream stores one message of an ID within the stream's duplicate
-// window, and acknowledges another as a duplicate.
-func offsetID(channel, epoch string, offset uint64) string {
-	return broker.Token(channel) + " " + epoch + " " + strconv.FormatUint(offset, 10)
+// offsetID is the message ID (Nats-Msg-Id) of a channel's event at offset in a replicated
+// stream: JetStream stores one message of an ID within the stream's duplicate window, and
+// acknowledges another as a duplicate. It has no epoch: the first publishes of a channel
+// from several nodes at once each make an epoch, and must be told apart by offset alone.
+func offsetID(channel string, offset uint64) string {
+	return broker.Token(channel) + " " + strconv.FormatUint(offset, 10)
 }
 
 // keyID is the message ID of a channel's event with an idempotency key: the stream keeps one

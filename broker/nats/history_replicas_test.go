@@ -78,14 +78,14 @@ func raceOffsets(t *testing.T, c *servicetest.NATSCluster, replicas int) {
 	if len(page.Entries) != nodes*per || len(given) != nodes*per {
 		t.Fatalf("%d entries in the history and %d distinct offsets given; want %d", len(page.Entries), len(given), nodes*per)
 	}
-	if replicas > 1 { // the events' IDs are remembered for 30 s (the TTL's half is more)
-		checkStreams(t, c, func(s *jetstream.StreamInfo) error {
-			if s.Config.Duplicates != 30*time.Second {
-				return fmt.Errorf("duplicate window %v, want 30s", s.Config.Duplicates)
-			}
-			return nil
-		})
-	}
+	// The events' IDs (idempotency keys, and positions in a replicated stream) are remembered
+	// for the key window (herald.DefaultKeyWindow; the TTL is longer).
+	checkStreams(t, c, func(s *jetstream.StreamInfo) error {
+		if s.Config.Duplicates != herald.DefaultKeyWindow {
+			return fmt.Errorf("duplicate window %v, want %v", s.Config.Duplicates, herald.DefaultKeyWindow)
+		}
+		return nil
+	})
 }
 
 // TestClusterHistoryRace races six nodes' publishes to one channel on streams of one replica

@@ -51,28 +51,118 @@ func (h *History) stream(ctx context.Context, k streamKey, create bool) (jetstre
 	if s != nil {
 		return s, nil
 	}
-	var err error
 	if create {
-		s, err = retry(ctx, func(ctx context.Context) (jetstream.Stream, error) { return h.createStream(ctx, k) })
-	} else if s, err = retry(ctx, func(ctx context.Context) (jetstream.Stream, error) {
+		return h.created(ctx, k)
+	}
+	var err error
+	if s, err = retry(ctx, func(ctx context.Context) (jetstream.Stream, error) {
 		return h.js.Stream(ctx, h.streamName(k))
 	}); errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, nil
 	}
-	if errors.Is(err, nats.ErrNoResponders) {
-		return nil, herald.Errorf(herald.CodeUnavailable, "stream %s: the NATS server does not run JetStream (nats-server -js)", h.streamName(k))
-	}
-	if e := (*jetstream.APIError)(nil); errors.As(err, &e) && (e.ErrorCode == errInsufficientResources || e.ErrorCode == errReplicasNotSupported) {
-		return nil, herald.Errorf(herald.CodeUnavailable, "stream %s: JetStream cannot place %d replicas now (%s): fewer JetStream servers running or clustered (history.replicas)",
-			h.streamName(k), h.replicas(), e.Description)
-	}
 	if err != nil {
-		return nil, unavailable(fmt.Errorf("stream %s: %w", h.streamName(k), err))
+		return nil, h.classify(k, err)
 	}
 	h.mu.Lock()
 	h.streams[k] = s
 	h.mu.Unlock()
 	return s, nil
+}
+
+// classify is the error of a stream's creation or lookup that failed with err.
+func (h *History) classify(k streamKey, err error) error {
+	if errors.Is(err, nats.ErrNoResponders) {
+		return herald.Errorf(herald.CodeUnavailable, "stream %s: the NATS server does not run JetStream (nats-server -js)", h.streamName(k))
+	}
+	if e := (*jetstream.APIError)(nil); errors.As(err, &e) && (e.ErrorCode == errInsufficientResources || e.ErrorCode == errReplicasNotSupported) {
+		return herald.Errorf(herald.CodeUnavailable, "stream %s: JetStream cannot place %d replicas now (%s): fewer JetStream servers running or clustered (history.replicas)",
+			h.streamName(k), h.replicas(), e.Description)
+	}
+	return unavailable(fmt.Errorf("stream %s: %w", h.streamName(k), err))
+}
+
+// creation is one stream's creation in flight: done is closed when it ends, with s or err.
+type creation struct {
+	done  chan struct{}
+	s     jetstream.Stream
+	err   error
+	began time.Time
+	last  error // the last attempt's error, under History.mu
+}
+
+// createFor bounds one creation: its attempts, each bounded by the broker's Timeout, with
+// pauses between them, until it succeeds, fails for a reason waiting does not mend, or this
+// long has passed. JetStream answers a creation within milliseconds when its meta leader is
+// elected; without one (servers lost, a cluster forming) it does not answer at all.
+const createFor = 30 * time.Second
+
+// created returns k's stream, creating it (or updating it to the rule) first. One creation
+// per stream is in flight at a time, in the background, whatever the number of publishes
+// that need it: a JetStream without a meta leader is not asked again by each of them. A
+// caller waits for it up to ctx, then fails with a CodeUnavailable error that says how long
+// the creation has waited; the creation goes on for the next publishes.
+func (h *History) created(ctx context.Context, k streamKey) (jetstream.Stream, error) {
+	h.mu.Lock()
+	if s := h.streams[k]; s != nil {
+		h.mu.Unlock()
+		return s, nil
+	}
+	c := h.creating[k]
+	if c == nil {
+		c = &creation{done: make(chan struct{}), began: time.Now()}
+		h.creating[k] = c
+		go h.create(k, c)
+	}
+	h.mu.Unlock()
+	select {
+	case <-c.done:
+		return c.s, c.err
+	case <-ctx.Done():
+		h.mu.Lock()
+		last := c.last
+		h.mu.Unlock()
+		why := "no answer yet"
+		if last != nil {
+			why = "last answer: " + herald.MessageOf(last)
+		}
+		return nil, herald.Errorf(herald.CodeUnavailable, "stream %s: JetStream has not created it in %v (%s; its meta leader may be lost or being elected; the creation goes on): retry later",
+			h.streamName(k), time.Since(c.began).Round(time.Millisecond), why)
+	}
+}
+
+// create runs c, k's creation: attempts until one succeeds or fails for good, or createFor
+// has passed, or the broker is closed.
+func (h *History) create(k streamKey, c *creation) {
+	defer func() {
+		h.mu.Lock()
+		if c.err == nil {
+			h.streams[k] = c.s
+		}
+		delete(h.creating, k)
+		h.mu.Unlock()
+		close(c.done)
+	}()
+	deadline := c.began.Add(createFor)
+	for n := 0; ; n++ {
+		ctx, cancel := context.WithTimeout(context.Background(), h.b.cfg.Timeout)
+		s, err := h.createStream(ctx, k)
+		cancel()
+		if err == nil {
+			c.s = s
+			return
+		}
+		c.err = h.classify(k, err)
+		h.mu.Lock()
+		c.last = c.err
+		h.mu.Unlock()
+		var api *jetstream.APIError
+		again := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.As(err, &api) && api.Code >= 500 ||
+			errors.As(err, &api) && (api.ErrorCode == errInsufficientResources || api.ErrorCode == errReplicasNotSupported)
+		if !again || h.b.closed.Load() || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(min(100*time.Millisecond<<min(n, 4), time.Second))
+	}
 }
 
 func (h *History) createStream(ctx context.Context, k streamKey) (jetstream.Stream, error) {
@@ -125,11 +215,12 @@ func (h *History) replicas() int { return max(h.b.cfg.HistoryReplicas, 1) }
 
 // dupWindow is how long a stream under rule remembers its events' IDs: the idempotency keys
 // of the events that have one (keyID) and, in a replicated stream, the positions of the others
-// (offsetID). It is the broker's KeyWindow, at least JetStream's least (100 ms) and at most the
-// rule's TTL (JetStream's bound: an event's key is not remembered longer than the event). Every
-// server of the stream keeps each ID of the window in memory.
+// (offsetID). It is the broker's KeyWindow, at most half the rule's TTL, so that the IDs of a
+// channel's events are forgotten before the channel can have none left and start again at
+// offset 1 (an ID has no epoch), and at least JetStream's least, 100 ms (and at most the TTL).
+// Every server of the stream keeps each ID of the window in memory.
 func (h *History) dupWindow(rule herald.HistoryRule) time.Duration {
-	return min(max(h.b.cfg.KeyWindow, 100*time.Millisecond), rule.TTL)
+	return min(max(min(h.b.cfg.KeyWindow, rule.TTL/2), 100*time.Millisecond), rule.TTL)
 }
 
 // sameStream reports whether a stream configured as have is what want asks for (its
