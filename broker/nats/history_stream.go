@@ -155,10 +155,10 @@ func (h *History) create(k streamKey, c *creation) {
 		h.mu.Lock()
 		c.last = c.err
 		h.mu.Unlock()
+		// Again, unless JetStream is off or refuses the configuration itself.
 		var api *jetstream.APIError
-		again := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.As(err, &api) && api.Code >= 500 ||
-			errors.As(err, &api) && (api.ErrorCode == errInsufficientResources || api.ErrorCode == errReplicasNotSupported)
-		if !again || h.b.closed.Load() || time.Now().After(deadline) {
+		final := errors.Is(err, nats.ErrNoResponders) || errors.As(err, &api) && api.Code == 400 && api.ErrorCode != errReplicasNotSupported
+		if final || h.b.closed.Load() || time.Now().After(deadline) {
 			return
 		}
 		time.Sleep(min(100*time.Millisecond<<min(n, 4), time.Second))
