@@ -173,3 +173,39 @@ func TestDocNoReferencesOutside(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// conflictMarker matches the first and last lines git leaves where a merge conflicted (not
+// the middle one, =======, which a Markdown heading may underline with).
+var conflictMarker = regexp.MustCompile(`(?m)^(<<<<<<< |>>>>>>> )`)
+
+// TestDocNoConflictMarkers checks that no page or source kept the markers of a merge that
+// conflicted: a page that shows both sides of a merge says two things at once.
+func TestDocNoConflictMarkers(t *testing.T) {
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != "." && (strings.HasPrefix(name, ".") || name == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch filepath.Ext(path) {
+		case ".go", ".md", ".sh", ".mjs", ".js", ".ts", ".json", ".yml", ".yaml", ".toml", ".html", ".cfg", ".service":
+		default:
+			return nil
+		}
+		text, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if loc := conflictMarker.FindIndex(text); loc != nil {
+			t.Errorf("%s:%d: a merge conflict's marker %q", path, 1+strings.Count(string(text[:loc[0]]), "\n"), text[loc[0]:loc[1]])
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

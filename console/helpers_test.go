@@ -2,6 +2,7 @@ package console
 
 import (
 	"encoding/json"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -31,6 +32,7 @@ func (f *fakeSource) Sample() Sample {
 	defer f.mu.Unlock()
 	s := f.sample
 	s.Apps = append([]AppSample(nil), s.Apps...)
+	s.Refused = maps.Clone(s.Refused) // as the server's: a map of its own each time
 	return s
 }
 

@@ -99,14 +99,24 @@ func (c *Console) history() map[string][]point {
 	return out
 }
 
-// lastPoints returns every node's latest point.
-func (c *Console) lastPoints() map[string]point {
+// pointsAfter returns, by node, the points newer than after[node] (ms; a node not in after:
+// its points of the last 15 minutes), oldest first, and moves after[node] to the newest
+// returned. A page's stream keeps after: each overview carries every point since the last one,
+// so that none is skipped when the overviews and the samples do not keep step (a refusal, a
+// burst, lives in one point).
+func (c *Console) pointsAfter(after map[string]int64) map[string][]point {
+	from := time.Now().Add(-15 * time.Minute).UnixMilli()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make(map[string]point, len(c.hist))
+	out := make(map[string][]point, len(c.hist))
 	for node, r := range c.hist {
-		if len(r.pts) > 0 {
-			out[node] = r.last()
+		since, ok := after[node]
+		if !ok {
+			since = from
+		}
+		if pts := r.since(since); len(pts) > 0 {
+			out[node] = pts
+			after[node] = pts[len(pts)-1].TimeMS
 		}
 	}
 	return out

@@ -16,8 +16,9 @@ type overview struct {
 	App      string         `json:"app,omitempty"`
 	Channels int            `json:"channels"` // the app's occupied channels, cluster-wide
 	Top      []ChannelCount `json:"top"`
-	// Points are every node's latest point of the charts (see history.go).
-	Points map[string]point `json:"points"`
+	// Points are, by node, the points of the charts (see history.go) that this page has not
+	// had yet: every one since the previous overview, oldest first.
+	Points map[string][]point `json:"points"`
 	// The debug log's losses: entries the rate sampled out since the app's log began, and
 	// entries this page missed by falling behind the ring.
 	Sampled uint64 `json:"sampled_out"`
@@ -77,8 +78,9 @@ func (c *Console) stream(w http.ResponseWriter, r *http.Request) {
 
 	var lost uint64
 	var buf []entry
+	sent := map[string]int64{} // by node, the newest point this page has
 	sendOverview := func() bool {
-		ov := overview{Node: c.cfg.Node, Apps: c.appIDs(), Nodes: c.allNodes(), App: appID, Lost: lost, Points: c.lastPoints()}
+		ov := overview{Node: c.cfg.Node, Apps: c.appIDs(), Nodes: c.allNodes(), App: appID, Lost: lost, Points: c.pointsAfter(sent)}
 		if watch != nil {
 			ov.Top, ov.Channels = c.cfg.Source.TopChannels(appID, topChannels)
 			watch.mu.Lock()
@@ -87,8 +89,14 @@ func (c *Console) stream(w http.ResponseWriter, r *http.Request) {
 		}
 		return send("overview", ov)
 	}
-	// The charts' last 15 minutes first, then each overview's latest points.
-	if !send("history", c.history()) || !sendOverview() {
+	// The charts' last 15 minutes first, then each overview's points since.
+	hist := c.history()
+	for node, pts := range hist {
+		if len(pts) > 0 {
+			sent[node] = pts[len(pts)-1].TimeMS
+		}
+	}
+	if !send("history", hist) || !sendOverview() {
 		return
 	}
 	tick := time.NewTicker(logTick)

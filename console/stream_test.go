@@ -282,3 +282,51 @@ func TestNodesFromTheBus(t *testing.T) {
 		t.Error("the console's kind is still routed after Close")
 	}
 }
+
+// TestStreamPointsNoneSkipped: a page gets every point of the charts once, in order, the
+// history first and then each overview's points since the previous one, though the overviews
+// (at the stream's tick) and the samples (every Interval, here shorter) do not keep step: a
+// refusal that lives in one point is never skipped.
+func TestStreamPointsNoneSkipped(t *testing.T) {
+	c, srv, src, _ := newTestConsole(t, nil)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() { // a refusal every few milliseconds: each point has its own rate
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+				src.set(func(s *Sample) { s.Refused["origin"]++ })
+			}
+		}
+	}()
+	s := openStream(t, srv.URL, "")
+	var got []point
+	hist := next(t, s, "history", "the history", func(map[string][]point) bool { return true })
+	got = append(got, hist["n1"]...)
+	next(t, s, "overview", "20 points after the history", func(ov overview) bool {
+		for node, pts := range ov.Points {
+			if node != "n1" {
+				t.Fatalf("points of node %q", node)
+			}
+			got = append(got, pts...)
+		}
+		return len(got) >= len(hist["n1"])+20
+	})
+	ring := c.history()["n1"]
+	first := -1
+	for i, p := range ring {
+		if p.TimeMS == got[0].TimeMS {
+			first = i
+		}
+	}
+	if first < 0 || first+len(got) > len(ring) {
+		t.Fatalf("the page's first point %d ms is not in the ring (%d points)", got[0].TimeMS, len(ring))
+	}
+	for i, p := range got {
+		if p != ring[first+i] {
+			t.Fatalf("point %d of the page: %+v; the ring's: %+v (a point skipped or repeated)", i, p, ring[first+i])
+		}
+	}
+}

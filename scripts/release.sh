@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # release.sh cross-builds static herald binaries for linux/amd64, linux/arm64 and darwin/arm64
-# into dist/, with a SHA-256 checksum file beside them.
+# into dist/, packs the recovery helper (clients/js, @herald-rt/recovery) into its npm tarball
+# there (`npm install ./herald-rt-recovery-<version>.tgz`: no registry needed), and writes a
+# SHA-256 checksum file beside them.
 #
 #   scripts/release.sh [version]      # default: git describe --tags --always --dirty
 #
@@ -11,6 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VERSION=${1:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}
+command -v npm >/dev/null || { echo "release.sh: npm is needed to pack clients/js (apt-get install -y npm)" >&2; exit 1; }
 TARGETS=(linux/amd64 linux/arm64 darwin/arm64)
 
 rm -rf dist
@@ -22,6 +25,10 @@ for target in "${TARGETS[@]}"; do
     -ldflags "-s -w -X main.version=${VERSION}" -o "$out" ./cmd/herald
   echo "built $out"
 done
+# The helper's tarball: the files package.json lists, under its own version (package.json's
+# "version"); herald also serves the same index.js at /client/recovery.mjs.
+tarball=$(npm pack ./clients/js --pack-destination dist --silent)
+echo "packed dist/$tarball"
 (cd dist && sha256sum herald-* > SHA256SUMS)
 echo "checksums: dist/SHA256SUMS"
 ls -l dist

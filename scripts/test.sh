@@ -78,6 +78,8 @@ tools() {
   command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ] || { apt-get update -qq && apt-get install -y -qq mariadb-server; }
   # The browser tests (test/js/tests/console.test.mjs, recovery-browser.test.mjs) drive Debian's chromium.
   command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
+  # test/js/tests/tls-docs.test.mjs runs the docs' openssl command for a self-signed certificate.
+  command -v openssl >/dev/null || { apt-get update -qq && apt-get install -y -qq openssl; }
   # The ingest tests run a real Kafka broker from its jars (internal/servicetest/kafka.go):
   # Java 17 or newer, and Maven to fetch the jars once into ~/.cache/herald-kafka.
   if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then

@@ -65,7 +65,7 @@ func (p *apiPort) start() error {
 		IdleTimeout:    p.cfg.RESTIdleTimeout.Duration,
 		Spare:          func() int { return p.fd.spare(p.node.h.Connections()) },
 	}, p.log)
-	p.srv = port.Server(p.api)
+	p.srv = port.Server(withClientFiles(p.api, p.version))
 	exportPort(p.reg, p.cfg.Metrics.Prefix, port)
 	p.warnDevCredentials()
 	p.logStart(port.Addr().String())

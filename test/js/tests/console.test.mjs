@@ -3,10 +3,18 @@
 // connection and the subscription (overview and debug log); the page's event creator sends an
 // event, which reaches the pusher-js client and shows in the log as an API event.
 //
-// HERALD_CONSOLE_SCREENSHOTS=dir saves the overview and the debug console there as PNGs.
+// The overview's charts read at a glance from the first minute: an x axis that grows with the
+// data, a few ticks with units on the y axis, a caption under each chart, refusals one every
+// 3 s drawn as separate bars, "single node" in the header; checked in the page's layout (sizes,
+// nothing overflowing) and on a screenshot of the charts.
+//
+// HERALD_CONSOLE_SCREENSHOTS=dir saves the overview, the debug console and the charts there as
+// PNGs.
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 
 import {
@@ -20,6 +28,7 @@ import {
   waitForBind,
   cleanupAll,
   uniq,
+  WebSocket,
 } from '../harness.mjs';
 import { launchChromium } from '../chromium.mjs';
 
@@ -150,4 +159,122 @@ test('the event creator refuses what the REST API refuses, with its error', asyn
     document.getElementById('ev-send').click();
   })()`);
   assert.equal(await got, 'plain');
+});
+
+/** Opens a WebSocket with a key herald does not know and resolves once herald has closed it. */
+function refusedConnection() {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(`${server.wsUrl}/app/no-such-key?protocol=7`);
+    ws.on('close', resolve);
+    ws.on('error', reject);
+  });
+}
+
+test('the charts read at a glance from the first minute: a growing x axis, ticks with units, captions, refusals as bars', async () => {
+  await page.evaluate(`document.querySelector('nav button[data-tab=overview]').click()`);
+  const client = await connectClient(server);
+  const channel = uniq('charts-');
+  await subscribe(client, channel);
+  const sdk = server.sdk(APP1);
+  const ticker = setInterval(() => sdk.trigger(channel, 'tick', { at: Date.now() }).catch(() => {}), 100);
+  try {
+    // One refused connection every 3 s, four times (the pause is the scenario's pacing).
+    for (let i = 0; i < 4; i++) {
+      const next = Date.now() + 3000;
+      await refusedConnection();
+      if (i < 3) await new Promise((r) => setTimeout(r, Math.max(0, next - Date.now())));
+    }
+    await page.waitFor(
+      `document.querySelectorAll('#chart-refused_per_s rect.bar').length >= 4 && Number(document.getElementById('chart-connections').dataset.points) >= 9` +
+        ` && Number(document.querySelector('[data-now=out_per_s]').textContent) > 0`,
+      'four refusals drawn as bars, nine points and messages to clients on the charts',
+    );
+  } finally {
+    clearInterval(ticker);
+  }
+
+  assert.equal(await page.evaluate(`document.getElementById('node').textContent`), 'single node');
+  const charts = await page.evaluate(`(() => {
+    const M = { left: 44, right: 8 };
+    const inside = (r, box) => r.left >= box.left - 0.5 && r.right <= box.right + 0.5 && r.top >= box.top - 0.5 && r.bottom <= box.bottom + 0.5;
+    return [...document.querySelectorAll('.chart')].map((c) => {
+      const svg = c.querySelector('svg');
+      const box = svg.getBoundingClientRect();
+      const pw = box.width - M.left - M.right;
+      const xs = [...svg.querySelectorAll('polyline')].flatMap((p) => p.getAttribute('points').split(' ').map((xy) => Number(xy.split(',')[0])));
+      const bars = [...svg.querySelectorAll('rect.bar')].map((r) => ({ x: Number(r.getAttribute('x')), w: Number(r.getAttribute('width')) }));
+      return {
+        id: svg.id,
+        title: c.querySelector('h3').textContent,
+        caption: c.querySelector('.caption') ? c.querySelector('.caption').textContent : '',
+        width: box.width,
+        height: box.height,
+        span: Number(svg.dataset.span),
+        yticks: [...svg.querySelectorAll('text.ytick')].map((t) => t.textContent),
+        xticks: [...svg.querySelectorAll('text.xtick')].map((t) => t.textContent),
+        // Labels that overlap one another.
+        clash: (() => {
+          const r = [...svg.querySelectorAll('text')].map((t) => [t.textContent, t.getBoundingClientRect()]);
+          const out = [];
+          for (let i = 0; i < r.length; i++) for (let j = i + 1; j < r.length; j++) {
+            const [a, b] = [r[i][1], r[j][1]];
+            if (a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom) out.push(r[i][0] + ' / ' + r[j][0]);
+          }
+          return out;
+        })(),
+        // Every mark and label within the chart, and the card's content within the card.
+        overflow: [...svg.querySelectorAll('*')].filter((e) => !inside(e.getBoundingClientRect(), box)).map((e) => e.outerHTML.slice(0, 120)),
+        cardOverflow: c.scrollWidth > c.clientWidth + 1 || c.querySelector('h3').scrollWidth > c.querySelector('h3').clientWidth + 1,
+        lines: svg.querySelectorAll('polyline').length,
+        // How much of the plot's width the lines cover (the x axis grows with the data).
+        cover: xs.length ? (Math.max(...xs) - Math.min(...xs)) / pw : 0,
+        bars,
+        pw,
+      };
+    });
+  })()`);
+  const byId = Object.fromEntries(charts.map((c) => [c.id, c]));
+  assert.deepEqual(Object.keys(byId), ['chart-connections', 'chart-in_per_s', 'chart-out_per_s', 'chart-refused_per_s']);
+  for (const c of charts) {
+    const what = `${c.id}: ${JSON.stringify(c)}`;
+    assert.ok(c.width >= 250 && c.height >= 120, `${c.id} is ${c.width}×${c.height}: ${what}`);
+    assert.deepEqual(c.overflow, [], `${c.id}: marks or labels outside the chart`);
+    assert.equal(c.cardOverflow, false, `${c.id}: its card overflows`);
+    assert.ok(c.caption.length >= 30, `${c.id}: a caption says what it counts: ${what}`);
+    assert.ok(c.yticks.length >= 3 && c.yticks[0] === '0', `${c.id}: a few y ticks from 0: ${c.yticks}`);
+    const unit = c.id === 'chart-connections' ? /^\d+(\.\d+)?k?$/ : /^\d+(\.\d+)?k?\/s$/;
+    for (const t of c.yticks.slice(1)) assert.match(t, unit, `${c.id}: y tick ${t}`);
+    assert.ok(c.xticks.length >= 3 && c.xticks.includes('now'), `${c.id}: x ticks up to now: ${c.xticks}`);
+    assert.deepEqual(c.clash, [], `${c.id}: labels that overlap`);
+    assert.ok(c.span <= 15 * 60 * 1000, what);
+  }
+  assert.match(byId['chart-in_per_s'].caption, /REST API/, 'the caption says REST publishes are not messages from clients');
+  assert.match(byId['chart-in_per_s'].title, /from clients/);
+  // The x axis grows with the data: the connections line covers a good part of the plot, not
+  // its right edge (on a fixed 15-minute axis, a minute covers 7%).
+  assert.ok(byId['chart-connections'].cover >= 0.25, `the connections line covers ${byId['chart-connections'].cover} of the plot (span ${byId['chart-connections'].span} ms)`);
+  assert.ok(byId['chart-connections'].span <= 60_000 || byId['chart-connections'].cover >= 0.4, JSON.stringify(byId['chart-connections']));
+  // Refusals are bars with gaps between them, not a line and not a solid block.
+  const refused = byId['chart-refused_per_s'];
+  assert.equal(refused.lines, 0, 'no line on the refusals chart');
+  const bars = refused.bars.sort((a, b) => a.x - b.x);
+  const extent = bars[bars.length - 1].x + bars[bars.length - 1].w - bars[0].x;
+  const filled = bars.reduce((n, b) => n + b.w, 0);
+  assert.ok(filled <= 0.6 * extent, `the refusal bars fill ${filled} of the ${extent} px they spread over: ${JSON.stringify(bars)}`);
+  // Nothing wider than the window.
+  assert.equal(await page.evaluate('document.documentElement.scrollWidth <= window.innerWidth'), true, 'the page scrolls sideways');
+
+  // The screenshot of the charts: the section's size, in the viewport.
+  const rect = await page.evaluate(`(() => { const r = document.getElementById('charts-section').getBoundingClientRect(); return { x: r.x, y: r.y, width: r.width, height: r.height }; })()`);
+  assert.ok(rect.y + rect.height <= 860, `the charts fit in the window: ${JSON.stringify(rect)}`);
+  const dir = shots || mkdtempSync(path.join(os.tmpdir(), 'herald-console-'));
+  const file = path.join(dir, 'console-charts-first-minute.png');
+  const { data } = await page.send('Page.captureScreenshot', { format: 'png', clip: { ...rect, scale: 1 } });
+  const png = Buffer.from(data, 'base64');
+  if (shots) await import('node:fs').then((fs) => fs.writeFileSync(file, png));
+  else rmSync(dir, { recursive: true, force: true });
+  assert.equal(png.subarray(1, 4).toString(), 'PNG');
+  const [w, h] = [png.readUInt32BE(16), png.readUInt32BE(20)];
+  assert.ok(Math.abs(w - Math.round(rect.width)) <= 1 && Math.abs(h - Math.round(rect.height)) <= 1, `the screenshot is ${w}×${h}, the section ${rect.width}×${rect.height}`);
+  assert.ok(png.length > 10_000, `a screenshot of ${png.length} bytes: the charts are drawn`);
 });
