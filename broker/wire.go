@@ -171,17 +171,9 @@ func DecodeMessage(b []byte) (herald.BusMessage, error) {
 
 // decodeKeyed decodes a version 5 encoding: a keyed message without a position.
 func decodeKeyed(b []byte) (herald.BusMessage, error) {
-	b = b[1:]
 	var fields [2]string // node, key
-	for i := range fields {
-		n, k := binary.Uvarint(b)
-		if k <= 0 || n > MaxFieldBytes || n > uint64(len(b)-k) {
-			return herald.BusMessage{}, ErrMalformed
-		}
-		fields[i] = string(b[k : k+int(n)])
-		b = b[k+int(n):]
-	}
-	if fields[1] == "" || len(fields[1]) > herald.MaxKeyBytes {
+	b, ok := readFields(b[1:], fields[:])
+	if !ok || fields[1] == "" || len(fields[1]) > herald.MaxKeyBytes {
 		return herald.BusMessage{}, ErrMalformed
 	}
 	m, err := decodePlain(b)
@@ -208,17 +200,26 @@ func decodePlain(b []byte) (herald.BusMessage, error) {
 		}
 		b = b[8:]
 	}
-	b = b[2:]
 	var fields [4]string
-	for i := range fields {
-		n, k := binary.Uvarint(b)
-		if k <= 0 || n > MaxFieldBytes || n > uint64(len(b)-k) {
-			return herald.BusMessage{}, ErrMalformed
-		}
-		fields[i] = string(b[k : k+int(n)])
-		b = b[k+int(n):]
+	b, ok := readFields(b[2:], fields[:])
+	if !ok {
+		return herald.BusMessage{}, ErrMalformed
 	}
 	m.App, m.Channel, m.Node, m.ExcludeSocket = fields[0], fields[1], fields[2], fields[3]
 	m.Payload = b
 	return m, nil
+}
+
+// readFields reads len(fields) strings off b, each a uvarint length (at most MaxFieldBytes)
+// and its bytes, and returns what follows; false when b does not hold them.
+func readFields(b []byte, fields []string) ([]byte, bool) {
+	for i := range fields {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > MaxFieldBytes || n > uint64(len(b)-k) {
+			return nil, false
+		}
+		fields[i] = string(b[k : k+int(n)])
+		b = b[k+int(n):]
+	}
+	return b, true
 }
