@@ -63,13 +63,11 @@ func NewReplicated(cfg Config, eng *fanout.Engine, bus herald.Broker, hist heral
 	r.received = newReceived(r.cfg.KeyWindow, r.cfg.MaxKeys)
 	r.copies = hist != nil
 	r.ops.ctx, r.ops.cancel = context.WithCancel(context.Background())
-	r.stream = newStream(r)
+	r.stream = newStream(streamConfig{bus: bus, apps: &r.apps, now: eng.Now, behind: r.press.behind.Load, log: log,
+		heartbeat: r.cfg.Heartbeat, timeout: r.cfg.NodeTimeout, release: r.cfg.Release})
 	r.others = r.stream
 	r.press.fill = eng.Fill
-	r.press.changed = func() {
-		r.stream.announce.Store(true)
-		r.stream.poke()
-	}
+	r.press.changed = r.stream.announce
 	handle(herald.BusEvent, r.receiveEvent)
 	handle(herald.BusState, r.receiveState)
 	handle(herald.BusCache, r.receiveCache)
@@ -89,6 +87,7 @@ const (
 // state stream.
 func (r *Replicated) Start(l Listener) {
 	r.start(l)
+	r.stream.listen(l)
 	// Before any client or publish: kept by the engine, and restored when the bus comes
 	// back, even when the bus is unreachable now.
 	ctx, cancel := context.WithTimeout(r.ops.ctx, 5*time.Second)
@@ -109,8 +108,7 @@ func (r *Replicated) Start(l Listener) {
 func (r *Replicated) AddApp(id string, g *fanout.Group, rules []herald.HistoryRule) *App {
 	a := r.node.AddApp(id, g, rules)
 	if r.started.Load() {
-		r.stream.syncAll.Store(true)
-		r.stream.poke()
+		r.stream.askAll()
 	}
 	return a
 }
@@ -396,7 +394,7 @@ func (r *Replicated) behind() error {
 		r.press.refused.Add(1)
 		return herald.Errorf(herald.CodeBusy, "this node cannot keep up with the events it receives (its fan-out queues are full): retry later")
 	}
-	if name := r.stream.behindPeer.Load(); name != nil {
+	if name := r.stream.behindPeer(); name != nil {
 		r.press.refused.Add(1)
 		return herald.Errorf(herald.CodeBusy, "node %s cannot keep up with the events it receives (its fan-out queues are full): retry later", *name)
 	}
