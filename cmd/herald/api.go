@@ -86,7 +86,7 @@ func (p *apiPort) failed() <-chan error { return p.served }
 // closes the WebSocket connections, which http.Server.Shutdown does not track.
 func (p *apiPort) stop(ctx context.Context) error { return p.srv.Shutdown(ctx) }
 
-// health is what /health and /ready report.
+// health is what /health (both ports') and /ready report.
 func (p *apiPort) health() httpapi.HealthReport {
 	st := p.node.h.Stats()
 	r := httpapi.HealthReport{Status: "ok", Connections: httpapi.Capacity{Current: st.Connections, Max: st.MaxConnections},
@@ -135,8 +135,9 @@ func (p *apiPort) logStart(addr string) {
 	p.log.Info("herald listening", attrs...)
 }
 
-// detailedHealth answers the metrics listener's /health: the whole report, the ingest
-// sources' errors included, which the public /health leaves out. 503 until the port started.
+// detailedHealth answers the metrics listener's /health: the whole report (the bus and its
+// nodes, the app store, the ingest sources and their errors, the version), of which the
+// public /health gives the status and the counts only. 503 until the port started.
 func (p *apiPort) detailedHealth(w http.ResponseWriter, r *http.Request) {
 	api := p.ready.Load()
 	if api == nil {

@@ -396,9 +396,9 @@ export class Cluster {
     return { client, node: entry.backend };
   }
 
-  /** GET /health of every node: [{status, body}]. */
+  /** GET the detailed /health (the metrics listener's) of every node: [{status, body}]. */
   async healths() {
-    return Promise.all(this.nodes.map((n) => n.health()));
+    return Promise.all(this.nodes.map((n) => n.detail()));
   }
 
   /** Polls until every node's /health says the bus is connected and the node is ok. */

@@ -131,16 +131,16 @@ function guard(t) {
   return !skipReason;
 }
 
-/** Polls /health until every named source is listed with state 'up'. */
+/** Polls the detailed /health until every named source is listed with state 'up'. */
 async function sourcesUp(node, names) {
   let last;
   await eventually(
     async () => {
-      last = (await node.health()).body.ingest;
+      last = (await node.detail()).body.ingest;
       return names.every((name) => last?.some((s) => s.name === name && s.state === 'up'));
     },
     WAIT_MS,
-    () => `sources ${names} up on ${node.httpUrl} (last /health ingest: ${JSON.stringify(last)})`,
+    () => `sources ${names} up on ${node.httpUrl} (last detailed /health ingest: ${JSON.stringify(last)})`,
   );
 }
 
