@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -98,14 +99,25 @@ type node struct {
 	client    *http.Client
 }
 
+// testClusterSecret is the cluster secret of the tests' nodes, unless a test gives its own
+// (or runs unsealed with --cluster-insecure).
+const testClusterSecret = "cluster-test-secret-0123456789abcdef"
+
 // startNode starts a node on bus (none: "") with node id name and the extra flags, and
-// registers its stop on cleanup.
+// registers its stop on cleanup. A node on a bus gets testClusterSecret unless extra sets
+// --cluster-secret, --cluster-secret-file or --cluster-insecure.
 func startNode(t *testing.T, name, bus string, extra ...string) *node {
 	t.Helper()
 	if bus == "" {
 		return startServe(t, name, extra...)
 	}
-	return startServe(t, name, append([]string{"--cluster-url", bus, "--cluster-node-id", name}, extra...)...)
+	flags := []string{"--cluster-url", bus, "--cluster-node-id", name}
+	if !slices.ContainsFunc(extra, func(f string) bool {
+		return f == "--cluster-secret" || f == "--cluster-secret-file" || f == "--cluster-insecure"
+	}) {
+		flags = append(flags, "--cluster-secret", testClusterSecret)
+	}
+	return startServe(t, name, append(flags, extra...)...)
 }
 
 // startServe starts `herald serve` with the flags given (ports, logs and shutdown chosen

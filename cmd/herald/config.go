@@ -149,12 +149,16 @@ type ClusterConfig struct {
 	NodeTimeout Duration
 
 	// Secret seals every bus message (broker.Auth): nodes refuse messages not sealed with
-	// it, and messages received before. Every node of a cluster shares it; empty = messages
-	// unsealed. SecretFile names a file holding it instead (validation reads it into
-	// Secret). AcceptSecret (or AcceptSecretFile) is a second secret whose messages are
-	// accepted, never used to seal: for a rotation.
+	// it, and messages received before. Every node of a cluster shares it; a cluster
+	// without one refuses to start unless Insecure is set. SecretFile names a file holding
+	// it instead (validation reads it into Secret). AcceptSecret (or AcceptSecretFile) is a
+	// second secret whose messages are accepted, never used to seal: for a rotation.
 	Secret, SecretFile             string
 	AcceptSecret, AcceptSecretFile string
+	// Insecure lets a cluster start without Secret: its bus messages travel unsealed and
+	// whoever can publish on the bus is believed. Warned of at start and in the
+	// cluster_unsealed metric.
+	Insecure bool
 	// Encrypt encrypts every message's payload with a key derived from Secret, and the
 	// history channels' events kept on the bus's server.
 	Encrypt bool
@@ -339,8 +343,9 @@ var settings = slices.Concat([]setting{
 	{"cluster.prefix", "first part of every bus subject or Redis channel, so clusters can share a bus", func(c *Config) any { return &c.Cluster.Prefix }},
 	{"cluster.heartbeat", "how often the node announces its share of the cluster's state (members, subscriptions)", func(c *Config) any { return &c.Cluster.Heartbeat }},
 	{"cluster.node_timeout", "a node unheard this long is dead: its members and subscriptions leave the cluster's state", func(c *Config) any { return &c.Cluster.NodeTimeout }},
-	{"cluster.secret", "secret every node shares: bus messages are sealed with it, others refused; empty = unsealed (prefer cluster.secret_file)", func(c *Config) any { return &c.Cluster.Secret }},
+	{"cluster.secret", "secret every node shares: bus messages are sealed with it, others refused; required with cluster.url (openssl rand -hex 32; prefer cluster.secret_file)", func(c *Config) any { return &c.Cluster.Secret }},
 	{"cluster.secret_file", "file holding cluster.secret", func(c *Config) any { return &c.Cluster.SecretFile }},
+	{"cluster.insecure", "let a cluster start without cluster.secret: bus messages unsealed, whoever can publish on the bus is believed", func(c *Config) any { return &c.Cluster.Insecure }},
 	{"cluster.accept_secret", "a second secret whose bus messages are accepted, never sent with: for a rotation", func(c *Config) any { return &c.Cluster.AcceptSecret }},
 	{"cluster.accept_secret_file", "file holding cluster.accept_secret", func(c *Config) any { return &c.Cluster.AcceptSecretFile }},
 	{"cluster.encrypt", "encrypt bus payloads and the history events kept on the bus server (needs cluster.secret)", func(c *Config) any { return &c.Cluster.Encrypt }},

@@ -25,7 +25,8 @@ if [ "$mode" = churn ]; then
 	pids+=($!)
 	for _ in $(seq 100); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
 	limit=100
-	extra=(--cluster-url "redis://127.0.0.1:$rport" --cluster-node-id n1)
+	head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$dir/cluster-secret" # 64 hex digits
+	extra=(--cluster-url "redis://127.0.0.1:$rport" --cluster-secret-file "$dir/cluster-secret" --cluster-node-id n1)
 	set -- -redis "127.0.0.1:$rport" "$@"
 fi
 cat >"$dir/herald.yml" <<YML

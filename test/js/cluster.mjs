@@ -79,6 +79,9 @@ const ENGINES = {
 /** The engines a test file can parametrize over. */
 export const BUS_ENGINES = Object.keys(ENGINES);
 
+/** The cluster.secret every test node on a bus shares (a cluster without one refuses to start). */
+export const CLUSTER_SECRET = 'herald-js-cluster-secret-0123456789abcdef';
+
 /** One TCP exchange with the bus server: resolves true when it answers as ready. */
 function probe(engine, port) {
   const spec = ENGINES[engine];
@@ -344,7 +347,7 @@ export class Cluster {
   nodeConfig(i) {
     return {
       ...this.extraConfig,
-      cluster: { url: this.bus.url, node_id: this.nodeId(i), prefix: this.prefix, ...this.clusterConfig },
+      cluster: { url: this.bus.url, node_id: this.nodeId(i), prefix: this.prefix, secret: CLUSTER_SECRET, ...this.clusterConfig },
     };
   }
 

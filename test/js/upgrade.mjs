@@ -30,7 +30,7 @@ import {
   subscribe,
   uniq,
 } from './harness.mjs';
-import { BusServer, FAST_HEARTBEAT, memberIds, untilRestEverywhere, userIdsView } from './cluster.mjs';
+import { BusServer, CLUSTER_SECRET, FAST_HEARTBEAT, memberIds, untilRestEverywhere, userIdsView } from './cluster.mjs';
 
 // The previous release: v0.1.0. A clone may not carry tags, so the commit is named.
 const PREVIOUS = '890a037';
@@ -90,7 +90,8 @@ export async function rollingUpgrade(engine, t) {
   const bus = await new BusServer(engine).start();
   const dir = mkdtempSync(path.join(os.tmpdir(), 'herald-js-upgrade-'));
   const prefix = uniq('upgrade').replace(/[^A-Za-z0-9]/g, '');
-  const nodeConfig = (i) => ({ cluster: { url: bus.url, node_id: `node-${i}`, prefix, ...FAST_HEARTBEAT } });
+  // v0.1.0 seals with cluster.secret as this release does: the old and the new nodes share it.
+  const nodeConfig = (i) => ({ cluster: { url: bus.url, node_id: `node-${i}`, prefix, secret: CLUSTER_SECRET, ...FAST_HEARTBEAT } });
   // nodes[i]: a HeraldServer; kind[i]: 'old' or 'new'.
   const nodes = [];
   const kind = [];

@@ -36,7 +36,7 @@ import {
   metricKey,
   withDeadline,
 } from '../harness.mjs';
-import { BusServer } from '../cluster.mjs';
+import { BusServer, CLUSTER_SECRET } from '../cluster.mjs';
 import { KafkaBroker } from '../kafka.mjs';
 
 const { Kafka, Partitioners, logLevel } = kafkajs;
@@ -51,7 +51,7 @@ let skipReason = null;
 const prefix = 'herald-js';
 
 function nodeConfig(i, ingest) {
-  return { cluster: { url: bus.url, node_id: `node-${i}`, prefix }, ingest };
+  return { cluster: { url: bus.url, node_id: `node-${i}`, prefix, secret: CLUSTER_SECRET }, ingest };
 }
 
 const kafkaSource = (topic, extra = {}) => ({
