@@ -127,7 +127,8 @@ start_bus() {
 start_node() {
 	node_port=$(freeport)
 	node_metrics=$(freeport)
-	local args=(serve --port "$node_port" --metrics-port "$node_metrics")
+	# The generator's clients come from a few loopback addresses: no per-address connection limit.
+	local args=(serve --port "$node_port" --metrics-port "$node_metrics" --connection-rate-per-ip 0)
 	if [ -n "$node_config" ]; then args+=(--config "$node_config"); fi
 	case $variant in
 	plain) ;;

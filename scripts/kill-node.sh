@@ -87,7 +87,7 @@ for i in 0 1 2; do
 	p=$(freeport)
 	m=$(freeport)
 	"$node_bin" serve --port "$p" --metrics-port "$m" --config "$tmp/apps.yml" --cluster-url "$bus_url" \
-		--cluster-secret-file "$tmp/cluster-secret" --cluster-node-id "node-$i" --workers "$workers" --log-level warn >"$tmp/node-$i.log" 2>&1 &
+		--cluster-secret-file "$tmp/cluster-secret" --connection-rate-per-ip 0 --cluster-node-id "node-$i" --workers "$workers" --log-level warn >"$tmp/node-$i.log" 2>&1 &
 	pids+=($!)
 	np+=($!)
 	mp+=("$m")

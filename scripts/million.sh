@@ -146,7 +146,8 @@ start_node() {
 	local port metrics args
 	port=$(freeport)
 	metrics=$(freeport)
-	args=(serve --port "$port" --metrics-port "$metrics" --cluster-url "$bus_url" --cluster-secret-file "$tmp/cluster-secret" --cluster-node-id "node-$1")
+	# A million clients from a few thousand loopback addresses: no per-address connection limit.
+	args=(serve --port "$port" --metrics-port "$metrics" --cluster-url "$bus_url" --cluster-secret-file "$tmp/cluster-secret" --cluster-node-id "node-$1" --connection-rate-per-ip 0)
 	if [ "$history" = 1 ]; then args+=(--config "$tmp/apps.yml"); fi
 	if [ -n "${NODE_ACTIVITY:-}" ]; then args+=(--activity-timeout "$NODE_ACTIVITY"); fi
 	args+=(--pong-timeout "${NODE_PONG:-90s}")

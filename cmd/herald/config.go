@@ -66,8 +66,10 @@ type Config struct {
 	// do not.
 	RESTReplayMaxPerApp int
 	// ConnectionRatePerIP is how many new connections per second one client address may
-	// open (a token bucket with ConnectionBurstPerIP); over it the handshake is refused with
-	// 4100. 0 = no limit.
+	// open (a token bucket with ConnectionBurstPerIP, 0 meaning the rate); over it the
+	// handshake is refused with 4100. 0 = no limit. On by default (defaultConnectionRatePerIP):
+	// each new connection brings its own subscribe burst (max_channels_per_conn), so an
+	// address that may open connections without bound may subscribe without bound.
 	ConnectionRatePerIP  int
 	ConnectionBurstPerIP int
 	// ConnectionIPv6Prefix is the prefix length IPv6 clients are grouped by for
@@ -211,6 +213,16 @@ var devApp = AppConfig{
 	EnableUserAuthentication: true,
 }
 
+// The default per-address connection rate: what one address costs is bounded (about 20
+// handshakes a second, and 20 × max_channels_per_conn subscriptions), while the clients of an
+// office behind one NAT address reconnecting at once after a restart (100 at once, then 20 a
+// second: 500 within 20 s, pusher-js retrying a refusal by itself) still get in. Behind a proxy
+// that hides client addresses every client shares one: set 0 there.
+const (
+	defaultConnectionRatePerIP  = 20
+	defaultConnectionBurstPerIP = 100
+)
+
 // defaultConfig is the configuration before any file, environment variable or flag.
 func defaultConfig() Config {
 	return Config{
@@ -228,6 +240,8 @@ func defaultConfig() Config {
 		MaxHTTPConnections:   256,
 		RESTReplayMaxPerApp:  1 << 20,
 		ConnectionIPv6Prefix: 64,
+		ConnectionRatePerIP:  defaultConnectionRatePerIP,
+		ConnectionBurstPerIP: defaultConnectionBurstPerIP,
 		Memory:               MemoryConfig{RefuseAbovePercent: 90, AcceptBelowPercent: 80},
 		History:              defaultHistory(),
 		Cache:                CacheConfig{MaxBytes: 64 << 20, MaxBytesPerApp: 16 << 20, TTL: Duration{30 * time.Minute}},
@@ -310,7 +324,7 @@ var settings = slices.Concat([]setting{
 	{"max_http_connections", "most connections in their HTTP phase (REST, health, upgrades) at once", func(c *Config) any { return &c.MaxHTTPConnections }},
 	{"rest_replay_protection", "refuse a signed REST request whose signature was already used in the timestamp window", func(c *Config) any { return &c.RESTReplayProtection }},
 	{"rest_replay_max_per_app", "signatures replay protection remembers per app on this node; past it that app's signed requests get 503", func(c *Config) any { return &c.RESTReplayMaxPerApp }},
-	{"connection_rate_per_ip", "new connections per second one address may open (4100 over it); 0 = no limit", func(c *Config) any { return &c.ConnectionRatePerIP }},
+	{"connection_rate_per_ip", "new connections per second one address may open (4100 over it); 0 = no limit (behind a proxy that hides client addresses)", func(c *Config) any { return &c.ConnectionRatePerIP }},
 	{"connection_ipv6_prefix", "IPv6 clients count for connection_rate_per_ip by their network of this many bits (64: a /64 is one client)", func(c *Config) any { return &c.ConnectionIPv6Prefix }},
 	{"connection_burst_per_ip", "burst of new connections one address may open at once; 0 = the rate", func(c *Config) any { return &c.ConnectionBurstPerIP }},
 	{"memory.limit_bytes", "memory the guard's percentages apply to; 0 = cgroup limit, else machine memory", func(c *Config) any { return &c.Memory.LimitBytes }},

@@ -52,6 +52,8 @@ func TestLoadConfigDefaults(t *testing.T) {
 		MaxHTTPConnections:   256,
 		RESTReplayMaxPerApp:  1 << 20,
 		ConnectionIPv6Prefix: 64,
+		ConnectionRatePerIP:  20,
+		ConnectionBurstPerIP: 100,
 		Memory:               MemoryConfig{RefuseAbovePercent: 90, AcceptBelowPercent: 80},
 		Cache:                CacheConfig{MaxBytes: 67108864, MaxBytesPerApp: 16777216, TTL: secs(1800)},
 		History: HistoryConfig{MaxBytesPerApp: 64 << 20, ReplayBytesPerSecond: 256 << 20, ReplayBytesPerSecondPerApp: 128 << 20,

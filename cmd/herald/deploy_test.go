@@ -139,6 +139,10 @@ func TestComposeFiles(t *testing.T) {
 					t.Errorf("%s: %s: herald serve refuses its environment: %v", file, name, err)
 					continue
 				}
+				if cfg.ConnectionRatePerIP != 0 || cfg.History.ReplayBytesPerSecondPerAddress != 0 {
+					t.Errorf("%s: %s: per-address limits %d connections/s, %d replayed bytes/s; behind HAProxy, which hides client addresses, want 0",
+						file, name, cfg.ConnectionRatePerIP, cfg.History.ReplayBytesPerSecondPerAddress)
+				}
 				if !strings.HasPrefix(cfg.Cluster.URL, scheme+"://"+scheme+":") {
 					t.Errorf("%s: %s: cluster.url %q; want the %s service", file, name, cfg.Cluster.URL, scheme)
 				}
