@@ -275,8 +275,8 @@ func startCluster(c ClusterConfig, replicas int, reg *metrics.Registry, metricPr
 // plaintext reports whether the bus is reached without TLS on a server off this machine:
 // neither rediss:// nor tls://, nor TLS files for a NATS server (which turn TLS on).
 func plaintext(c ClusterConfig, u busURL) bool {
-	tls := u.tls || u.engine == "nats" && (c.TLSCAFile != "" || c.TLSCertFile != "")
-	return !tls && !u.loopback()
+	secured := u.tls || u.engine == "nats" && (c.TLSCAFile != "" || c.TLSCertFile != "")
+	return !secured && !u.loopback()
 }
 
 func b2f(b bool) float64 {
