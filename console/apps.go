@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strings"
 	"time"
@@ -139,12 +138,9 @@ func apiError(w http.ResponseWriter, status int, format string, args ...any) {
 // maxAppBody bounds an apps API request body.
 const maxAppBody = 64 << 10
 
-// readApp reads a JSON body onto j; a problem answers 4xx and returns false.
+// readApp reads a JSON body (its type checked by jsonOnly) onto j; a problem answers 4xx and
+// returns false.
 func readApp(w http.ResponseWriter, r *http.Request, j *appJSON) bool {
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		apiError(w, http.StatusUnsupportedMediaType, "apps: send the app as application/json")
-		return false
-	}
 	dec := json.NewDecoder(io.LimitReader(r.Body, maxAppBody+1))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(j); err != nil {

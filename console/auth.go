@@ -124,10 +124,11 @@ func (s *sessions) count() int {
 
 // setCookie gives the browser its session: HttpOnly (no script reads it), SameSite=Strict
 // (no other site's page sends it, so no form elsewhere can publish through the console),
-// Max-Age its lifetime, Secure when the request came over TLS.
+// Max-Age its lifetime, Secure whenever the browser reached the console over TLS, through a
+// proxy that terminates it included (overTLS).
 func setCookie(w http.ResponseWriter, r *http.Request, id string, maxAge int) {
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Value: id, Path: "/console", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, MaxAge: maxAge, Secure: r.TLS != nil})
+		SameSite: http.SameSiteStrictMode, MaxAge: maxAge, Secure: overTLS(r)})
 }
 
 // unauthorized answers 401 with a JSON error.

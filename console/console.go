@@ -149,12 +149,12 @@ func New(cfg Config, log *slog.Logger) *Console {
 	c.mux.HandleFunc("GET /console/stream", c.allowed(c.stream))
 	c.mux.HandleFunc("POST /console/apps/{id}/events", c.allowed(c.publish))
 	c.mux.HandleFunc("GET /console/api/apps", c.allowed(c.listApps))
-	c.mux.HandleFunc("POST /console/api/apps", c.allowed(c.createApp))
+	c.mux.HandleFunc("POST /console/api/apps", c.allowed(jsonOnly(c.createApp)))
 	c.mux.HandleFunc("GET /console/api/apps/{id}", c.allowed(c.getApp))
-	c.mux.HandleFunc("PATCH /console/api/apps/{id}", c.allowed(c.updateApp))
-	c.mux.HandleFunc("POST /console/api/apps/{id}/disable", c.allowed(c.setEnabled(false)))
-	c.mux.HandleFunc("POST /console/api/apps/{id}/enable", c.allowed(c.setEnabled(true)))
-	c.mux.HandleFunc("POST /console/api/apps/{id}/rotate-secret", c.allowed(c.rotateSecret))
+	c.mux.HandleFunc("PATCH /console/api/apps/{id}", c.allowed(jsonOnly(c.updateApp)))
+	c.mux.HandleFunc("POST /console/api/apps/{id}/disable", c.allowed(jsonOnly(c.setEnabled(false))))
+	c.mux.HandleFunc("POST /console/api/apps/{id}/enable", c.allowed(jsonOnly(c.setEnabled(true))))
+	c.mux.HandleFunc("POST /console/api/apps/{id}/rotate-secret", c.allowed(jsonOnly(c.rotateSecret)))
 	c.mux.HandleFunc("/console/", c.allowed(func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]any{"error": "no route for " + r.Method + " " + r.URL.Path, "code": http.StatusNotFound})
 	}))
@@ -208,8 +208,15 @@ func (c *Console) appIDs() []string {
 	return ids[:min(len(ids), maxListed)]
 }
 
-// ServeHTTP serves /console and everything under it.
-func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.mux.ServeHTTP(w, r) }
+// ServeHTTP serves /console and everything under it; a request that changes something and
+// comes from a page of another origin is refused with 403 first (origin.go).
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if why := sameOrigin(r); why != "" {
+		writeJSON(w, http.StatusForbidden, map[string]any{"error": why, "code": http.StatusForbidden})
+		return
+	}
+	c.mux.ServeHTTP(w, r)
+}
 
 // Close stops the sampler and ends every stream; it is idempotent, and does nothing on a
 // nil Console (no console configured).

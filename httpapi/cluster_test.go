@@ -85,7 +85,8 @@ func TestPublishBusUnavailable(t *testing.T) {
 	}
 }
 
-// TestHealthCluster: a clustered node's /health carries its bus's state, and /ready answers
+// TestHealthCluster: a clustered node's detailed /health (DetailedHealth, the metrics
+// listener's) carries its bus's state, its public /health only the status; /ready answers
 // 503 "bus_down" while the bus is unreachable, even when the node is also full.
 func TestHealthCluster(t *testing.T) {
 	var mu sync.Mutex
@@ -93,11 +94,14 @@ func TestHealthCluster(t *testing.T) {
 	set := func(r httpapi.HealthReport) { mu.Lock(); report = r; mu.Unlock() }
 	health := func() httpapi.HealthReport { mu.Lock(); defer mu.Unlock(); return report }
 	apps := herald.NewStaticApps([]herald.App{{ID: "1", Key: "key-one", Secret: "secret-one"}})
-	srv := httptest.NewServer(httpapi.New(httpapi.Config{}, apps, &busDownHub{}, health, nil, nil))
+	api := httpapi.New(httpapi.Config{}, apps, &busDownHub{}, health, nil, nil)
+	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
-	get := func(path string) (int, []byte) {
+	detailed := httptest.NewServer(http.HandlerFunc(api.DetailedHealth))
+	t.Cleanup(detailed.Close)
+	get := func(base, path string) (int, []byte) {
 		t.Helper()
-		resp, err := http.Get(srv.URL + path)
+		resp, err := http.Get(base + path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +111,11 @@ func TestHealthCluster(t *testing.T) {
 	}
 	want := func(path string, status int, body string) {
 		t.Helper()
-		s, b := get(path)
+		base := srv.URL
+		if path == "detail" {
+			base, path = detailed.URL, "/health"
+		}
+		s, b := get(base, path)
 		if s != status {
 			t.Fatalf("%s: status %d, body %s; want %d", path, s, b, status)
 		}
@@ -116,8 +124,9 @@ func TestHealthCluster(t *testing.T) {
 
 	up := &httpapi.ClusterHealth{Engine: "nats", NodeID: "n1", Connected: true, Interests: 3}
 	set(httpapi.HealthReport{Status: "ok", Connections: httpapi.Capacity{Current: 1, Max: 10}, Version: "v", Cluster: up})
-	want("/health", 200, `{"status":"ok","connections":{"current":1,"max":10},"channels":0,"version":"v",
+	want("detail", 200, `{"status":"ok","connections":{"current":1,"max":10},"channels":0,"version":"v",
 		"cluster":{"engine":"nats","node_id":"n1","connected":true,"interests":3}}`)
+	want("/health", 200, `{"status":"ok","connections":{"current":1,"max":10},"channels":0}`)
 	want("/ready", 200, `{"ready":true}`)
 
 	// Mid-upgrade: a node of v0.1.0 (no release, state version 1, no features) is heard.
@@ -125,14 +134,15 @@ func TestHealthCluster(t *testing.T) {
 		Nodes: []httpapi.ClusterNode{{NodeID: "n1", Self: true, Release: "v0.2.0", StateVersion: 2, Features: []string{"bundles"}},
 			{NodeID: "n2", StateVersion: 1, Features: []string{}}}}
 	set(httpapi.HealthReport{Status: "ok", Connections: httpapi.Capacity{Current: 1, Max: 10}, Version: "v", Cluster: mixed})
-	want("/health", 200, `{"status":"ok","connections":{"current":1,"max":10},"channels":0,"version":"v",
+	want("detail", 200, `{"status":"ok","connections":{"current":1,"max":10},"channels":0,"version":"v",
 		"cluster":{"engine":"nats","node_id":"n1","connected":true,"interests":3,"nodes":[
 			{"node_id":"n1","self":true,"release":"v0.2.0","state_version":2,"features":["bundles"]},
 			{"node_id":"n2","release":"","state_version":1,"features":[]}]}}`)
 
 	down := &httpapi.ClusterHealth{Engine: "redis", NodeID: "n1", Connected: false, Interests: 3}
 	set(httpapi.HealthReport{Status: "bus_down", Connections: httpapi.Capacity{Current: 10, Max: 10}, Version: "v", Cluster: down})
-	want("/health", 200, `{"status":"bus_down","connections":{"current":10,"max":10},"channels":0,"version":"v",
+	want("detail", 200, `{"status":"bus_down","connections":{"current":10,"max":10},"channels":0,"version":"v",
 		"cluster":{"engine":"redis","node_id":"n1","connected":false,"interests":3}}`)
+	want("/health", 200, `{"status":"bus_down","connections":{"current":10,"max":10},"channels":0}`)
 	want("/ready", 503, `{"ready":false,"status":"bus_down"}`)
 }

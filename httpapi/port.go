@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -112,8 +114,8 @@ type Port struct {
 	// are not evicted.
 
 	evictedIdle, evictedBusy, refused, fdShort, timedOut atomic.Int64
-	borrowed, spared                                     atomic.Int64
-	lastWarn, lastTimeoutWarn                            atomic.Int64 // unix ns of the last warning of each kind
+	borrowed, spared, tlsFailed                          atomic.Int64
+	lastWarn, lastTimeoutWarn, lastTLSWarn               atomic.Int64 // unix ns of the last warning of each kind
 }
 
 // PortStats are a Port's counts.
@@ -134,6 +136,10 @@ type PortStats struct {
 	// each is counted once.
 	Limit            int
 	Borrowed, Spared int64
+	// TLSHandshakeFailures counts connections closed because their TLS handshake failed (a
+	// plain HTTP request to a TLS port, a client offering nothing the port accepts, a
+	// handshake cut short).
+	TLSHandshakeFailures int64
 }
 
 // NewPort wraps ln. log may be nil.
@@ -157,8 +163,31 @@ func (p *Port) Server(h http.Handler) *http.Server {
 		IdleTimeout:       p.cfg.IdleTimeout,
 		MaxHeaderBytes:    p.cfg.MaxHeaderBytes,
 		ConnState:         p.connState,
-		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
+		ErrorLog:          log.New(serverLog{p}, "", 0),
 	}
+}
+
+// tlsHandshakeError starts the line net/http logs for each failed TLS handshake.
+const tlsHandshakeError = "http: TLS handshake error from "
+
+// serverLog is the http.Server's error log: its lines become warnings, but those of failed TLS
+// handshakes, one per connection (300 plain HTTP requests to a TLS port would be 300 lines),
+// which are counted (PortStats.TLSHandshakeFailures) and logged at most once every 10 s with
+// the count and the last one's reason.
+type serverLog struct{ p *Port }
+
+func (l serverLog) Write(b []byte) (int, error) {
+	msg := string(bytes.TrimRight(b, "\n"))
+	if !strings.HasPrefix(msg, tlsHandshakeError) {
+		l.p.log.Warn(msg)
+		return len(b), nil
+	}
+	n := l.p.tlsFailed.Add(1)
+	if due(&l.p.lastTLSWarn) {
+		from, reason, _ := strings.Cut(strings.TrimPrefix(msg, tlsHandshakeError), ": ")
+		l.p.log.Warn("TLS handshake failed (at most one line every 10 s)", "from", from, "reason", reason, "tls_handshake_failures_total", n)
+	}
+	return len(b), nil
 }
 
 // connKey keys a request's *portConn in its context.
@@ -237,7 +266,7 @@ func (p *Port) Stats() PortStats {
 	p.mu.Unlock()
 	return PortStats{Open: open, Idle: idle, Max: p.cfg.MaxConns, EvictedIdle: p.evictedIdle.Load(), EvictedBusy: p.evictedBusy.Load(),
 		Refused: p.refused.Load(), FDShortages: p.fdShort.Load(), TimedOut: p.timedOut.Load(),
-		Limit: p.limit(), Borrowed: p.borrowed.Load(), Spared: p.spared.Load()}
+		Limit: p.limit(), Borrowed: p.borrowed.Load(), Spared: p.spared.Load(), TLSHandshakeFailures: p.tlsFailed.Load()}
 }
 
 // limit is the cap now: MaxConns plus what Spare lends.

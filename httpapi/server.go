@@ -37,7 +37,8 @@ type Hub interface {
 // Health reports the node's state for /health and /ready.
 type Health func() HealthReport
 
-// HealthReport is the /health body.
+// HealthReport is the detailed /health body, on the metrics listener (DetailedHealth); the
+// public port's /health is its PublicHealth part.
 type HealthReport struct {
 	// Status is, first match wins, "draining" (shutting down), "refusing" (the memory guard
 	// refuses new connections), "bus_down" (the cluster bus is unreachable), "full"
@@ -72,7 +73,7 @@ type IngestHealth struct {
 	Name     string `json:"name"`
 	Kind     string `json:"kind"`            // "kafka", "redis_stream" or "redis_pubsub"
 	State    string `json:"state"`           // starting, up, paused (the hub refuses events), down or stopped
-	Error    string `json:"error,omitempty"` // the last connection error while down; DetailedHealth only
+	Error    string `json:"error,omitempty"` // the last connection error while down
 	Consumed uint64 `json:"consumed"`
 	Lag      int64  `json:"lag"` // records not consumed yet, over all partitions
 }
@@ -319,23 +320,27 @@ func refuseEarly(w http.ResponseWriter, r *http.Request, err error) {
 	writeError(w, err)
 }
 
-// healthz answers the public /health: the report without the ingest sources' errors, which
-// may name internal hosts and brokers (DetailedHealth has them, on the metrics listener).
-func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	h := s.report()
-	if len(h.Ingest) > 0 {
-		in := make([]IngestHealth, len(h.Ingest))
-		for i, src := range h.Ingest {
-			src.Error = ""
-			in[i] = src
-		}
-		h.Ingest = in
-	}
-	writeJSON(w, http.StatusOK, h)
+// PublicHealth is the public /health body: what a load balancer, an autoscaler or a load
+// generator (herald bench) reads, the status (which /ready turns into 200 or 503) and the
+// node's connections against its capacity and its channels, and nothing of its internals.
+// The whole HealthReport, with the bus, its nodes and their releases, the app store and its
+// last error, the ingest sources and herald's version, is DetailedHealth's, on the private
+// metrics listener.
+type PublicHealth struct {
+	Status      string   `json:"status"`
+	Connections Capacity `json:"connections"`
+	Channels    int64    `json:"channels"`
 }
 
-// DetailedHealth answers with the whole health report, the ingest sources' last connection
-// errors included: for the private metrics listener, not the public port.
+// healthz answers the public /health: the status and the counts only.
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	h := s.report()
+	writeJSON(w, http.StatusOK, PublicHealth{Status: h.Status, Connections: h.Connections, Channels: h.Channels})
+}
+
+// DetailedHealth answers with the whole health report (the bus, its nodes, the app store,
+// the ingest sources, their last errors, the version): for the private metrics listener, not
+// the public port.
 func (s *Server) DetailedHealth(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.report())
 }

@@ -22,7 +22,7 @@
 #                                                       1 node, then 3 nodes
 #
 # A third argument lists the bus's variants the cluster runs alternate between, comma-separated
-# (default plain): plain (no cluster.secret), secret (cluster.secret: sealed messages), encrypt
+# (default plain): plain (no cluster.secret: cluster.insecure), secret (cluster.secret: sealed messages), encrypt
 # (cluster.secret and cluster.encrypt). fanout, multichannel and publish run one single node,
 # then one cluster per variant, twice; publish takes history instead (see above):
 #
@@ -127,7 +127,8 @@ start_bus() {
 start_node() {
 	node_port=$(freeport)
 	node_metrics=$(freeport)
-	local args=(serve --port "$node_port" --metrics-port "$node_metrics")
+	# The generator's clients come from a few loopback addresses: no per-address connection limit.
+	local args=(serve --port "$node_port" --metrics-port "$node_metrics" --connection-rate-per-ip 0)
 	if [ -n "$node_config" ]; then args+=(--config "$node_config"); fi
 	case $variant in
 	plain) ;;
@@ -136,6 +137,8 @@ start_node() {
 	*) echo "variant: plain, secret or encrypt" >&2; exit 2 ;;
 	esac
 	if [ -n "${2:-}" ]; then args+=(--cluster-url "$2" --cluster-node-id "$1" --workers "$node_workers"); fi
+	# A cluster without a secret must say so (cluster.insecure); a single node has no bus to seal.
+	if [ -n "${2:-}" ] && [ "$variant" = plain ]; then args+=(--cluster-insecure); fi
 	if [ -n "$bundles" ]; then args+=("--cluster-bundles=$bundles"); fi
 	if [ -n "${2:-}" ] && [ -n "${NODE_PROCS:-}" ]; then
 		GOMAXPROCS=$NODE_PROCS "$S" "${args[@]}" >"$tmp/$1.log" 2>&1 &

@@ -81,12 +81,13 @@ bus_pid=$!
 pids+=("$bus_pid")
 waitport "$port" "the bus server" "$tmp/bus.log"
 
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/cluster-secret" # 64 hex digits, every node's
 ws=() np=() mp=()
 for i in 0 1 2; do
 	p=$(freeport)
 	m=$(freeport)
 	"$node_bin" serve --port "$p" --metrics-port "$m" --config "$tmp/apps.yml" --cluster-url "$bus_url" \
-		--cluster-node-id "node-$i" --workers "$workers" --log-level warn >"$tmp/node-$i.log" 2>&1 &
+		--cluster-secret-file "$tmp/cluster-secret" --connection-rate-per-ip 0 --cluster-node-id "node-$i" --workers "$workers" --log-level warn >"$tmp/node-$i.log" 2>&1 &
 	pids+=($!)
 	np+=($!)
 	mp+=("$m")

@@ -138,13 +138,16 @@ start_bus() {
 	exit 1
 }
 
-# start_node I: starts herald node I on the bus; appends to ws, np, mp.
+# start_node I: starts herald node I on the bus; appends to ws, np, mp. Every node shares one
+# cluster secret.
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/cluster-secret" # 64 hex digits
 ws=() np=() mp=()
 start_node() {
 	local port metrics args
 	port=$(freeport)
 	metrics=$(freeport)
-	args=(serve --port "$port" --metrics-port "$metrics" --cluster-url "$bus_url" --cluster-node-id "node-$1")
+	# A million clients from a few thousand loopback addresses: no per-address connection limit.
+	args=(serve --port "$port" --metrics-port "$metrics" --cluster-url "$bus_url" --cluster-secret-file "$tmp/cluster-secret" --cluster-node-id "node-$1" --connection-rate-per-ip 0)
 	if [ "$history" = 1 ]; then args+=(--config "$tmp/apps.yml"); fi
 	if [ -n "${NODE_ACTIVITY:-}" ]; then args+=(--activity-timeout "$NODE_ACTIVITY"); fi
 	args+=(--pong-timeout "${NODE_PONG:-90s}")

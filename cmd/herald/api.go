@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -50,7 +52,6 @@ func (p *apiPort) start() error {
 	p.api = httpapi.New(httpapi.Config{TimestampWindow: p.cfg.RESTTimestampWindow.Duration, ReplayProtection: p.cfg.RESTReplayProtection,
 		ReplayMaxPerApp: p.cfg.RESTReplayMaxPerApp},
 		p.apps.apps(), p.node.h, p.health, p.reg.HTTP, p.log)
-	p.ready.Store(p.api)
 	addr := net.JoinHostPort(p.cfg.Host, strconv.Itoa(p.cfg.Port))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -76,6 +77,9 @@ func (p *apiPort) start() error {
 		serve = ws.NewTLSListener(port, p.certs.config())
 	}
 	go func() { p.served <- p.srv.Serve(serve) }()
+	// Only now does the metrics listener's /health answer: the port listens and the start
+	// line is out, as the public /health would say.
+	p.ready.Store(p.api)
 	return nil
 }
 
@@ -86,7 +90,7 @@ func (p *apiPort) failed() <-chan error { return p.served }
 // closes the WebSocket connections, which http.Server.Shutdown does not track.
 func (p *apiPort) stop(ctx context.Context) error { return p.srv.Shutdown(ctx) }
 
-// health is what /health and /ready report.
+// health is what /health (both ports') and /ready report.
 func (p *apiPort) health() httpapi.HealthReport {
 	st := p.node.h.Stats()
 	r := httpapi.HealthReport{Status: "ok", Connections: httpapi.Capacity{Current: st.Connections, Max: st.MaxConnections},
@@ -123,7 +127,7 @@ func (p *apiPort) logStart(addr string) {
 	}
 	attrs := []any{"addr", addr, "websocket", scheme + addr + "/app/{key}",
 		"max_connections", p.fd.capacity, "max_http_connections", p.fd.httpConns, "open_file_limit", p.fd.limit,
-		"workers", p.node.h.Workers(), "version", p.version}
+		"workers", p.node.h.Workers(), "version", p.version, "connection_rate_per_ip", p.ipRate()}
 	if apps := p.apps.apps().Apps(); len(apps) <= 20 {
 		attrs = append(attrs, "apps", refsOf(apps))
 	} else {
@@ -135,8 +139,17 @@ func (p *apiPort) logStart(addr string) {
 	p.log.Info("herald listening", attrs...)
 }
 
-// detailedHealth answers the metrics listener's /health: the whole report, the ingest
-// sources' errors included, which the public /health leaves out. 503 until the port started.
+// ipRate describes connection_rate_per_ip for the start line.
+func (p *apiPort) ipRate() string {
+	if p.cfg.ConnectionRatePerIP == 0 {
+		return "off"
+	}
+	return fmt.Sprintf("%d/s, burst %d", p.cfg.ConnectionRatePerIP, cmp.Or(p.cfg.ConnectionBurstPerIP, p.cfg.ConnectionRatePerIP))
+}
+
+// detailedHealth answers the metrics listener's /health: the whole report (the bus and its
+// nodes, the app store, the ingest sources and their errors, the version), of which the
+// public /health gives the status and the counts only. 503 until the port started.
 func (p *apiPort) detailedHealth(w http.ResponseWriter, r *http.Request) {
 	api := p.ready.Load()
 	if api == nil {

@@ -55,6 +55,7 @@ func (a *appStore) start() error {
 	if a.store == nil {
 		return nil
 	}
+	a.warnUnencrypted()
 	ctx, cancel := context.WithTimeout(context.Background(), a.cfg.Refresh.Duration+10e9)
 	defer cancel()
 	var src appstore.Source
@@ -74,6 +75,23 @@ func (a *appStore) start() error {
 	a.log.Info("app store", "kind", a.cfg.kind(), "table", a.cfg.Table, "apps", len(a.store.Apps()),
 		"refresh", a.cfg.Refresh.Duration, "notifications", a.cfg.Postgres.URL != "")
 	return nil
+}
+
+// warnUnencrypted warns of a database off this machine that the node may reach without TLS:
+// the apps' secrets, and the database's password, would cross the network in clear.
+func (a *appStore) warnUnencrypted() {
+	var hosts []string
+	how := "set sslmode=verify-full in app_store.postgres.url (docs/app-stores.md)"
+	if a.cfg.Postgres.URL != "" {
+		hosts, _ = postgres.Unencrypted(a.cfg.Postgres.URL) // parsed at validation already
+	} else {
+		hosts, _ = mysql.Unencrypted(a.cfg.MySQL.DSN)
+		how = "add tls=true to app_store.mysql.dsn (docs/app-stores.md)"
+	}
+	if len(hosts) > 0 {
+		a.log.Warn("app store: the database is on another host and may be reached without TLS: the apps' secrets and the database's password would cross the network in clear; "+how,
+			"kind", a.cfg.kind(), "hosts", hosts)
+	}
 }
 
 // stop stops reading the table.

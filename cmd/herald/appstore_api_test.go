@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -14,15 +15,26 @@ import (
 const apiToken = "apps-api-test-token-0123"
 
 // call sends an apps API request to n's metrics listener with the console token (unless
-// bearer is false) and returns the status and the decoded JSON body.
+// bearer is false), as JSON unless it is a GET, and returns the status and the decoded JSON
+// body.
 func call(t *testing.T, n *node, method, path, body string, bearer bool) (int, map[string]any) {
+	t.Helper()
+	h := map[string]string{}
+	if method != "GET" {
+		h["Content-Type"] = "application/json"
+	}
+	return callWith(t, n, method, path, body, bearer, h)
+}
+
+// callWith is call with the headers given instead.
+func callWith(t *testing.T, n *node, method, path, body string, bearer bool, header map[string]string) (int, map[string]any) {
 	t.Helper()
 	req, err := http.NewRequest(method, "http://"+n.metrics+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
+	for k, v := range header {
+		req.Header.Set(k, v)
 	}
 	if bearer {
 		req.Header.Set("Authorization", "Bearer "+apiToken)
@@ -114,6 +126,19 @@ func TestAppsAPI(t *testing.T) {
 	code, rot := call(t, a, "POST", "/console/api/apps/shop/rotate-secret", "", true)
 	if code != 200 || rot["secret"] == nil || rot["secret"] == secret {
 		t.Errorf("rotate: %d %v; want a new secret", code, rot)
+	}
+
+	// A write that does not declare JSON, or that a page of another origin sent, changes nothing.
+	if code, body := callWith(t, a, "POST", "/console/api/apps/shop/disable", "", true, nil); code != 415 || body["code"] != float64(415) {
+		t.Errorf("disable without a Content-Type: %d %v; want 415 with a JSON error", code, body)
+	}
+	if code, body := callWith(t, a, "POST", "/console/api/apps/shop/disable", "", true,
+		map[string]string{"Content-Type": "application/json", "Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"}); code != 403 ||
+		!strings.Contains(fmt.Sprint(body["error"]), "Sec-Fetch-Site: cross-site") {
+		t.Errorf("disable from another site: %d %v; want 403 naming why", code, body)
+	}
+	if code, got := call(t, a, "GET", "/console/api/apps/shop", "", true); code != 200 || got["enabled"] != true {
+		t.Fatalf("the refused writes changed the app: %d %v", code, got)
 	}
 
 	if code, dis := call(t, a, "POST", "/console/api/apps/shop/disable", "", true); code != 200 || dis["enabled"] != false {

@@ -242,7 +242,7 @@ func startCluster(c ClusterConfig, replicas int, keyWindow time.Duration, reg *m
 			return nil, fmt.Errorf("cluster.tls_*: %w", err)
 		}
 	}
-	warnUnauthenticated(c, u, log)
+	warnUnsafe(c, u, log)
 	link := &busLink{mux: mux, engine: u.engine, nodeID: c.NodeID, url: u}
 	switch u.engine {
 	case "nats":
@@ -265,19 +265,46 @@ func startCluster(c ClusterConfig, replicas int, keyWindow time.Duration, reg *m
 		return nil, errors.New(redact(err.Error(), u.secrets))
 	}
 	reg.AttachBus(metricPrefix, link)
+	unsealed, plain := c.Secret == "", plaintext(c, u)
+	reg.GaugeFunc(metricPrefix+"cluster_unsealed", "1 while the cluster runs without cluster.secret (cluster.insecure): bus messages unsealed, whoever can publish on the bus is believed.", nil,
+		func() float64 { return b2f(unsealed) })
+	reg.GaugeFunc(metricPrefix+"cluster_bus_plaintext", "1 while the bus is reached without TLS on a host off this machine: its traffic crosses the network in clear.", nil,
+		func() float64 { return b2f(plain) })
 	return link, nil
 }
 
-// warnUnauthenticated warns, loudly, of a bus off this machine that nodes believe without a
-// secret.
-func warnUnauthenticated(c ClusterConfig, u busURL, log *slog.Logger) {
-	if c.Secret != "" || u.loopback() {
-		return
+// plaintext reports whether the bus is reached without TLS on a server off this machine:
+// neither rediss:// nor tls://, nor TLS files for a NATS server (which turn TLS on).
+func plaintext(c ClusterConfig, u busURL) bool {
+	secured := u.tls || u.engine == "nats" && (c.TLSCAFile != "" || c.TLSCertFile != "")
+	return !secured && !u.loopback()
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
 	}
-	log.Warn("CLUSTER BUS NOT AUTHENTICATED: cluster.secret is not set and the bus is not on this machine; "+
-		"whoever can publish on it can send any event to any client, add presence members and close connections, "+
-		"and whoever can read it reads every private and presence event: set cluster.secret on every node (docs/security.md)",
-		"engine", u.engine, "url", u.redacted)
+	return 0
+}
+
+// warnUnsafe warns, loudly, of a cluster run without a secret (cluster.insecure), and of a
+// bus reached in clear across the network.
+func warnUnsafe(c ClusterConfig, u busURL, log *slog.Logger) {
+	if c.Secret == "" {
+		log.Warn("CLUSTER BUS UNSEALED: cluster.insecure is set and cluster.secret is not; "+
+			"whoever can publish on the bus can send any event to any client, add presence members and close connections, "+
+			"and whoever can read it reads every private and presence event: make a secret (openssl rand -hex 32), "+
+			"set cluster.secret on every node and drop cluster.insecure (docs/security.md)",
+			"engine", u.engine, "url", u.redacted, "on_this_machine", u.loopback())
+	}
+	if plaintext(c, u) {
+		why := "its traffic (every event, private and presence ones included, unless cluster.encrypt) crosses the network in clear"
+		if c.Encrypt {
+			why = "its payloads are encrypted (cluster.encrypt) but channel names, node ids and the bus's own credentials cross the network in clear"
+		}
+		log.Warn("cluster bus without TLS on a host off this machine: "+why+"; use rediss:// or tls:// (docs/cluster.md)",
+			"engine", u.engine, "url", u.redacted)
+	}
 }
 
 // auth is the bus's authentication: none without a secret.

@@ -34,7 +34,8 @@ const attackSecret = "attack-test-secret-0123456789abcdef"
 // harness reproduces it) and the close frame is refused all the same (nodes check every frame
 // the bus brings). With the secret every forgery is dropped and counted, and a sealed event
 // captured from the bus and published again is delivered once: its copy is refused as
-// replayed.
+// replayed. The nodes without a secret run with cluster.insecure, and say so in
+// herald_cluster_unsealed.
 func TestClusterBusForgery(t *testing.T) {
 	eachEngine(t, func(t *testing.T, c *stateCluster) {
 		for _, secret := range []bool{false, true} {
@@ -44,9 +45,9 @@ func TestClusterBusForgery(t *testing.T) {
 }
 
 func testBusForgery(t *testing.T, c *stateCluster, secret bool) {
-	var extra []string
+	extra := []string{"--cluster-insecure"}
 	if secret {
-		extra = append(extra, "--cluster-secret", attackSecret)
+		extra = []string{"--cluster-secret", attackSecret}
 	}
 	start := func(name string) *node {
 		n := startNode(t, name, c.bus.URL(), append([]string{"--config", c.config}, extra...)...)
@@ -54,6 +55,17 @@ func testBusForgery(t *testing.T, c *stateCluster, secret bool) {
 		return n
 	}
 	a, b := start("node-a"), start("node-b")
+	for _, n := range []*node{a, b} {
+		if v, err := n.metric("cluster_unsealed"); err != nil || v != map[bool]float64{false: 1, true: 0}[secret] {
+			t.Fatalf("%s: herald_cluster_unsealed %v (%v) with secret %v", n.name, v, err, secret)
+		}
+		if v, err := n.metric("cluster_bus_plaintext"); err != nil || v != 0 {
+			t.Fatalf("%s: herald_cluster_bus_plaintext %v (%v) on a loopback bus", n.name, v, err)
+		}
+		if unsealed := strings.Contains(n.logs.String(), "CLUSTER BUS UNSEALED"); unsealed == secret {
+			t.Fatalf("%s: warned of an unsealed bus %v with secret %v:\n%s", n.name, unsealed, secret, n.logs.String())
+		}
+	}
 	raw := newRawBus(t, c)
 	const private, room = "private-x", "presence-room"
 

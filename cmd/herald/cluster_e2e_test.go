@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -98,14 +99,25 @@ type node struct {
 	client    *http.Client
 }
 
+// testClusterSecret is the cluster secret of the tests' nodes, unless a test gives its own
+// (or runs unsealed with --cluster-insecure).
+const testClusterSecret = "cluster-test-secret-0123456789abcdef"
+
 // startNode starts a node on bus (none: "") with node id name and the extra flags, and
-// registers its stop on cleanup.
+// registers its stop on cleanup. A node on a bus gets testClusterSecret unless extra sets
+// --cluster-secret, --cluster-secret-file or --cluster-insecure.
 func startNode(t *testing.T, name, bus string, extra ...string) *node {
 	t.Helper()
 	if bus == "" {
 		return startServe(t, name, extra...)
 	}
-	return startServe(t, name, append([]string{"--cluster-url", bus, "--cluster-node-id", name}, extra...)...)
+	flags := []string{"--cluster-url", bus, "--cluster-node-id", name}
+	if !slices.ContainsFunc(extra, func(f string) bool {
+		return f == "--cluster-secret" || f == "--cluster-secret-file" || f == "--cluster-insecure"
+	}) {
+		flags = append(flags, "--cluster-secret", testClusterSecret)
+	}
+	return startServe(t, name, append(flags, extra...)...)
 }
 
 // startServe starts `herald serve` with the flags given (ports, logs and shutdown chosen
@@ -171,7 +183,24 @@ func (n *node) get(t *testing.T, path string) (int, []byte, error) {
 		t.Fatalf("%s exited: %v", n.name, n.err)
 	default:
 	}
-	resp, err := n.client.Get("http://" + n.api + path)
+	return n.getFrom(n.api, path)
+}
+
+// detail answers the metrics listener's /health: the whole report (the bus, the app store,
+// the ingest sources, the version), of which the public /health gives the status and the
+// connections only. It fails the test at once if the node has exited.
+func (n *node) detail(t *testing.T) (int, []byte, error) {
+	t.Helper()
+	select {
+	case <-n.done:
+		t.Fatalf("%s exited: %v", n.name, n.err)
+	default:
+	}
+	return n.getFrom(n.metrics, "/health")
+}
+
+func (n *node) getFrom(addr, path string) (int, []byte, error) {
+	resp, err := n.client.Get("http://" + addr + path)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -180,7 +209,7 @@ func (n *node) get(t *testing.T, path string) (int, []byte, error) {
 	return resp.StatusCode, b, err
 }
 
-// nodeHealth is the part of /health the cluster tests read.
+// nodeHealth is the part of the detailed /health the cluster tests read.
 type nodeHealth struct {
 	Status  string
 	Cluster *struct {
@@ -198,11 +227,11 @@ func (h nodeHealth) want(status, engine string, connected bool) error {
 	return nil
 }
 
-// waitHealth polls /health until check accepts it.
+// waitHealth polls the detailed /health until check accepts it.
 func (n *node) waitHealth(t *testing.T, what string, check func(nodeHealth) error) {
 	t.Helper()
 	poll.NoError(t, clusterWait, n.name+": "+what, func() error {
-		status, body, err := n.get(t, "/health")
+		status, body, err := n.detail(t)
 		if err != nil {
 			return err
 		}

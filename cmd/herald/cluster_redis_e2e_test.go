@@ -61,7 +61,7 @@ type shardHealth struct {
 func (n *node) shardHealth(t *testing.T) shardHealth {
 	t.Helper()
 	var h shardHealth
-	_, body, err := n.get(t, "/health")
+	_, body, err := n.detail(t)
 	if err == nil {
 		_ = json.Unmarshal(body, &h)
 	}

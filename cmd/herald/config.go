@@ -66,8 +66,10 @@ type Config struct {
 	// do not.
 	RESTReplayMaxPerApp int
 	// ConnectionRatePerIP is how many new connections per second one client address may
-	// open (a token bucket with ConnectionBurstPerIP); over it the handshake is refused with
-	// 4100. 0 = no limit.
+	// open (a token bucket with ConnectionBurstPerIP, 0 meaning the rate); over it the
+	// handshake is refused with 4100. 0 = no limit. On by default (defaultConnectionRatePerIP):
+	// each new connection brings its own subscribe burst (max_channels_per_conn), so an
+	// address that may open connections without bound may subscribe without bound.
 	ConnectionRatePerIP  int
 	ConnectionBurstPerIP int
 	// ConnectionIPv6Prefix is the prefix length IPv6 clients are grouped by for
@@ -150,12 +152,16 @@ type ClusterConfig struct {
 	NodeTimeout Duration
 
 	// Secret seals every bus message (broker.Auth): nodes refuse messages not sealed with
-	// it, and messages received before. Every node of a cluster shares it; empty = messages
-	// unsealed. SecretFile names a file holding it instead (validation reads it into
-	// Secret). AcceptSecret (or AcceptSecretFile) is a second secret whose messages are
-	// accepted, never used to seal: for a rotation.
+	// it, and messages received before. Every node of a cluster shares it; a cluster
+	// without one refuses to start unless Insecure is set. SecretFile names a file holding
+	// it instead (validation reads it into Secret). AcceptSecret (or AcceptSecretFile) is a
+	// second secret whose messages are accepted, never used to seal: for a rotation.
 	Secret, SecretFile             string
 	AcceptSecret, AcceptSecretFile string
+	// Insecure lets a cluster start without Secret: its bus messages travel unsealed and
+	// whoever can publish on the bus is believed. Warned of at start and in the
+	// cluster_unsealed metric.
+	Insecure bool
 	// Encrypt encrypts every message's payload with a key derived from Secret, and the
 	// history channels' events kept on the bus's server.
 	Encrypt bool
@@ -208,6 +214,16 @@ var devApp = AppConfig{
 	EnableUserAuthentication: true,
 }
 
+// The default per-address connection rate: what one address costs is bounded (about 20
+// handshakes a second, and 20 × max_channels_per_conn subscriptions), while the clients of an
+// office behind one NAT address reconnecting at once after a restart (100 at once, then 20 a
+// second: 500 within 20 s, pusher-js retrying a refusal by itself) still get in. Behind a proxy
+// that hides client addresses every client shares one: set 0 there.
+const (
+	defaultConnectionRatePerIP  = 20
+	defaultConnectionBurstPerIP = 100
+)
+
 // defaultConfig is the configuration before any file, environment variable or flag.
 func defaultConfig() Config {
 	return Config{
@@ -225,6 +241,8 @@ func defaultConfig() Config {
 		MaxHTTPConnections:   256,
 		RESTReplayMaxPerApp:  1 << 20,
 		ConnectionIPv6Prefix: 64,
+		ConnectionRatePerIP:  defaultConnectionRatePerIP,
+		ConnectionBurstPerIP: defaultConnectionBurstPerIP,
 		Memory:               MemoryConfig{RefuseAbovePercent: 90, AcceptBelowPercent: 80},
 		History:              defaultHistory(),
 		Publish:              defaultPublish(),
@@ -308,7 +326,7 @@ var settings = slices.Concat([]setting{
 	{"max_http_connections", "most connections in their HTTP phase (REST, health, upgrades) at once", func(c *Config) any { return &c.MaxHTTPConnections }},
 	{"rest_replay_protection", "refuse a signed REST request whose signature was already used in the timestamp window", func(c *Config) any { return &c.RESTReplayProtection }},
 	{"rest_replay_max_per_app", "signatures replay protection remembers per app on this node; past it that app's signed requests get 503", func(c *Config) any { return &c.RESTReplayMaxPerApp }},
-	{"connection_rate_per_ip", "new connections per second one address may open (4100 over it); 0 = no limit", func(c *Config) any { return &c.ConnectionRatePerIP }},
+	{"connection_rate_per_ip", "new connections per second one address may open (4100 over it); 0 = no limit (behind a proxy that hides client addresses)", func(c *Config) any { return &c.ConnectionRatePerIP }},
 	{"connection_ipv6_prefix", "IPv6 clients count for connection_rate_per_ip by their network of this many bits (64: a /64 is one client)", func(c *Config) any { return &c.ConnectionIPv6Prefix }},
 	{"connection_burst_per_ip", "burst of new connections one address may open at once; 0 = the rate", func(c *Config) any { return &c.ConnectionBurstPerIP }},
 	{"memory.limit_bytes", "memory the guard's percentages apply to; 0 = cgroup limit, else machine memory", func(c *Config) any { return &c.Memory.LimitBytes }},
@@ -343,8 +361,9 @@ var settings = slices.Concat([]setting{
 	{"cluster.prefix", "first part of every bus subject or Redis channel, so clusters can share a bus", func(c *Config) any { return &c.Cluster.Prefix }},
 	{"cluster.heartbeat", "how often the node announces its share of the cluster's state (members, subscriptions)", func(c *Config) any { return &c.Cluster.Heartbeat }},
 	{"cluster.node_timeout", "a node unheard this long is dead: its members and subscriptions leave the cluster's state", func(c *Config) any { return &c.Cluster.NodeTimeout }},
-	{"cluster.secret", "secret every node shares: bus messages are sealed with it, others refused; empty = unsealed (prefer cluster.secret_file)", func(c *Config) any { return &c.Cluster.Secret }},
+	{"cluster.secret", "secret every node shares: bus messages are sealed with it, others refused; required with cluster.url (openssl rand -hex 32; prefer cluster.secret_file)", func(c *Config) any { return &c.Cluster.Secret }},
 	{"cluster.secret_file", "file holding cluster.secret", func(c *Config) any { return &c.Cluster.SecretFile }},
+	{"cluster.insecure", "let a cluster start without cluster.secret: bus messages unsealed, whoever can publish on the bus is believed", func(c *Config) any { return &c.Cluster.Insecure }},
 	{"cluster.accept_secret", "a second secret whose bus messages are accepted, never sent with: for a rotation", func(c *Config) any { return &c.Cluster.AcceptSecret }},
 	{"cluster.accept_secret_file", "file holding cluster.accept_secret", func(c *Config) any { return &c.Cluster.AcceptSecretFile }},
 	{"cluster.encrypt", "encrypt bus payloads and the history events kept on the bus server (needs cluster.secret)", func(c *Config) any { return &c.Cluster.Encrypt }},

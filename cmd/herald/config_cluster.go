@@ -12,7 +12,8 @@ import (
 )
 
 // clusterSecrets checks cluster.secret and cluster.accept_secret, each given itself or by a
-// file (read here into the value), cluster.encrypt and cluster.clock_skew.
+// file (read here into the value), cluster.insecure, cluster.encrypt and cluster.clock_skew.
+// A cluster needs a secret unless cluster.insecure says to run without one.
 func (l *loader) clusterSecrets(c *ClusterConfig) {
 	for _, s := range []struct {
 		path string
@@ -25,6 +26,17 @@ func (l *loader) clusterSecrets(c *ClusterConfig) {
 		}
 	}
 	l.longerThan("cluster.clock_skew", c.ClockSkew, time.Second)
+	switch {
+	case c.Insecure && c.URL == "":
+		l.problem("cluster.insecure", "set without cluster.url: a single node has no bus")
+	case c.Insecure && c.Secret != "":
+		l.problem("cluster.insecure", "set with cluster.secret: the bus is sealed; drop one of them")
+	case c.URL != "" && c.Secret == "" && !c.Insecure && c.SecretFile == "" && !l.failed["cluster.url"]:
+		l.add("cluster.secret", l.source("cluster.url"), "not set, and cluster.url joins a cluster: without a secret whoever can publish on the bus "+
+			"sends any event to any client, private and presence channels included. Make one with `openssl rand -hex 32`, "+
+			"give every node the same (cluster.secret_file, HERALD_CLUSTER_SECRET_FILE or --cluster-secret-file), "+
+			"or set cluster.insecure: true to run the cluster unsealed")
+	}
 	if c.Secret == "" {
 		if c.AcceptSecret != "" {
 			l.problem("cluster.accept_secret", "needs cluster.secret: a node without one accepts every message")

@@ -62,7 +62,7 @@ func TestLoadConfigHistoryReplicas(t *testing.T) {
 		flags []string
 		want  string // "": accepted
 	}{
-		{[]string{"--history-replicas", "3", "--cluster-url", "nats://a:4222,nats://b:4222,nats://c:4222"}, ""},
+		{[]string{"--history-replicas", "3", "--cluster-url", "nats://a:4222,nats://b:4222,nats://c:4222", "--cluster-insecure"}, ""},
 		{[]string{"--history-replicas", "0"}, ""},
 		{[]string{"--history-replicas", "6", "--cluster-url", "nats://a:4222"}, "history.replicas: 6 must be from 0"},
 		{[]string{"--history-replicas", "-1", "--cluster-url", "nats://a:4222"}, "history.replicas: -1 must be from 0"},

@@ -13,7 +13,7 @@ func TestSecretFiles(t *testing.T) {
 	token := writeFile(t, "token", "0123456789abcdef-token\n")
 	secret := writeFile(t, "secret", "s3cret-from-file\r\n")
 	bus := writeFile(t, "bus", "redis://:pw@127.0.0.1:6379/0\n")
-	c, err := load(t, []string{"--cluster-url-file", bus}, map[string]string{
+	c, err := load(t, []string{"--cluster-url-file", bus, "--cluster-insecure"}, map[string]string{
 		"HERALD_CONSOLE_TOKEN_FILE": token,
 		"HERALD_APP_ID":             "1", "HERALD_APP_KEY": "k", "HERALD_APP_SECRET_FILE": secret,
 	})

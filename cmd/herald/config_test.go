@@ -52,6 +52,8 @@ func TestLoadConfigDefaults(t *testing.T) {
 		MaxHTTPConnections:   256,
 		RESTReplayMaxPerApp:  1 << 20,
 		ConnectionIPv6Prefix: 64,
+		ConnectionRatePerIP:  20,
+		ConnectionBurstPerIP: 100,
 		Memory:               MemoryConfig{RefuseAbovePercent: 90, AcceptBelowPercent: 80},
 		Cache:                CacheConfig{MaxBytes: 67108864, MaxBytesPerApp: 16777216, TTL: secs(1800)},
 		History: HistoryConfig{MaxBytesPerApp: 64 << 20, ReplayBytesPerSecond: 256 << 20, ReplayBytesPerSecondPerApp: 128 << 20,
@@ -104,7 +106,7 @@ cache: { max_bytes: 33554432, max_bytes_per_app: 8388608, ttl: 10m }
 metrics: { enabled: false, host: 0.0.0.0, port: 9700, prefix: soketi_ }
 pprof: { addr: "127.0.0.1:6060", mutex_fraction: 5, block_rate: 1000 }
 log: { level: debug, format: json }
-cluster: { url: "nats://127.0.0.1:4222,nats://127.0.0.2:4222", node_id: node-1, prefix: prod.herald, heartbeat: 500ms, node_timeout: 4 }
+cluster: { url: "nats://127.0.0.1:4222,nats://127.0.0.2:4222", node_id: node-1, prefix: prod.herald, heartbeat: 500ms, node_timeout: 4, insecure: true }
 shutdown: { drain_delay: 2500ms }
 apps:
   - id: "1001"
@@ -177,6 +179,7 @@ node_id = "node-1"
 prefix = "prod.herald"
 heartbeat = "500ms"
 node_timeout = 4
+insecure = true
 
 [shutdown]
 drain_delay = "2500ms"
@@ -221,7 +224,7 @@ var fullWant = Config{
 	Metrics: MetricsConfig{Enabled: false, Host: "0.0.0.0", Port: 9700, Prefix: "soketi_"},
 	Pprof:   PprofConfig{Addr: "127.0.0.1:6060", MutexFraction: 5, BlockRate: 1000},
 	Log:     LogConfig{Level: "debug", Format: "json"},
-	Cluster: ClusterConfig{URL: "nats://127.0.0.1:4222,nats://127.0.0.2:4222", NodeID: "node-1", Prefix: "prod.herald",
+	Cluster: ClusterConfig{URL: "nats://127.0.0.1:4222,nats://127.0.0.2:4222", NodeID: "node-1", Prefix: "prod.herald", Insecure: true,
 		Heartbeat: Duration{500 * time.Millisecond}, NodeTimeout: secs(4), ClockSkew: secs(60), Bundles: true, NATSPingInterval: secs(3), NATSPingsOutstanding: 3},
 	Shutdown: ShutdownConfig{DrainDelay: Duration{2500 * time.Millisecond}},
 	Console:  ConsoleConfig{SessionLifetime: secs(12 * 3600)},
@@ -309,7 +312,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 			"HERALD_REST_REQUEST_TIMEOUT": "19", "HERALD_REST_IDLE_TIMEOUT": "20", "HERALD_MAX_HTTP_CONNECTIONS": "21",
 			"HERALD_REST_REPLAY_PROTECTION": "true", "HERALD_REST_REPLAY_MAX_PER_APP": "4096", "HERALD_CONNECTION_IPV6_PREFIX": "48", "HERALD_CONSOLE_SESSION_LIFETIME": "3600", "HERALD_SOCKET_SEND_BUFFER_BYTES": "0", "HERALD_FRAME_TIMEOUT": "22",
 			"HERALD_CLUSTER_URL": "redis://:pw@10.0.0.1:6379/2", "HERALD_CLUSTER_NODE_ID": "n-2", "HERALD_CLUSTER_PREFIX": "p",
-			"HERALD_CLUSTER_HEARTBEAT": "1", "HERALD_CLUSTER_NODE_TIMEOUT": "3500ms", "HERALD_SHUTDOWN_DRAIN_DELAY": "24",
+			"HERALD_CLUSTER_HEARTBEAT": "1", "HERALD_CLUSTER_NODE_TIMEOUT": "3500ms", "HERALD_SHUTDOWN_DRAIN_DELAY": "24", "HERALD_CLUSTER_INSECURE": "true",
 		}, func(c *Config) {
 			*c = Config{Host: "h", Port: 1, MaxConnections: 2, ShutdownTimeout: secs(3), ActivityTimeout: secs(4),
 				PongTimeout: secs(5), MaxMessageBytes: 6000, OutboundBufferBytes: 7000, Workers: 8,
@@ -323,7 +326,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 				Metrics: MetricsConfig{Enabled: false, Host: "m", Port: 15, Prefix: "p_"},
 				Pprof:   PprofConfig{Addr: "127.0.0.1:16", MutexFraction: 17, BlockRate: 18},
 				Log:     LogConfig{"warn", "json"}, Apps: c.Apps, Webhooks: c.Webhooks, AppStore: c.AppStore,
-				Cluster: ClusterConfig{URL: "redis://:pw@10.0.0.1:6379/2", NodeID: "n-2", Prefix: "p",
+				Cluster: ClusterConfig{URL: "redis://:pw@10.0.0.1:6379/2", NodeID: "n-2", Prefix: "p", Insecure: true,
 					Heartbeat: secs(1), NodeTimeout: Duration{3500 * time.Millisecond}, ClockSkew: secs(60), Bundles: true, NATSPingInterval: secs(3), NATSPingsOutstanding: 3},
 				FrameTimeout: secs(22), Shutdown: ShutdownConfig{DrainDelay: secs(24)}}
 		}},

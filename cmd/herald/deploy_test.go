@@ -34,6 +34,14 @@ type composeFile struct {
 // composeDefault matches Compose's ${VAR:-default}, which the tests read as its default.
 var composeDefault = regexp.MustCompile(`\$\{[A-Z_]+:-([^}]*)\}`)
 
+// composeRequired matches Compose's ${VAR:?error}: Compose refuses to start without VAR and
+// says error. The tests give it composeGiven's value.
+var composeRequired = regexp.MustCompile(`\$\{([A-Z_]+):\?([^}]*)\}`)
+
+// composeGiven is what the tests give a variable the Compose files require, as an operator
+// would: the cluster secret.
+var composeGiven = map[string]string{"HERALD_CLUSTER_SECRET": "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}
+
 // dockerfileEnv returns the variables deploy/Dockerfile's ENV instructions set.
 func dockerfileEnv(t *testing.T) map[string]string {
 	t.Helper()
@@ -115,12 +123,25 @@ func TestComposeFiles(t *testing.T) {
 					if !known[k] {
 						t.Errorf("%s: %s sets %s, which herald does not read", file, name, k)
 					}
+					if m := composeRequired.FindStringSubmatch(v); m != nil {
+						if composeGiven[m[1]] == "" || !strings.Contains(m[2], "openssl rand -hex 32") {
+							t.Errorf("%s: %s requires %s (%q): want a value the tests know and how to make one", file, name, m[1], m[2])
+						}
+						v = composeGiven[m[1]]
+					}
 					env[k] = composeDefault.ReplaceAllString(v, "$1")
+				}
+				if !composeRequired.MatchString(s.Environment["HERALD_CLUSTER_SECRET"]) {
+					t.Errorf("%s: %s: HERALD_CLUSTER_SECRET %q; want it required from the operator (${HERALD_CLUSTER_SECRET:?...})", file, name, s.Environment["HERALD_CLUSTER_SECRET"])
 				}
 				cfg, err := loadConfig(nil, func(k string) string { return env[k] }, io.Discard)
 				if err != nil {
 					t.Errorf("%s: %s: herald serve refuses its environment: %v", file, name, err)
 					continue
+				}
+				if cfg.ConnectionRatePerIP != 0 || cfg.History.ReplayBytesPerSecondPerAddress != 0 {
+					t.Errorf("%s: %s: per-address limits %d connections/s, %d replayed bytes/s; behind HAProxy, which hides client addresses, want 0",
+						file, name, cfg.ConnectionRatePerIP, cfg.History.ReplayBytesPerSecondPerAddress)
 				}
 				if !strings.HasPrefix(cfg.Cluster.URL, scheme+"://"+scheme+":") {
 					t.Errorf("%s: %s: cluster.url %q; want the %s service", file, name, cfg.Cluster.URL, scheme)

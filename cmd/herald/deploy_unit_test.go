@@ -32,6 +32,8 @@ func TestSystemdUnitSecrets(t *testing.T) {
 	for _, k := range secretKeys {
 		known[fileVar(secretSetting(k).env())] = true
 	}
+	// The cluster secret has a setting of its own for its file.
+	known[secretSetting("cluster.secret_file").env()] = true
 	vars := regexp.MustCompile(`Environment=(HERALD_[A-Z_]+)=%d/`).FindAllStringSubmatch(unit, -1)
 	if len(vars) != len(known) {
 		t.Errorf("the unit shows %d secret-file variables, herald reads %d", len(vars), len(known))

@@ -317,7 +317,7 @@ type ingestSource struct {
 // ingestHealth is the node's one source in /health.
 func ingestHealth(t *testing.T, n *node) ingestSource {
 	t.Helper()
-	_, body, err := n.get(t, "/health")
+	_, body, err := n.detail(t)
 	if err != nil {
 		t.Fatal(err)
 	}

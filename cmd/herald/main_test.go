@@ -117,8 +117,8 @@ func TestLoggerDurationsAsStrings(t *testing.T) {
 }
 
 // TestBuiltBinary builds herald with a version set by -ldflags, as a release does, and runs
-// it: the commands, --version, and a node whose start line, /health and /metrics carry that
-// version, whose start line lists the apps without their secrets, and whose JSON log writes
+// it: the commands, --version, and a node whose start line, detailed /health (on the metrics
+// listener) and /metrics carry that version, whose start line lists the apps without their secrets, and whose JSON log writes
 // durations as strings.
 func TestBuiltBinary(t *testing.T) {
 	if testing.Short() {
@@ -190,8 +190,8 @@ func TestBuiltBinary(t *testing.T) {
 		return string(b), err
 	}
 	var health struct{ Status, Version string }
-	poll.NoError(t, 60*time.Second, "/health to answer with the version", func() error {
-		body, err := get("http://127.0.0.1:" + strconv.Itoa(port) + "/health")
+	poll.NoError(t, 60*time.Second, "the metrics listener's /health to answer with the version", func() error {
+		body, err := get("http://127.0.0.1:" + strconv.Itoa(mport) + "/health")
 		if err != nil {
 			return err
 		}

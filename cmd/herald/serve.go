@@ -116,6 +116,8 @@ func exportPort(reg *metrics.Registry, prefix string, port *httpapi.Port) {
 		stat(func(s httpapi.PortStats) int64 { return s.Spared }))
 	reg.CounterFunc(prefix+"http_accept_fd_shortages_total", "Accepts on the API port that failed for want of a file descriptor.", nil,
 		stat(func(s httpapi.PortStats) int64 { return s.FDShortages }))
+	reg.CounterFunc(prefix+"tls_handshake_failures_total", "Connections to the API port closed because their TLS handshake failed: a plain HTTP request to a TLS port, a client offering no cipher suite or version the port accepts, a handshake cut short.", nil,
+		stat(func(s httpapi.PortStats) int64 { return s.TLSHandshakeFailures }))
 	reg.CounterFunc(prefix+"http_request_timeouts_total", "HTTP connections closed because a request's headers (handshake_timeout) or body (rest_request_timeout) did not arrive in time.", nil,
 		stat(func(s httpapi.PortStats) int64 { return s.TimedOut }))
 }

@@ -76,10 +76,21 @@ func (t *tlsCerts) stop(context.Context) error {
 	return nil
 }
 
-// config is the public port's TLS configuration. HTTP/1.1 only: WebSocket upgrades need it,
-// and REST calls are single requests.
+// aeadSuites are the cipher suites the public port offers TLS 1.2 clients: ECDHE key exchange
+// and an AEAD cipher only, none of the CBC suites with SHA-1 or SHA-256 MACs that Go still
+// offers by default (Lucky13-style padding oracles) nor RSA key exchange (no forward secrecy).
+// Every browser and client library of the last decade has one of them. TLS 1.3's suites are
+// all AEAD and are not configurable.
+var aeadSuites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384, tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256, tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
+
+// config is the public port's TLS configuration: TLS 1.2 with AEAD suites only (aeadSuites),
+// or TLS 1.3. HTTP/1.1 only: WebSocket upgrades need it, and REST calls are single requests.
 func (t *tlsCerts) config() *tls.Config {
-	c := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}, DynamicRecordSizingDisabled: true}
+	c := &tls.Config{MinVersion: tls.VersionTLS12, CipherSuites: aeadSuites, NextProtos: []string{"http/1.1"}, DynamicRecordSizingDisabled: true}
 	if t.acme != nil {
 		c.GetCertificate = t.acme.GetCertificate
 		c.NextProtos = append(c.NextProtos, acme.ALPNProto) // TLS-ALPN-01 challenges, on this port

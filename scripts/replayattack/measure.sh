@@ -25,7 +25,8 @@ if [ "$mode" = churn ]; then
 	pids+=($!)
 	for _ in $(seq 100); do redis-cli -p "$rport" ping >/dev/null 2>&1 && break; sleep 0.1; done
 	limit=100
-	extra=(--cluster-url "redis://127.0.0.1:$rport" --cluster-node-id n1)
+	head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$dir/cluster-secret" # 64 hex digits
+	extra=(--cluster-url "redis://127.0.0.1:$rport" --cluster-secret-file "$dir/cluster-secret" --cluster-node-id n1)
 	set -- -redis "127.0.0.1:$rport" "$@"
 fi
 cat >"$dir/herald.yml" <<YML
@@ -38,7 +39,9 @@ apps:
       - {channels: "auction-*", size: 1000, ttl: 10m}
 YML
 # shellcheck disable=SC2086
-"$bin" --config "$dir/herald.yml" --port "$port" --metrics-port "$mport" --log-level error "${extra[@]}" ${HERALD_FLAGS:-} 2>"$dir/herald.log" &
+# The clients come from a few loopback addresses: the per-address connection limit is off, as in
+# the figures recorded with this script (HERALD_FLAGS may turn it on again).
+"$bin" --config "$dir/herald.yml" --port "$port" --metrics-port "$mport" --log-level error --connection-rate-per-ip 0 "${extra[@]}" ${HERALD_FLAGS:-} 2>"$dir/herald.log" &
 pids+=($!)
 hpid=$!
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.1; done

@@ -79,6 +79,9 @@ const ENGINES = {
 /** The engines a test file can parametrize over. */
 export const BUS_ENGINES = Object.keys(ENGINES);
 
+/** The cluster.secret every test node on a bus shares (a cluster without one refuses to start). */
+export const CLUSTER_SECRET = 'herald-js-cluster-secret-0123456789abcdef';
+
 /** One TCP exchange with the bus server: resolves true when it answers as ready. */
 function probe(engine, port) {
   const spec = ENGINES[engine];
@@ -344,7 +347,7 @@ export class Cluster {
   nodeConfig(i) {
     return {
       ...this.extraConfig,
-      cluster: { url: this.bus.url, node_id: this.nodeId(i), prefix: this.prefix, ...this.clusterConfig },
+      cluster: { url: this.bus.url, node_id: this.nodeId(i), prefix: this.prefix, secret: CLUSTER_SECRET, ...this.clusterConfig },
     };
   }
 
@@ -396,9 +399,9 @@ export class Cluster {
     return { client, node: entry.backend };
   }
 
-  /** GET /health of every node: [{status, body}]. */
+  /** GET the detailed /health (the metrics listener's) of every node: [{status, body}]. */
   async healths() {
-    return Promise.all(this.nodes.map((n) => n.health()));
+    return Promise.all(this.nodes.map((n) => n.detail()));
   }
 
   /** Polls until every node's /health says the bus is connected and the node is ok. */

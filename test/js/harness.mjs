@@ -322,8 +322,19 @@ export class HeraldServer {
     throw new Error(`herald not healthy (status '${status}') after ${ms} ms (last: ${last}).\noutput:\n${this.output}`);
   }
 
+  /** The public port's /health: {status, connections, channels}. */
   async health() {
     const res = await fetch(`${this.httpUrl}/health`, { signal: AbortSignal.timeout(WAIT_MS) });
+    return { status: res.status, body: await res.json() };
+  }
+
+  /**
+   * The metrics listener's /health: the whole report (the cluster bus and its nodes, the ingest
+   * sources, the app store, the version), of which the public /health gives the status and the
+   * counts only.
+   */
+  async detail() {
+    const res = await fetch(`http://127.0.0.1:${this.config.metrics.port}/health`, { signal: AbortSignal.timeout(WAIT_MS) });
     return { status: res.status, body: await res.json() };
   }
 

@@ -30,7 +30,7 @@ import {
   subscribe,
   uniq,
 } from './harness.mjs';
-import { BusServer, FAST_HEARTBEAT, memberIds, untilRestEverywhere, userIdsView } from './cluster.mjs';
+import { BusServer, CLUSTER_SECRET, FAST_HEARTBEAT, memberIds, untilRestEverywhere, userIdsView } from './cluster.mjs';
 
 // The previous release: v0.1.0. A clone may not carry tags, so the commit is named.
 const PREVIOUS = '890a037';
@@ -90,7 +90,8 @@ export async function rollingUpgrade(engine, t) {
   const bus = await new BusServer(engine).start();
   const dir = mkdtempSync(path.join(os.tmpdir(), 'herald-js-upgrade-'));
   const prefix = uniq('upgrade').replace(/[^A-Za-z0-9]/g, '');
-  const nodeConfig = (i) => ({ cluster: { url: bus.url, node_id: `node-${i}`, prefix, ...FAST_HEARTBEAT } });
+  // v0.1.0 seals with cluster.secret as this release does: the old and the new nodes share it.
+  const nodeConfig = (i) => ({ cluster: { url: bus.url, node_id: `node-${i}`, prefix, secret: CLUSTER_SECRET, ...FAST_HEARTBEAT } });
   // nodes[i]: a HeraldServer; kind[i]: 'old' or 'new'.
   const nodes = [];
   const kind = [];
@@ -103,7 +104,7 @@ export async function rollingUpgrade(engine, t) {
     await start(0, 'old');
     await start(1, 'old');
     await start(2, 'new');
-    const health0 = (await nodes[0].health()).body;
+    const health0 = (await nodes[0].detail()).body;
     assert.equal(health0.version, PREVIOUS_VERSION, 'node-0 runs the previous release');
 
     const pub = uniq('upgrade-');
@@ -173,7 +174,7 @@ export async function rollingUpgrade(engine, t) {
         if (kind[i] !== 'new' || nodes[i].exitInfo) continue;
         const { samples } = await scrapeMetrics(nodes[i]);
         sent += samples.get('herald_bus_bundles_sent_total') ?? 0;
-        const h = (await nodes[i].health()).body.cluster;
+        const h = (await nodes[i].detail()).body.cluster;
         if ((h.features_in_use ?? []).includes('bundles')) inUse.push(i);
       }
       return { sent, inUse };
@@ -187,11 +188,11 @@ export async function rollingUpgrade(engine, t) {
     // The new node sees the old ones, at state stream version 1 without features.
     await eventually(
       async () => {
-        const h = (await nodes[2].health()).body.cluster;
+        const h = (await nodes[2].detail()).body.cluster;
         return (h.nodes ?? []).filter((n) => n.state_version === 1 && n.features.length === 0).length === 2;
       },
       WAIT_MS,
-      async () => `node-2's /health to list node-0 and node-1 at state version 1 (${JSON.stringify((await nodes[2].health()).body.cluster)})`,
+      async () => `node-2's /health to list node-0 and node-1 at state version 1 (${JSON.stringify((await nodes[2].detail()).body.cluster)})`,
     );
     await presenceAgrees('mixed cluster');
     await publishFromEach('mixed cluster');
@@ -228,7 +229,7 @@ export async function rollingUpgrade(engine, t) {
     await presenceAgrees('all new');
     const after = (await bundles()).sent;
     assert.ok(after - before >= 3, `bundles sent: ${before} before three batches, ${after} after`);
-    const names = (await nodes[0].health()).body.cluster.nodes.map((n) => `${n.node_id}:${n.state_version}:${n.features}`);
+    const names = (await nodes[0].detail()).body.cluster.nodes.map((n) => `${n.node_id}:${n.state_version}:${n.features}`);
     assert.deepEqual(names, ['node-0:2:bundles', 'node-1:2:bundles', 'node-2:2:bundles'], "node-0's /health lists the nodes");
     t.diagnostic(`${engine}: ${round} batches, ${users.length} clients; ${after} bundles sent by the end`);
   } finally {

@@ -40,7 +40,7 @@ for (const shape of CLUSTER_SHAPES) {
       }
     }
 
-    test('/health of every node reports the bus engine, its node id and connected', async () => {
+    test('the detailed /health of every node reports the bus engine, its node id and connected', async () => {
       const hs = await cluster.healths();
       hs.forEach((h, i) => {
         assert.equal(h.status, 200);

@@ -200,6 +200,15 @@ test('GET /health reports status ok and the current connection count', async () 
   await server.waitConnections(before);
 });
 
+test('the public /health tells the status and the counts only; the metrics listener\'s tells the rest', async () => {
+  const pub = await server.health();
+  assert.deepEqual(Object.keys(pub.body).sort(), ['channels', 'connections', 'status'], JSON.stringify(pub.body));
+  const detail = await server.detail();
+  assert.equal(detail.status, 200);
+  assert.equal(detail.body.status, pub.body.status);
+  assert.equal(typeof detail.body.version, 'string', JSON.stringify(detail.body));
+});
+
 test('shutdown: SIGTERM stops the server with exit status 0', async () => {
   const c = await RawClient.connect(server);
   const info = await stopServer(server);

@@ -36,7 +36,7 @@ import {
   metricKey,
   withDeadline,
 } from '../harness.mjs';
-import { BusServer } from '../cluster.mjs';
+import { BusServer, CLUSTER_SECRET } from '../cluster.mjs';
 import { KafkaBroker } from '../kafka.mjs';
 
 const { Kafka, Partitioners, logLevel } = kafkajs;
@@ -51,7 +51,7 @@ let skipReason = null;
 const prefix = 'herald-js';
 
 function nodeConfig(i, ingest) {
-  return { cluster: { url: bus.url, node_id: `node-${i}`, prefix }, ingest };
+  return { cluster: { url: bus.url, node_id: `node-${i}`, prefix, secret: CLUSTER_SECRET }, ingest };
 }
 
 const kafkaSource = (topic, extra = {}) => ({
@@ -131,16 +131,16 @@ function guard(t) {
   return !skipReason;
 }
 
-/** Polls /health until every named source is listed with state 'up'. */
+/** Polls the detailed /health until every named source is listed with state 'up'. */
 async function sourcesUp(node, names) {
   let last;
   await eventually(
     async () => {
-      last = (await node.health()).body.ingest;
+      last = (await node.detail()).body.ingest;
       return names.every((name) => last?.some((s) => s.name === name && s.state === 'up'));
     },
     WAIT_MS,
-    () => `sources ${names} up on ${node.httpUrl} (last /health ingest: ${JSON.stringify(last)})`,
+    () => `sources ${names} up on ${node.httpUrl} (last detailed /health ingest: ${JSON.stringify(last)})`,
   );
 }
 

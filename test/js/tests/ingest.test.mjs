@@ -77,15 +77,15 @@ after(async () => {
   if (redis) await redis.stop();
 });
 
-test('/health lists both sources up', async () => {
-  const h = await server.health();
+test('the detailed /health lists both sources up', async () => {
+  const h = await server.detail();
   const byName = Object.fromEntries(h.body.ingest.map((s) => [s.name, s]));
   assert.equal(byName.bids.kind, 'redis_stream');
   assert.equal(byName.raw.kind, 'redis_stream');
   // A source reports up once its group is in place; poll briefly.
   for (let i = 0; i < 200 && (byName.bids.state !== 'up' || byName.raw.state !== 'up'); i++) {
     await new Promise((r) => setTimeout(r, 25)); // poll interval
-    for (const s of (await server.health()).body.ingest) byName[s.name] = s;
+    for (const s of (await server.detail()).body.ingest) byName[s.name] = s;
   }
   assert.equal(byName.bids.state, 'up', JSON.stringify(byName));
   assert.equal(byName.raw.state, 'up', JSON.stringify(byName));
