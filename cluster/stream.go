@@ -23,7 +23,8 @@ import (
 // dropped, and each of its members that no other node has gets one member_removed. A node that
 // restarts comes back with a new epoch and its share replaces the old one.
 //
-// The stream is made of parts that do not reach into each other, nor into the node:
+// The stream is made of parts, none of which reaches into the node, and the sender and the
+// receiver not into each other (streamParts in layers_test.go says what each may reach):
 //   - localShare (stream_local.go): this node's share as it changes, and its records;
 //   - sender (stream_send.go): publishes those records in batches, one goroutine (run);
 //   - receiver (stream_receive.go): reads the other nodes' batches, and drops the dead;
