@@ -38,6 +38,9 @@ type HistoryStats struct {
 	// Missed counts the channels without history whose events this node dropped from the
 	// bus (it could not keep up): their subscribers here were closed (Listener.Missed).
 	Missed atomic.Int64
+	// CatchUps counts the recovering subscriptions that waited for this node's copy to
+	// reach the client's position (Replicated.CatchUp).
+	CatchUps atomic.Int64
 }
 
 // receiveHistory puts an event of a history channel in its place in the channel's copy.

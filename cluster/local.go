@@ -84,6 +84,10 @@ func (l *Local) publish(a *App, evs []herald.Event, frames [][]byte) (err error)
 	return nil
 }
 
+// CatchUp implements State: a single node's history is never behind a client's position
+// of its epoch (one ahead of it is answered ahead).
+func (l *Local) CatchUp(*App, *Channel, *herald.Position, func()) bool { return false }
+
 // Forward implements State.
 func (l *Local) Forward(a *App, channel string, from *fanout.Conn, frame []byte) {
 	l.dispatch(a, channel, herald.Classify(channel).Cache, frame, from.Num(), nil, fanout.Measure{})

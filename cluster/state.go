@@ -47,6 +47,15 @@ type State interface {
 	Channels(a *App, prefix string) []herald.ChannelStat
 	Channel(a *App, name string) (st herald.ChannelStat, occupied bool)
 
+	// CatchUp reports whether ch's history on this node is behind since, a client's position
+	// in the same epoch (a cluster node whose copy has not yet received the client's last
+	// events: cut off from its bus, or catching up after a failure), and then calls enter,
+	// from a goroutine of the node, once the copy has caught up with since, or the history
+	// store shows it cannot (the store's history ends before since, or is another epoch), or
+	// the wait is over (CatchUpFor). A subscription entered before that would be handed back
+	// a position below its own, and the events between again. False: enter at once.
+	CatchUp(a *App, ch *Channel, since *herald.Position, enter func()) bool
+
 	// SignedIn follows a user's first connection signing in here (in) and its last leaving.
 	SignedIn(a *App, user string, in bool)
 

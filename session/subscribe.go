@@ -93,6 +93,15 @@ func (s *Server) subscribe(c *conn, m pusher.Message) {
 			return
 		}
 	}
+	if sm.Recover != nil {
+		// Entered once this node's copy of the channel's history has the client's position.
+		w := &waiter{s: s, c: c, ch: ch, member: member, since: sm.Recover, late: true}
+		if s.st.CatchUp(a.st, ch, sm.Recover, w.caughtUp) {
+			in.w = w
+			c.subs = append(c.subs, in)
+			return
+		}
+	}
 	if !s.enter(c, ch, member, sm.Recover) {
 		s.forget(a, ch)
 		s.subError(c, name, "LimitReached", "presence channel is full", 4100)

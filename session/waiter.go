@@ -1,6 +1,7 @@
 package session
 
 import (
+	"sync"
 	"sync/atomic"
 
 	"github.com/herald-rt/herald"
@@ -18,6 +19,10 @@ type waiter struct {
 	member herald.Member
 	since  *herald.Position // the position it asks to recover from; nil: none
 	state  atomic.Int32
+	// late: it waits for the node's copy of the history to reach since (caughtUp), not at
+	// the gate; mu then orders its entering with its connection leaving it (settle).
+	late bool
+	mu   sync.Mutex
 }
 
 const (
@@ -43,6 +48,19 @@ func (w *waiter) Enter() bool {
 	return false
 }
 
+// caughtUp enters a subscription that waited for the node's copy of the channel's history
+// (cluster.State.CatchUp), unless its connection has left it meanwhile.
+func (w *waiter) caughtUp() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.state.Load() != waiting {
+		return
+	}
+	if !w.Enter() {
+		w.Refused()
+	}
+}
+
 // Refused implements cluster.Waiter: a full presence channel refused the subscription.
 func (w *waiter) Refused() {
 	w.s.forget(w.c.app, w.ch)
@@ -56,6 +74,16 @@ func (s *Server) settle(c *conn, sb sub) (entered bool) {
 	w := sb.w
 	if w == nil {
 		return true
+	}
+	if w.late {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.state.Load() == waiting {
+			w.state.Store(cancelled)
+			s.forget(c.app, sb.ch)
+			return false
+		}
+		return w.state.Load() == joined
 	}
 	if g := sb.ch.Gate(); !g.Open() && g.Cancel(w) {
 		w.state.Store(cancelled)

@@ -1,0 +1,65 @@
+package cluster
+
+import (
+	"context"
+	"time"
+
+	"github.com/herald-rt/herald"
+)
+
+// CatchUpFor bounds how long a recovering subscription waits for its node's copy of the
+// channel's history to reach the client's position (Replicated.CatchUp); then it is answered
+// as the copy stands.
+const CatchUpFor = 30 * time.Second
+
+// CatchUp implements State: while ch's copy is behind since, it reads the store's latest
+// position, repairs the copy from the store when the store has more (as check does), and
+// calls enter once the copy has reached since, the store shows it will not (its history ends
+// before since, or is another epoch), the copy is dropped or unavailable, or CatchUpFor has
+// passed. The store may be out of reach meanwhile (the node cut off from its bus): it tries
+// again, with the bus's retry pauses.
+func (r *Replicated) CatchUp(a *App, ch *Channel, since *herald.Position, enter func()) bool {
+	h := ch.hist
+	if h == nil || since == nil || since.Epoch == "" || r.hist == nil {
+		return false
+	}
+	h.mu.Lock()
+	behind := !h.unavailable && !h.dead && since.Epoch == h.epoch && since.Offset > h.last
+	h.mu.Unlock()
+	if !behind {
+		return false
+	}
+	r.histStats.CatchUps.Add(1)
+	r.ops.run(func(ctx context.Context) {
+		defer enter()
+		deadline := time.Now().Add(CatchUpFor)
+		for n := 0; time.Now().Before(deadline); n++ {
+			h.mu.Lock()
+			done := h.dead || h.unavailable || h.epoch != since.Epoch || h.last >= since.Offset
+			after, busy := h.last, h.busy
+			h.mu.Unlock()
+			if done {
+				return
+			}
+			page, err := r.hist.Read(ctx, h.rule, a.id, h.name, after, 1)
+			if err == nil && (page.Latest.Epoch != since.Epoch || page.Latest.Offset < since.Offset) {
+				return // the store does not have the client's position: answered as it stands
+			}
+			if err == nil && !busy && page.Latest.Offset > after {
+				h.mu.Lock()
+				if !h.busy && !h.dead && h.last == after {
+					h.busy = true
+					h.held = append(h.held, heldEvent{msg: herald.BusMessage{Epoch: page.Latest.Epoch, Offset: page.Latest.Offset + 1}, probe: true})
+					r.repair(a, ch)
+				}
+				h.mu.Unlock()
+			}
+			select {
+			case <-time.After(min(retry.Wait(n), 200*time.Millisecond)):
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
+	return true
+}
