@@ -50,7 +50,8 @@ func TestChaos(t *testing.T) {
 			o := Options{Setup: setup, Duration: time.Minute, Seed: uint64(time.Now().UnixNano()) >> 11,
 				FaultEvery: Span{2 * time.Second, 5 * time.Second}, Pause: Span{time.Second, 5 * time.Second},
 				Partition: Span{time.Second, 5 * time.Second}, Catchup: 3 * time.Minute,
-				Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+				PublishTimeout: 2 * time.Second, // a pause of more times out: retried on another node
+				Log:            slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 			switch setup {
 			case Redis:
 				o.RedisServer = service(t, "redis-server")

@@ -191,6 +191,9 @@ func (r *run) report(steps []Step) *Report {
 	if r.net.isolated {
 		rep.Network = "namespaces"
 	}
+	if r.net.refused != "" {
+		rep.Notes = append(rep.Notes, r.net.refused)
+	}
 	for _, s := range steps {
 		switch {
 		case s.Started == 0:

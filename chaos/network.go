@@ -31,6 +31,7 @@ import (
 // are no partitions.
 type network struct {
 	isolated bool
+	refused  string // why there are no namespaces, when they were wanted
 	log      *slog.Logger
 	ip       string // the ip command
 	ns       string // namespaces' name prefix: hchaos-<pid>
@@ -54,7 +55,8 @@ func newNetwork(log *slog.Logger, nodes int, loopback bool) *network {
 	}
 	ip, err := exec.LookPath("ip")
 	if err != nil {
-		log.Warn("network: no ip command (iproute2): loopback only, partition faults skipped")
+		n.refused = "no ip command (iproute2): loopback only, partition faults skipped"
+		log.Warn("network: " + n.refused)
 		return n
 	}
 	n.ip = ip
@@ -65,8 +67,9 @@ func newNetwork(log *slog.Logger, nodes int, loopback bool) *network {
 	n.x = freeOctet(ip)
 	if err := n.build(); err != nil {
 		n.remove()
-		log.Warn("network: namespaces refused: loopback only, partition faults skipped", "err", err)
-		return &network{log: log, nodes: nodes}
+		refused := fmt.Sprintf("network namespaces refused (%v): loopback only, partition faults skipped", err)
+		log.Warn("network: " + refused)
+		return &network{log: log, nodes: nodes, refused: refused}
 	}
 	n.isolated = true
 	log.Info("network: a namespace per node and one for the bus", "prefix", n.ns, "subnet", fmt.Sprintf("10.%d.0.0/16", n.x))

@@ -38,6 +38,8 @@ type Report struct {
 	Channels []ChannelReport `json:"channels"`
 	Totals   ChannelReport   `json:"totals"`
 
+	// Notes are what the run could not do as asked (no namespaces, so no partitions).
+	Notes []string `json:"notes,omitempty"`
 	// Problems are what went wrong with the harness itself (a node that did not start again,
 	// subscribers that had not caught up when the wait ended): the run is not conclusive.
 	Problems []string `json:"problems,omitempty"`
@@ -63,6 +65,9 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "herald-chaos: setup %s, seed %d, %v of faults (%v in all), %d node(s), network %s\n",
 		r.Setup, r.Seed, r.Duration, r.Elapsed.Round(time.Second), r.Nodes, r.Network)
 	fmt.Fprintf(w, "  %s\n", r.Options)
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
 	var faults []string
 	total := 0
 	for _, f := range Faults {
