@@ -56,62 +56,77 @@ type scheduleShape struct {
 
 // plan draws the schedule of a run of duration: a fault every o.FaultEvery, of a kind drawn
 // among those whose targets are free (a node takes one fault at a time, the bus one server
-// down at a time), the target drawn among the free ones.
+// down at a time) and that were drawn least so far, the target drawn among the free ones.
 func plan(seed uint64, o Options, shape scheduleShape) []Step {
 	rng := rand.New(rand.NewPCG(seed, 0x6e656d65736973)) // "nemesis"
 	draw := func(s Span) time.Duration { return s.Min + time.Duration(rng.Int64N(int64(s.Max-s.Min)+1)) }
 	busyUntil := map[string]time.Duration{}
 	free := func(key string, at time.Duration) bool { return busyUntil[key] <= at }
+	used := map[Fault]int{} // faults of each kind so far
 	var steps []Step
 	for at := draw(o.FaultEvery); at < o.Duration; at += draw(o.FaultEvery) {
-		for _, k := range rng.Perm(len(shape.faults)) {
-			f := shape.faults[k]
-			var targets []int
-			key := func(t int) string { return "node-" + strconv.Itoa(t) }
+		// The kinds whose targets are free now, and among them those used least so far: the
+		// kinds come out about equally often, whatever their durations.
+		var kinds []Fault
+		targets := map[Fault][]int{}
+		for _, f := range shape.faults {
 			switch f {
 			case RestartBus, KillBus:
-				key = func(int) string { return "bus" }
-				for t := 1; t <= shape.busServers; t++ {
-					if free("bus", at) {
-						targets = append(targets, t)
+				if free("bus", at) {
+					for t := 1; t <= shape.busServers; t++ {
+						targets[f] = append(targets[f], t)
 					}
 				}
 			case CutClients:
-				targets = []int{0}
+				targets[f] = []int{0}
 			default:
 				for t := 1; t <= shape.nodes; t++ {
-					if free(key(t), at) {
-						targets = append(targets, t)
+					if free(nodeKey(t), at) {
+						targets[f] = append(targets[f], t)
 					}
 				}
 			}
-			if len(targets) == 0 {
+			if len(targets[f]) == 0 {
 				continue
 			}
-			s := Step{At: at, Fault: f, Target: targets[rng.IntN(len(targets))]}
-			switch f {
-			case KillNode, RestartBus, KillBus:
-				s.For = draw(o.Down)
-				busyUntil[key(s.Target)] = at + s.For + restartMargin
-			case PauseNode:
-				s.For = draw(o.Pause)
-				busyUntil[key(s.Target)] = at + s.For + resumeMargin
-			case PartitionBus, PartitionClients:
-				s.For = draw(o.Partition)
-				busyUntil[key(s.Target)] = at + s.For + resumeMargin
-			case CutClients:
-				for i := range shape.subscribers {
-					if rng.IntN(2) == 0 {
-						s.Subscribers = append(s.Subscribers, i+1)
-					}
-				}
-				if len(s.Subscribers) == 0 {
-					s.Subscribers = []int{1 + rng.IntN(shape.subscribers)}
+			if len(kinds) > 0 && used[f] < used[kinds[0]] {
+				kinds = kinds[:0]
+			}
+			if len(kinds) == 0 || used[f] == used[kinds[0]] {
+				kinds = append(kinds, f)
+			}
+		}
+		f := kinds[rng.IntN(len(kinds))] // cut-clients is always possible
+		used[f]++
+		s := Step{At: at, Fault: f, Target: targets[f][rng.IntN(len(targets[f]))]}
+		key := nodeKey(s.Target)
+		switch f {
+		case RestartBus, KillBus:
+			key = "bus"
+		}
+		switch f {
+		case KillNode, RestartBus, KillBus:
+			s.For = draw(o.Down)
+			busyUntil[key] = at + s.For + restartMargin
+		case PauseNode:
+			s.For = draw(o.Pause)
+			busyUntil[key] = at + s.For + resumeMargin
+		case PartitionBus, PartitionClients:
+			s.For = draw(o.Partition)
+			busyUntil[key] = at + s.For + resumeMargin
+		case CutClients:
+			for i := range shape.subscribers {
+				if rng.IntN(2) == 0 {
+					s.Subscribers = append(s.Subscribers, i+1)
 				}
 			}
-			steps = append(steps, s)
-			break
+			if len(s.Subscribers) == 0 {
+				s.Subscribers = []int{1 + rng.IntN(shape.subscribers)}
+			}
 		}
+		steps = append(steps, s)
 	}
 	return steps
 }
+
+func nodeKey(t int) string { return "node-" + strconv.Itoa(t) }
