@@ -54,12 +54,16 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	failed := true
 	defer func() { r.close(failed) }()
 	r.stopSubs = func() {}
-	if err := r.setUp(ctx); err != nil {
-		return nil, err
+	err = r.setUp(ctx)
+	var rep *Report
+	if err == nil {
+		rep, err = r.faults(ctx)
 	}
-	rep, err := r.faults(ctx)
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("interrupted (%w); the run's files: %s", ctx.Err(), r.dir)
+	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w; the run's files: %s", err, r.dir)
 	}
 	failed = rep.Failed()
 	if failed || !r.temp {
