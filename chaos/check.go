@@ -190,8 +190,19 @@ func checkOne(c *ChannelReport, sub, ch string, events []Published, log []Entry)
 			highest[e.Publisher] = max(highest[e.Publisher], e.Seq)
 		}
 	}
-	for p := range first {
-		slices.SortFunc(first[p], func(a, b delivery) int { return a.seq - b.seq })
+	// Per publisher, its first deliveries by number, and from each on the earliest place in
+	// the log of a delivery of that number or a later one.
+	earliest := map[string][]int{}
+	for p, ds := range first {
+		slices.SortFunc(ds, func(a, b delivery) int { return a.seq - b.seq })
+		e := make([]int, len(ds))
+		for i := len(ds) - 1; i >= 0; i-- {
+			e[i] = ds[i].at
+			if i+1 < len(ds) {
+				e[i] = min(e[i], e[i+1])
+			}
+		}
+		earliest[p] = e
 	}
 	for _, e := range events {
 		if !e.Acked || subscribedAt < 0 || e.First < subscribedAt {
@@ -202,7 +213,8 @@ func checkOne(c *ChannelReport, sub, ch string, events []Published, log []Entry)
 			c.Delivered++
 			continue
 		}
-		// The events delivered around it, and a recovered:false between them.
+		// A recovered:false answered after the event was sent and before the subscriber
+		// received any later event of its publisher reported what the event is part of.
 		ds := first[e.Publisher]
 		i := sort.Search(len(ds), func(i int) bool { return ds[i].seq > e.Seq })
 		from, to := -1, len(entries)
@@ -210,13 +222,11 @@ func checkOne(c *ChannelReport, sub, ch string, events []Published, log []Entry)
 			from = ds[i-1].at
 		}
 		if i < len(ds) {
-			to = ds[i].at
+			to = earliest[e.Publisher][i]
 		}
 		reason := ""
 		for _, f := range failed {
-			// A recovered:false answered after the event was sent, between the deliveries
-			// around it: the event may be in what it reported lost.
-			if f > from && f < to && entries[f].At >= e.First {
+			if f < to && entries[f].At >= e.First {
 				reason = entries[f].Reason
 				break
 			}

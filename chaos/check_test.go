@@ -78,6 +78,8 @@ func TestCheck(t *testing.T) {
 			ChannelReport{Acked: 3, Expected: 3, Delivered: 2, Lost: 1}, true},
 		{"missed events that a recovered:false reported", sentAt(time.Second, events(4)), "sub p1-1 lost:too_old p1-4",
 			ChannelReport{Acked: 4, Expected: 4, Delivered: 2, LostReported: map[string]int{"too_old": 2}, NotRecovered: map[string]int{"too_old": 1}}, false},
+		{"a loss reported before an earlier event that came late", sentAt(time.Second, events(4)), "sub p1-1 lost:epoch_changed p1-2 p1-4",
+			ChannelReport{Acked: 4, Expected: 4, Delivered: 3, LostReported: map[string]int{"epoch_changed": 1}, NotRecovered: map[string]int{"epoch_changed": 1}}, false},
 		{"a recovered:false before the event was sent excuses nothing", events(6), "sub p1-1 lost:epoch_changed p1-2 p1-3 p1-4 p1-6",
 			ChannelReport{Acked: 6, Expected: 6, Delivered: 5, Lost: 1, NotRecovered: map[string]int{"epoch_changed": 1}}, true},
 		{"an acknowledged event delivered twice", events(3), "sub p1-1 p1-2 ok p1-2 p1-3",
@@ -139,5 +141,25 @@ func TestReportFailed(t *testing.T) {
 	r.Print(&b)
 	if !strings.Contains(b.String(), "FAIL: 0 lost, 0 duplicates (0 of unacknowledged events), 1 reorders") {
 		t.Errorf("the printed report does not say what failed:\n%s", b.String())
+	}
+}
+
+// A run's kept logs, checked again, give the run's findings.
+func TestCheckDir(t *testing.T) {
+	dir := t.TempDir()
+	evs := events(3)
+	logs := [][]Entry{logOf("sub p1-1 p1-3"), logOf("sub p1-1 p1-2 p1-2 p1-3")}
+	if err := writeLogs(dir, evs, logs); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := CheckDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Totals.Lost != 1 || rep.Totals.Duplicates != 1 || rep.Totals.Expected != 6 || !rep.Failed() {
+		t.Errorf("got %+v, want 6 expected, 1 lost, 1 duplicate", rep.Totals)
+	}
+	if _, err := CheckDir(t.TempDir()); err == nil {
+		t.Error("an empty directory checked")
 	}
 }

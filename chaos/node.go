@@ -50,7 +50,7 @@ func randomHex(n int) string {
 type nodeConfig struct {
 	app      *herald.App
 	history  int    // the history rule's size
-	secret   string // cluster.secret, or "" on a single node
+	secret   string // cluster.secret (a single node ignores it)
 	activity time.Duration
 	kafka    string // a Kafka broker's host:port to ingest from, or ""
 	topic    string

@@ -3,9 +3,12 @@ package chaos
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"time"
 )
@@ -114,4 +117,58 @@ func writeLines[T any](path string, items []T) error {
 		return err
 	}
 	return f.Close()
+}
+
+// CheckDir checks again the logs a run kept in dir (published.jsonl, s1.jsonl, ...): the
+// report has the checker's findings, not the run's faults.
+func CheckDir(dir string) (*Report, error) {
+	published, err := readLines[Published](filepath.Join(dir, "published.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	var logs [][]Entry
+	for i := 1; ; i++ {
+		l, err := readLines[Entry](filepath.Join(dir, fmt.Sprintf("s%d.jsonl", i)))
+		if errors.Is(err, os.ErrNotExist) && i > 1 {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		logs = append(logs, l)
+	}
+	seen := map[string]bool{}
+	var channels []string
+	for _, p := range published {
+		if !seen[p.Channel] {
+			seen[p.Channel] = true
+			channels = append(channels, p.Channel)
+		}
+	}
+	sort.Strings(channels)
+	rep := &Report{Subscribers: len(logs), Channels: check(channels, published, logs), Dir: dir}
+	rep.Totals.Channel = "total"
+	for i := range rep.Channels {
+		rep.Totals.add(&rep.Channels[i])
+	}
+	return rep, nil
+}
+
+func readLines[T any](path string) ([]T, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []T
+	dec := json.NewDecoder(bufio.NewReader(f))
+	for {
+		var v T
+		if err := dec.Decode(&v); errors.Is(err, io.EOF) {
+			return out, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		out = append(out, v)
+	}
 }

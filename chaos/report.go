@@ -62,27 +62,11 @@ func (r *Report) WriteJSON(path string) error {
 // Print writes the report for people: the run, the faults, a line per channel, the totals
 // and the findings.
 func (r *Report) Print(w io.Writer) {
-	fmt.Fprintf(w, "herald-chaos: setup %s, seed %d, %v of faults (%v in all), %d node(s), network %s\n",
-		r.Setup, r.Seed, r.Duration, r.Elapsed.Round(time.Second), r.Nodes, r.Network)
-	fmt.Fprintf(w, "  %s\n", r.Options)
-	for _, n := range r.Notes {
-		fmt.Fprintf(w, "note: %s\n", n)
+	if r.Setup == "" { // CheckDir's: the logs of a run checked again
+		fmt.Fprintf(w, "herald-chaos: the logs in %s checked again (%d subscribers)\n", r.Dir, r.Subscribers)
+	} else {
+		r.printRun(w)
 	}
-	var faults []string
-	total := 0
-	for _, f := range Faults {
-		if n, ok := r.Faults[f]; ok {
-			faults = append(faults, fmt.Sprintf("%s %d", f, n))
-			total += n
-		}
-	}
-	fmt.Fprintf(w, "faults: %d (%s)", total, strings.Join(faults, ", "))
-	if r.FaultErrors > 0 {
-		fmt.Fprintf(w, "; %d failed", r.FaultErrors)
-	}
-	fmt.Fprintln(w)
-	fmt.Fprintf(w, "publishes: %d attempts, %d failed (%s)\n", r.Attempts, sum(r.Failures), counts(r.Failures))
-	fmt.Fprintf(w, "subscribers: %d connections (closes: %s)\n", r.Connections, counts(r.Closes))
 	fmt.Fprintf(w, "%-14s %8s %8s %9s %9s %5s %13s %5s %6s %8s %8s %9s %s\n", "channel", "publish", "acked",
 		"expected", "delivered", "lost", "lost-reported", "dup", "unack2", "reorder", "replayed", "recovered", "not recovered")
 	for i := range r.Channels {
@@ -105,10 +89,38 @@ func (r *Report) Print(w io.Writer) {
 	case len(r.Problems) > 0:
 		verdict = "FAIL: the run did not complete (see the problems above)"
 	}
-	fmt.Fprintf(w, "%s (seed %d)\n", verdict, r.Seed)
+	if r.Setup != "" {
+		verdict += fmt.Sprintf(" (seed %d)", r.Seed)
+	}
+	fmt.Fprintln(w, verdict)
 	if r.Dir != "" {
 		fmt.Fprintf(w, "logs: %s\n", r.Dir)
 	}
+}
+
+// printRun writes the run's setup, faults, publishes and connections.
+func (r *Report) printRun(w io.Writer) {
+	fmt.Fprintf(w, "herald-chaos: setup %s, seed %d, %v of faults (%v in all), %d node(s), network %s\n",
+		r.Setup, r.Seed, r.Duration, r.Elapsed.Round(time.Second), r.Nodes, r.Network)
+	fmt.Fprintf(w, "  %s\n", r.Options)
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	var faults []string
+	total := 0
+	for _, f := range Faults {
+		if n, ok := r.Faults[f]; ok {
+			faults = append(faults, fmt.Sprintf("%s %d", f, n))
+			total += n
+		}
+	}
+	fmt.Fprintf(w, "faults: %d (%s)", total, strings.Join(faults, ", "))
+	if r.FaultErrors > 0 {
+		fmt.Fprintf(w, "; %d failed", r.FaultErrors)
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "publishes: %d attempts, %d failed (%s)\n", r.Attempts, sum(r.Failures), counts(r.Failures))
+	fmt.Fprintf(w, "subscribers: %d connections (closes: %s)\n", r.Connections, counts(r.Closes))
 }
 
 func printLine(w io.Writer, c *ChannelReport) {

@@ -106,10 +106,7 @@ func (r *run) setUp(ctx context.Context) error {
 			return fmt.Errorf("the bus: %w", err)
 		}
 	}
-	cfg := nodeConfig{app: r.app, history: 100_000, activity: activityTimeout}
-	if r.bus != nil {
-		cfg.secret = randomHex(32)
-	}
+	cfg := nodeConfig{app: r.app, history: 100_000, activity: activityTimeout, secret: randomHex(32)}
 	if o.Kafka {
 		if r.kafka, err = startKafka(ctx, r.net, r.dir, o, r.start); err != nil {
 			return err

@@ -34,13 +34,25 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	o, out, err := parse(args, stderr)
+	o, out, recheck, err := parse(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "herald-chaos: %v\n", err)
 		return 2
+	}
+	if recheck != "" {
+		rep, err := chaos.CheckDir(recheck)
+		if err != nil {
+			fmt.Fprintf(stderr, "herald-chaos: %v\n", err)
+			return 2
+		}
+		rep.Print(stdout)
+		if rep.Failed() {
+			return 1
+		}
+		return 0
 	}
 	fmt.Fprintf(stdout, "herald-chaos: seed %d (run it again with --seed %d)\n", o.Seed, o.Seed)
 	if o.Kafka {
@@ -81,12 +93,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // parse reads the flags into the run's options and the report file's path.
-func parse(args []string, stderr io.Writer) (chaos.Options, string, error) {
+func parse(args []string, stderr io.Writer) (o chaos.Options, out, recheck string, err error) {
 	d := chaos.DefaultOptions
 	fs := flag.NewFlagSet("herald-chaos", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var o chaos.Options
-	var setup, out string
+	var setup string
 	var verbose bool
 	var seed uint64
 	spans := map[string]*chaos.Span{"fault-every": &o.FaultEvery, "pause": &o.Pause, "partition": &o.Partition, "down": &o.Down}
@@ -123,12 +134,13 @@ func parse(args []string, stderr io.Writer) (chaos.Options, string, error) {
 	fs.BoolVar(&o.Loopback, "loopback", false, "run everything on 127.0.0.1, without network namespaces (and so without partitions)")
 	fs.StringVar(&o.Dir, "dir", "", "keep the run's configuration, logs and stores here (default: a temporary directory, kept only when the run fails)")
 	fs.StringVar(&out, "out", "", "write the report as JSON to this file")
+	fs.StringVar(&recheck, "check", "", "run nothing: check again the logs a run kept in this directory (--dir, or a failed run's)")
 	fs.BoolVar(&verbose, "v", false, "log the run's progress (each fault) to stderr")
 	if err := fs.Parse(args); err != nil {
-		return o, "", err
+		return o, "", "", err
 	}
 	if fs.NArg() > 0 {
-		return o, "", fmt.Errorf("unexpected arguments %q", fs.Args())
+		return o, "", "", fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	o.Setup = chaos.Setup(setup)
 	o.Seed = seed
@@ -144,5 +156,5 @@ func parse(args []string, stderr io.Writer) (chaos.Options, string, error) {
 		level = slog.LevelInfo
 	}
 	o.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	return o, out, nil
+	return o, out, recheck, nil
 }
