@@ -128,22 +128,6 @@ func (k *kafkaSource) createTopic(ctx context.Context) error {
 	return nil
 }
 
-// waitConsumed waits until every node's ingest source is up.
-func (k *kafkaSource) waitConsumed(ctx context.Context, nodes []*node) error {
-	for _, n := range nodes {
-		err := n.waitUp(ctx, 2*startWait, func(h health) error {
-			if len(h.Ingest) != 1 || h.Ingest[0].State != "up" {
-				return fmt.Errorf("ingest %+v", h.Ingest)
-			}
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("kafka ingest: %w", err)
-		}
-	}
-	return nil
-}
-
 func (k *kafkaSource) owns(channel string) bool {
 	for _, c := range k.channels {
 		if c == channel {

@@ -96,15 +96,13 @@ func (n *node) start(ctx context.Context) error {
 	return n.waitUp(ctx, startWait, func(health) error { return nil })
 }
 
-// health is the part of /health the harness reads.
+// health is the part of /health the harness reads: the status ("bus_down" while a cluster
+// node is off its bus) and, from releases whose public /health had it, the bus's state.
 type health struct {
 	Status  string `json:"status"`
 	Cluster *struct {
 		Connected bool `json:"connected"`
 	} `json:"cluster"`
-	Ingest []struct {
-		State string `json:"state"`
-	} `json:"ingest"`
 }
 
 var probeClient = &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}

@@ -140,11 +140,6 @@ func (r *run) setUp(ctx context.Context) error {
 		}
 	}
 	log.Info("nodes up", "nodes", len(r.nodes))
-	if r.kafka != nil {
-		if err := r.kafka.waitConsumed(ctx, r.nodes); err != nil {
-			return err
-		}
-	}
 	chans := r.channels()
 	for i := 1; i <= o.Subscribers; i++ {
 		r.subs = append(r.subs, newSubscriber(i, chans, r.nodes, r.app.Key, r.start, o.Seed))
