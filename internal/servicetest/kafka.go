@@ -283,6 +283,10 @@ func CloseSharedKafka() {
 	}
 }
 
+// KafkaJars returns the directory of Kafka's jars, fetching them with Maven when absent, for
+// a harness that runs its own broker (the chaos harness runs one in a network namespace).
+func KafkaJars() (string, error) { return kafkaJars() }
+
 // kafkaJars returns the directory of Kafka's jars, fetching them with Maven when absent.
 func kafkaJars() (string, error) {
 	cache, err := os.UserCacheDir()
