@@ -18,10 +18,11 @@ import (
 // history is behind the client's position (the node is cut off from its bus, or has not yet
 // received the channel's last events) must not be handed back a position below its own, nor
 // the events it had again. herald-chaos found it (NATS, --kafka, --fault-every 2s,6s, seed
-// 7764018231275999: 76 duplicates): the node answers recovered:false, reason ahead, with its
-// own last position, the client (as the recovery helper does) takes that position, and the
-// events between it and the client's own come again. The node here is partitioned from
-// Redis; it keeps a subscriber of its own, so its copy of the channel stays open.
+// 7764018231275999: 76 duplicates): the node answered recovered:false, reason ahead, with its
+// own last position, the client (as the recovery helper does) took that position, and the
+// events between it and the client's own came again. The node now holds the recovery until
+// its copy has caught up. The node here is partitioned from Redis; it keeps a subscriber of
+// its own, so its copy of the channel stays open.
 func TestRecoverOnANodeBehind(t *testing.T) {
 	redisBin := service(t, "redis-server")
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -141,13 +142,21 @@ func TestRecoverOnANodeBehind(t *testing.T) {
 	a.Close()
 
 	c := dial(nodes[1], &last)
+	// The node holds the recovery until its copy has the client's position: nothing while
+	// it is cut off, then an answer from the client's position once the link is back.
+	if m, err := c.Read(2 * time.Second); err == nil && m.Event == "pusher_internal:recovery" {
+		t.Errorf("the node cut off from the bus answered the recovery from %v at once: %s", last, m.Data)
+	}
+	linkUp()
 	pos, recovered, reason := recovery(c)
-	t.Logf("recovering from %v on the node cut off from the bus: recovered %v, reason %q, position %v", last, recovered, reason, pos)
+	t.Logf("recovering from %v on the node that was cut off from the bus: recovered %v, reason %q, position %v", last, recovered, reason, pos)
 	if pos.Epoch == last.Epoch && pos.Offset < last.Offset {
 		t.Errorf("the node answered with position %v, below the client's %v (recovered %v, %q): the client will take it and receive events %d to %d again",
 			pos, last, recovered, reason, pos.Offset+1, last.Offset)
 	}
-	linkUp()
+	if !recovered {
+		t.Errorf("the recovery from %v was answered recovered:false, %q, once the node had caught up", last, reason)
+	}
 	publish(6)
 	if p := next(c); p.Epoch == last.Epoch && p.Offset <= last.Offset {
 		t.Errorf("after recovering from %v the client received the event at %v again", last, p)
