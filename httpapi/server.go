@@ -321,7 +321,7 @@ func refuseEarly(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // PublicHealth is the public /health body: what a load balancer, an autoscaler or a load
-// generator (herald bench) reads, the status (which /ready turns into 200 or 503) and the
+// generator (herald-bench) reads, the status (which /ready turns into 200 or 503) and the
 // node's connections against its capacity and its channels, and nothing of its internals.
 // The whole HealthReport, with the bus, its nodes and their releases, the app store and its
 // last error, the ingest sources and herald's version, is DetailedHealth's, on the private

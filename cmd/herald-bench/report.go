@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/herald-rt/herald/bench"
+	"github.com/herald-rt/herald/internal/buildinfo"
 )
 
 // writeHTML writes the HTML report with --report: the run's report or why it failed.
@@ -13,7 +14,7 @@ func (j *benchJob) writeHTML(monitor *bench.Monitor, rep benchReport, runErr err
 		return nil
 	}
 	page := monitor.HTMLReport(rep, runErr)
-	page.Command, page.Version = append([]string{"herald", "bench", j.scenario}, j.args...), version
+	page.Command, page.Version = append([]string{"herald-bench", j.scenario}, j.args...), buildinfo.Version(version)
 	return bench.WriteHTMLFile(j.htmlPath, page)
 }
 

@@ -11,7 +11,7 @@ import (
 	"github.com/herald-rt/herald/bench"
 )
 
-// benchJob is one `herald bench <scenario>` run as its flags describe it.
+// benchJob is one `herald-bench <scenario>` run as its flags describe it.
 type benchJob struct {
 	scenario    string
 	args        []string // as given, for the HTML report's command line
@@ -30,10 +30,10 @@ type benchJob struct {
 func parseBench(scenario string, args []string, stderr io.Writer) (*benchJob, int) {
 	define, ok := benchScenarios[scenario]
 	if !ok {
-		fmt.Fprintf(stderr, "herald bench: unknown scenario %q (scenarios: idle, fanout, multichannel, ramp, churn, publish, presence, channels, recover)\n", scenario)
+		fmt.Fprintf(stderr, "herald-bench: unknown scenario %q (scenarios: idle, fanout, multichannel, ramp, churn, publish, presence, channels, recover)\n", scenario)
 		return nil, 2
 	}
-	fs := flag.NewFlagSet("herald bench "+scenario, flag.ContinueOnError)
+	fs := flag.NewFlagSet("herald-bench "+scenario, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	j := &benchJob{scenario: scenario, args: args}
 	j.define(fs)
@@ -45,11 +45,11 @@ func parseBench(scenario string, args []string, stderr io.Writer) (*benchJob, in
 		return nil, 2
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "herald bench %s: unexpected arguments %q\n", scenario, fs.Args())
+		fmt.Fprintf(stderr, "herald-bench %s: unexpected arguments %q\n", scenario, fs.Args())
 		return nil, 2
 	}
 	if code, err := j.checkTarget(); err != nil {
-		fmt.Fprintf(stderr, "herald bench %s: %v\n", scenario, err)
+		fmt.Fprintf(stderr, "herald-bench %s: %v\n", scenario, err)
 		return nil, code
 	}
 	return j, 0
@@ -96,7 +96,7 @@ func (j *benchJob) checkTarget() (int, error) {
 		if err != nil {
 			return 1, fmt.Errorf("--procs: %w", err)
 		}
-		j.target.Child = []string{exe, "bench", "child"}
+		j.target.Child = []string{exe, "child"}
 	}
 	if err := j.target.Check(); err != nil {
 		return 2, err

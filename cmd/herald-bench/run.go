@@ -60,5 +60,5 @@ func (j *benchJob) startMonitor(ctx context.Context, stderr io.Writer) (*bench.M
 
 // fail says on stderr why the run failed.
 func (j *benchJob) fail(stderr io.Writer, err error) {
-	fmt.Fprintf(stderr, "herald bench %s: %v\n", j.scenario, err)
+	fmt.Fprintf(stderr, "herald-bench %s: %v\n", j.scenario, err)
 }
