@@ -20,7 +20,7 @@ import (
 	"github.com/herald-rt/herald/session"
 )
 
-// benchServer serves a herald hub and REST API on a free port of 127.0.0.1, with wrap (when
+// benchServer serves a herald session server and REST API on a free port of 127.0.0.1, with wrap (when
 // not nil) in front of the API, and returns the flags that point herald-bench at it.
 func benchServer(t *testing.T, wrap func(http.Handler) http.Handler) []string {
 	t.Helper()

@@ -133,9 +133,7 @@ func (p *apiPort) logStart(addr string) {
 	} else {
 		attrs = append(attrs, "apps", len(apps))
 	}
-	if p.bus.c != nil {
-		attrs = append(attrs, p.bus.c.logAttr())
-	}
+	attrs = p.bus.c.startLine(attrs)
 	p.log.Info("herald listening", attrs...)
 }
 

@@ -17,8 +17,12 @@ import (
 	"github.com/herald-rt/herald/broker"
 	"github.com/herald-rt/herald/broker/nats"
 	"github.com/herald-rt/herald/broker/redis"
+	"github.com/herald-rt/herald/cluster"
+	"github.com/herald-rt/herald/fanout"
 	"github.com/herald-rt/herald/httpapi"
+	"github.com/herald-rt/herald/ingest"
 	"github.com/herald-rt/herald/metrics"
+	"github.com/herald-rt/herald/session"
 	"github.com/herald-rt/herald/ws"
 )
 
@@ -206,7 +210,40 @@ type busLink struct {
 	mux            *broker.Mux    // routes what the bus brings by kind; the console adds its own
 	engine, nodeID string
 	url            busURL
-	invalid        atomic.Uint64 // event frames from the bus or its store refused (validFrame)
+	invalid        atomic.Uint64                      // event frames from the bus or its store refused (validFrame)
+	rep            atomic.Pointer[cluster.Replicated] // the node's State, once built (versions.go)
+}
+
+// newState is how the node shares its state through the bus: a cluster.Replicated, kept for
+// /health and the metrics (versions.go).
+func (c *busLink) newState(cfg cluster.Config, log *slog.Logger) session.NewState {
+	cfg.ValidFrame = c.validFrame
+	newState := cluster.ReplicatedState(cfg, c.Broker, c.history, c.mux.Handle, log)
+	return func(eng *fanout.Engine) cluster.State {
+		st := newState(eng)
+		if r, ok := st.(*cluster.Replicated); ok {
+			c.rep.Store(r)
+		}
+		return st
+	}
+}
+
+// route registers, for a kind of message the bus brings, who receives it.
+func (c *busLink) route() func(herald.BusKind, herald.BusHandler) { return c.mux.Handle }
+
+// broker is the bus.
+func (c *busLink) broker() herald.Broker { return c.Broker }
+
+// store keeps the history channels' events on the bus's server.
+func (c *busLink) store() herald.History { return c.history }
+
+// publisher is where the ingest sources publish: h, which also tells them when the bus
+// connection was replaced (NATS) so that they hand off again what it may have lost.
+func (c *busLink) publisher(h *session.Server) ingest.Publisher {
+	if rc, ok := c.Broker.(ingest.Reconnector); ok {
+		return reconnecting{h, rc}
+	}
+	return h
 }
 
 // validFrame is the cluster layer's check of the event frames the bus brings and its store
@@ -319,10 +356,12 @@ func (c ClusterConfig) auth() broker.AuthConfig {
 	return a
 }
 
-// health is the bus's part of /health: with several Redis shards, each one's state.
+// health is the bus's part of /health: with several Redis shards, each one's state; the
+// cluster's nodes and the features in use.
 func (c *busLink) health() *httpapi.ClusterHealth {
 	st := c.Stats()
 	h := &httpapi.ClusterHealth{Engine: c.engine, NodeID: c.nodeID, Connected: st.Connected, Interests: st.Interests}
+	h.Nodes, h.FeaturesInUse = c.nodes()
 	if rb, ok := c.Broker.(*redis.Broker); ok && len(rb.Shards()) > 1 {
 		h.Mode = string(rb.Mode())
 		for _, s := range rb.Shards() {
@@ -348,9 +387,9 @@ func (c *busLink) ShardsConnected() (connected, total int) {
 	return connected, total
 }
 
-// logAttr describes the cluster in the start line.
-func (c *busLink) logAttr() slog.Attr {
-	return slog.Group("cluster", "engine", c.engine, "node_id", c.nodeID, "url", c.url.redacted)
+// startLine adds the cluster to the start line's attributes.
+func (c *busLink) startLine(attrs []any) []any {
+	return append(attrs, slog.Group("cluster", "engine", c.engine, "node_id", c.nodeID, "url", c.url.redacted))
 }
 
 // close disconnects from the bus within ctx, and logs and returns what it could not do.

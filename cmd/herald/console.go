@@ -20,7 +20,7 @@ import (
 // console.token is set. It starts last and stops first: its pages would only watch the
 // connections go.
 type consolePages struct {
-	cfg  console.Config // but what the hub, the API port and the bus give once started
+	cfg  console.Config // but what the node, the API port and the bus give once started
 	node *sessionServer
 	api  *apiPort
 	bus  *clusterBus

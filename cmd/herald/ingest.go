@@ -53,14 +53,7 @@ func (s *ingestSources) start() error {
 
 // publisher is where the sources publish: the server, which also tells them when the bus
 // connection was replaced (NATS) so that they hand off again what it may have lost.
-func (s *ingestSources) publisher() ingest.Publisher {
-	if c := s.node.bus.c; c != nil {
-		if rc, ok := c.Broker.(ingest.Reconnector); ok {
-			return reconnecting{s.node.h, rc}
-		}
-	}
-	return s.node.h
-}
+func (s *ingestSources) publisher() ingest.Publisher { return s.node.bus.c.publisher(s.node.h) }
 
 // reconnecting is a Publisher whose bus is an ingest.Reconnector.
 type reconnecting struct {

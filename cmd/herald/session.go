@@ -64,7 +64,7 @@ func (c *sessionServer) start() error {
 	cfg.Memory = c.mem.guard
 	h, err := session.New(cfg, c.apps.apps(), c.bus.newState(), c.log)
 	if err != nil {
-		c.log.Error("start hub", "err", err)
+		c.log.Error("start session server", "err", err)
 		return err
 	}
 	c.reg.Attach(c.prefix, nodeMetrics{h})
