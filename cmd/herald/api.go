@@ -38,8 +38,8 @@ type apiPort struct {
 }
 
 func newAPIPort(cfg Config, fd fdShare, apps *appStore, node *sessionServer, bus *clusterBus, ingest *ingestSources,
-	leave *leaving, reg *metrics.Registry, version string, log *slog.Logger) *apiPort {
-	return &apiPort{cfg: cfg, fd: fd, apps: apps, node: node, bus: bus, ingest: ingest, leave: leave, reg: reg, version: version, log: log,
+	certs *tlsCerts, leave *leaving, reg *metrics.Registry, version string, log *slog.Logger) *apiPort {
+	return &apiPort{cfg: cfg, fd: fd, apps: apps, node: node, bus: bus, ingest: ingest, certs: certs, leave: leave, reg: reg, version: version, log: log,
 		served: make(chan error, 1)}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/cluster"
@@ -70,7 +71,7 @@ func newClusterBus(cfg Config, reg *metrics.Registry, log *slog.Logger) *cluster
 		CacheMaxBytesPerApp:   cfg.Cache.MaxBytesPerApp,
 		CacheTTL:              cfg.Cache.TTL.Duration,
 		HistoryMaxBytesPerApp: cfg.History.MaxBytesPerApp,
-		HistoryLinger:         cfg.History.linger(),
+		HistoryLinger:         historyLinger(cfg.History),
 		KeyWindow:             cfg.Publish.IdempotencyWindow.Duration,
 		MaxKeys:               cfg.Publish.IdempotencyMaxKeys,
 		Heartbeat:             cfg.Cluster.Heartbeat.Duration,
@@ -119,3 +120,11 @@ func (b *clusterBus) history() herald.History { return b.c.store() }
 
 // health is the bus's part of /health: nil when off.
 func (b *clusterBus) health() *httpapi.ClusterHealth { return b.c.health() }
+
+// historyLinger is cluster.Config.HistoryLinger of history.linger: -1 for none.
+func historyLinger(h HistoryConfig) time.Duration {
+	if h.Linger.Duration <= 0 {
+		return -1
+	}
+	return h.Linger.Duration
+}

@@ -26,26 +26,6 @@ import (
 	"github.com/herald-rt/herald/ws"
 )
 
-// busURL is a checked cluster.url.
-type busURL struct {
-	engine   string   // "nats" or "redis"
-	tls      bool     // rediss://, or a NATS server given as tls://
-	redacted string   // the URL with its passwords and tokens replaced by "xxxxx", for logs
-	secrets  []string // those passwords and tokens, which no log line may show
-	hosts    []string // the servers' host names or addresses
-}
-
-// loopback reports whether every server of the bus is on this machine: a loopback address
-// or localhost.
-func (u busURL) loopback() bool {
-	for _, h := range u.hosts {
-		if ip := net.ParseIP(h); !(strings.EqualFold(h, "localhost") || ip != nil && ip.IsLoopback()) {
-			return false
-		}
-	}
-	return true
-}
-
 // parseBusURL checks cluster.url and picks the engine by its scheme: nats:// or tls:// (NATS
 // over TLS; several servers comma-separated, as nats.go takes them), redis:// or rediss://
 // (several comma-separated: shards), redis+cluster:// or redis+sentinel:// (parseRedisURL).
@@ -195,12 +175,6 @@ func newNodeID() string {
 	}
 	return host + "-" + strings.ToLower(rand.Text()[:8])
 }
-
-// nodeIDChars are the characters of a node id.
-const nodeIDChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
-
-// maxNodeID is the longest node id: it travels in every bus message.
-const maxNodeID = 64
 
 // busLink is a node's connection to its cluster bus, and the history of its history channels
 // kept on the same server.

@@ -12,8 +12,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/herald-rt/herald"
-	"github.com/herald-rt/herald/broker"
-	"github.com/herald-rt/herald/broker/nats"
 )
 
 // Config is everything `herald serve` needs, filled once by LoadConfig from defaults, the
@@ -251,8 +249,8 @@ func defaultConfig() Config {
 		Pprof:                PprofConfig{MutexFraction: 10, BlockRate: 100_000},
 		Log:                  LogConfig{Level: "info", Format: "text"},
 		Cluster: ClusterConfig{Prefix: "herald", Heartbeat: Duration{2 * time.Second}, NodeTimeout: Duration{10 * time.Second},
-			ClockSkew: Duration{broker.DefaultMaxSkew}, Bundles: true,
-			NATSPingInterval: Duration{nats.PingInterval}, NATSPingsOutstanding: nats.MaxPingsOutstanding},
+			ClockSkew: Duration{defaultClockSkew}, Bundles: true,
+			NATSPingInterval: Duration{natsPingInterval}, NATSPingsOutstanding: natsPingsOutstanding},
 		Apps:     []AppConfig{devApp},
 		Shutdown: defaultShutdown(),
 		Console:  ConsoleConfig{SessionLifetime: Duration{12 * time.Hour}},

@@ -4,9 +4,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/herald-rt/herald/appstore/mysql"
-	"github.com/herald-rt/herald/appstore/postgres"
 )
 
 // AppStoreConfig keeps the apps in a database table (package appstore) instead of the file
@@ -72,7 +69,7 @@ func (l *loader) appStore(c *Config) {
 		}
 	}
 	if s.MySQL.DSN != "" {
-		if err := mysql.CheckDSN(s.MySQL.DSN); err != nil {
+		if err := l.check.mysqlDSN(s.MySQL.DSN); err != nil {
 			l.problem("app_store.mysql.dsn", "%v", err)
 		}
 		if s.Postgres.URL != "" {
@@ -83,9 +80,9 @@ func (l *loader) appStore(c *Config) {
 		l.problem("app_store.postgres.install_trigger", "needs app_store.postgres.url")
 	}
 	switch {
-	case s.Postgres.URL != "" && !postgres.ValidName(s.Table):
+	case s.Postgres.URL != "" && !l.check.tableName(true, s.Table):
 		l.problem("app_store.table", "%q: want a plain name (letters, digits, '_'), optionally schema.table", s.Table)
-	case s.Postgres.URL == "" && !mysql.ValidName(s.Table):
+	case s.Postgres.URL == "" && !l.check.tableName(false, s.Table):
 		l.problem("app_store.table", "%q: want a plain name (letters, digits, '_')", s.Table)
 	}
 	l.longerThan("app_store.refresh", s.Refresh, 100*time.Millisecond)

@@ -6,9 +6,6 @@ import (
 	"os"
 	"strings"
 	"time"
-
-	"github.com/herald-rt/herald/broker"
-	"github.com/herald-rt/herald/broker/nats"
 )
 
 // clusterSecrets checks cluster.secret and cluster.accept_secret, each given itself or by a
@@ -21,8 +18,8 @@ func (l *loader) clusterSecrets(c *ClusterConfig) {
 		file string
 	}{{"cluster.secret", &c.Secret, c.SecretFile}, {"cluster.accept_secret", &c.AcceptSecret, c.AcceptSecretFile}} {
 		l.secretFile(s.path, s.v, s.file)
-		if *s.v != "" && len(*s.v) < broker.MinSecretBytes {
-			l.problem(s.path, "%d bytes, want at least %d (say, 64 hex digits: openssl rand -hex 32)", len(*s.v), broker.MinSecretBytes)
+		if *s.v != "" && len(*s.v) < minSecretBytes {
+			l.problem(s.path, "%d bytes, want at least %d (say, 64 hex digits: openssl rand -hex 32)", len(*s.v), minSecretBytes)
 		}
 	}
 	l.longerThan("cluster.clock_skew", c.ClockSkew, time.Second)
@@ -112,18 +109,18 @@ func (l *loader) clusterTLS(c *ClusterConfig) {
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		l.problem("cluster.tls_cert_file", "give cluster.tls_cert_file and cluster.tls_key_file together")
 	} else if c.TLSCertFile != "" {
-		if _, err := (broker.TLSFiles{CA: c.TLSCAFile, Cert: c.TLSCertFile, Key: c.TLSKeyFile}).Config(""); err != nil {
+		if err := l.check.tlsFiles(c.TLSCAFile, c.TLSCertFile, c.TLSKeyFile); err != nil {
 			l.problem("cluster.tls_cert_file", "%v", err)
 		}
 	} else if c.TLSCAFile != "" {
-		if _, err := (broker.TLSFiles{CA: c.TLSCAFile}).Config(""); err != nil {
+		if err := l.check.tlsFiles(c.TLSCAFile, "", ""); err != nil {
 			l.problem("cluster.tls_ca_file", "%v", err)
 		}
 	}
 	if c.NATSCredsFile != "" && c.NATSNKeyFile != "" {
 		l.problem("cluster.nats_creds_file", "give cluster.nats_creds_file or cluster.nats_nkey_file, not both")
 	}
-	u, err := parseBusURL(c.URL)
+	u, err := l.check.busURL(c.URL)
 	if c.URL == "" || err != nil {
 		return
 	}
@@ -140,11 +137,11 @@ func (l *loader) clusterTLS(c *ClusterConfig) {
 func (l *loader) clusterKeepalive(c *ClusterConfig) {
 	l.longerThan("cluster.nats_ping_interval", c.NATSPingInterval, time.Second)
 	l.atLeast("cluster.nats_pings_outstanding", c.NATSPingsOutstanding, 1)
-	u, err := parseBusURL(c.URL)
+	u, err := l.check.busURL(c.URL)
 	if c.URL == "" || err != nil || u.engine != "redis" {
 		return
 	}
-	if c.NATSPingInterval.Duration != nats.PingInterval || c.NATSPingsOutstanding != nats.MaxPingsOutstanding {
+	if c.NATSPingInterval.Duration != natsPingInterval || c.NATSPingsOutstanding != natsPingsOutstanding {
 		l.problem("cluster.nats_ping_interval", "cluster.url is a Redis bus: the NATS keepalive does not apply")
 	}
 }

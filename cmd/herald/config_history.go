@@ -5,9 +5,6 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald"
-	"github.com/herald-rt/herald/broker/nats"
-	"github.com/herald-rt/herald/guard"
-	"github.com/herald-rt/herald/session"
 )
 
 // AppHistory is one history rule of an app as configured (herald.HistoryRule).
@@ -41,27 +38,6 @@ func defaultHistory() HistoryConfig {
 		ReplayBytesPerSecondPerAddress: 32 << 20, ReplayBytesPerSecondPerConnection: 8 << 20, Linger: Duration{time.Minute}}
 }
 
-// replayBudget is the session's replay budget of h; addresses are counted as
-// connection_rate_per_ip counts them (ipv6Prefix).
-func (h HistoryConfig) replayBudget(ipv6Prefix int) session.ReplayBudget {
-	rate := func(n int) guard.Rate { return guard.Rate{PerSecond: float64(n), Burst: replayBurst * float64(n)} }
-	return session.ReplayBudget{Node: rate(h.ReplayBytesPerSecond), App: rate(h.ReplayBytesPerSecondPerApp),
-		Address: rate(h.ReplayBytesPerSecondPerAddress), Connection: rate(h.ReplayBytesPerSecondPerConnection), IPv6Prefix: ipv6Prefix}
-}
-
-// replayBurst is how many seconds' worth of each replay budget a quiet node lets through at
-// once: a reconnect storm of 1,000 clients of one app, each missing 1,000 events of 1 KB
-// (1.2 GB), recovers whole at the defaults (docs/benchmarks.md); with a burst of 2 s, 240 did.
-const replayBurst = 10
-
-// linger is cluster.Config.HistoryLinger of h.
-func (h HistoryConfig) linger() time.Duration {
-	if h.Linger.Duration <= 0 {
-		return -1
-	}
-	return h.Linger.Duration
-}
-
 func (l *loader) decodeHistory(v fileValue, prefix, src string, app *AppConfig) {
 	path := prefix + ".history"
 	items, err := v.items()
@@ -93,9 +69,9 @@ func (l *loader) history(c *Config) {
 	if c.History.Linger.Duration < 0 {
 		l.problem("history.linger", "%v must not be negative (0: no lingering)", c.History.Linger)
 	}
-	if r := c.History.Replicas; r < 0 || r > nats.MaxHistoryReplicas {
-		l.problem("history.replicas", "%d must be from 0 (one) to %d", r, nats.MaxHistoryReplicas)
-	} else if u, err := parseBusURL(c.Cluster.URL); r > 0 && (c.Cluster.URL == "" || err == nil && u.engine != "nats") {
+	if r := c.History.Replicas; r < 0 || r > maxHistoryReplicas {
+		l.problem("history.replicas", "%d must be from 0 (one) to %d", r, maxHistoryReplicas)
+	} else if u, err := l.check.busURL(c.Cluster.URL); r > 0 && (c.Cluster.URL == "" || err == nil && u.engine != "nats") {
 		l.problem("history.replicas", "applies to a NATS cluster bus (JetStream streams) only; cluster.url is not one")
 	}
 	for i, a := range c.Apps {

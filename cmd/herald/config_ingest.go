@@ -10,9 +10,6 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/herald-rt/herald"
-	"github.com/herald-rt/herald/broker"
-	"github.com/herald-rt/herald/ingest"
-	"github.com/herald-rt/herald/pusher"
 )
 
 // IngestConfig is one source herald consumes into an app's channels (the file's ingest
@@ -51,11 +48,6 @@ type IngestKafka struct {
 	// SASLMechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) authenticates as SASLUser with
 	// SASLPassword, or the content of SASLPasswordFile (read by validation).
 	SASLMechanism, SASLUser, SASLPassword, SASLPasswordFile string
-}
-
-// tlsFiles are the source's TLS files.
-func (k *IngestKafka) tlsFiles() broker.TLSFiles {
-	return broker.TLSFiles{CA: k.TLSCAFile, Cert: k.TLSCertFile, Key: k.TLSKeyFile}
 }
 
 // IngestRedis is a Redis source: a stream read by a consumer group, or pub/sub patterns.
@@ -106,12 +98,6 @@ func (l *loader) decodeIngest(v fileValue, src string) {
 		}
 		l.table(item, at, src, fields)
 	}
-}
-
-// ingestTemplates are one source's compiled templates.
-type ingestTemplates struct {
-	format               ingest.Format
-	channel, event, data *ingest.Template
 }
 
 // ingest checks the ingest list: each source names a known app, one engine and templates
@@ -184,9 +170,9 @@ func (l *loader) ingestKafka(at string, k *IngestKafka) {
 	if k.SessionTimeout.Duration != 0 {
 		l.longerThan(at+".session_timeout", k.SessionTimeout, ingestMinSession)
 	}
-	if f := k.tlsFiles(); f.Set() {
+	if k.TLSCAFile != "" || k.TLSCertFile != "" || k.TLSKeyFile != "" {
 		k.TLS = true
-		if _, err := f.Config(""); err != nil {
+		if err := l.check.tlsFiles(k.TLSCAFile, k.TLSCertFile, k.TLSKeyFile); err != nil {
 			l.problem(at+".tls_cert_file", "%v", err)
 		}
 	}
@@ -208,7 +194,7 @@ func (l *loader) ingestKafka(at string, k *IngestKafka) {
 func (l *loader) ingestRedis(at string, r *IngestRedis) {
 	if r.URL == "" {
 		l.problem(at+".url", "must not be empty")
-	} else if _, err := parseBusURL(r.URL); err != nil || !strings.HasPrefix(strings.ToLower(r.URL), "redis") {
+	} else if _, err := l.check.busURL(r.URL); err != nil || !strings.HasPrefix(strings.ToLower(r.URL), "redis") {
 		l.problem(at+".url", "want redis://[user:password@]host:port[/db] or rediss://")
 	} else if _, err := rueidis.ParseURL(r.URL); err != nil {
 		l.problem(at+".url", "%v", err)
@@ -262,19 +248,19 @@ func (l *loader) ingestTemplates(at string, s *IngestConfig) {
 			l.problem(at+"."+key, "must not be empty (a template such as \"{value.symbol}.trade\", or a name)")
 			return
 		}
-		t, err := ingest.ParseTemplate(v)
+		lit, ok, err := l.check.template(v)
 		if err != nil {
 			l.problem(at+"."+key, "%v", err)
 			return
 		}
-		if lit, ok := t.Literal(); ok && literal != nil && v != "" {
+		if ok && literal != nil && v != "" {
 			if err := literal(lit); err != nil {
 				l.problem(at+"."+key, "%s", herald.MessageOf(err))
 			}
 		}
 	}
-	check("channel", s.Channel, func(v string) error { return pusher.ValidateChannelName(v, lim.MaxChannelNameLength) })
-	check("event", s.Event, func(v string) error { return pusher.ValidateEventName(v, lim.MaxEventNameLength) })
+	check("channel", s.Channel, func(v string) error { return l.check.channelName(v, lim.MaxChannelNameLength) })
+	check("event", s.Event, func(v string) error { return l.check.eventName(v, lim.MaxEventNameLength) })
 	check("data", s.Data, nil)
 }
 
@@ -291,8 +277,8 @@ func (l *loader) ingestAllow(at string, s *IngestConfig) {
 	if s.Format == "pusher" || s.Channel == "" {
 		return
 	}
-	if t, err := ingest.ParseTemplate(s.Channel); err == nil {
-		if lit, ok := t.Literal(); ok && !ingest.AllowsChannel(s.AllowChannels, lit) {
+	if lit, ok, err := l.check.template(s.Channel); err == nil {
+		if ok && !l.check.allowsChannel(s.AllowChannels, lit) {
 			if len(s.AllowChannels) == 0 {
 				l.problem(at+".channel", "%q is not a public channel: name it in allow_channels to let this source publish to it", lit)
 			} else {
@@ -300,20 +286,6 @@ func (l *loader) ingestAllow(at string, s *IngestConfig) {
 			}
 		}
 	}
-}
-
-// templates compiles a validated source's templates.
-func (s *IngestConfig) templates() ingestTemplates {
-	if s.Format == "pusher" {
-		return ingestTemplates{format: ingest.FormatPusher}
-	}
-	t := ingestTemplates{}
-	t.channel, _ = ingest.ParseTemplate(s.Channel)
-	t.event, _ = ingest.ParseTemplate(s.Event)
-	if s.Data != "" {
-		t.data, _ = ingest.ParseTemplate(s.Data)
-	}
-	return t
 }
 
 // Lower bounds of the ingest durations: Kafka refuses sessions shorter than its

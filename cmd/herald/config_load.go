@@ -25,7 +25,7 @@ func loadConfig(args []string, env func(string) string, out io.Writer) (Config, 
 	if err != nil {
 		return Config{}, err
 	}
-	l := &loader{cfg: defaultConfig(), from: map[string]string{}, failed: map[string]bool{}, fileApps: -1}
+	l := &loader{cfg: defaultConfig(), from: map[string]string{}, failed: map[string]bool{}, fileApps: -1, check: runtimeChecks()}
 	if v, ok := flags["config"]; ok {
 		if v != "" { // --config "" means no file, whatever HERALD_CONFIG says
 			l.loadFile(v, "flag --config")
@@ -72,7 +72,8 @@ type loader struct {
 	from     map[string]string // field path ("apps[0].key") -> source ("file herald.yaml")
 	failed   map[string]bool   // fields whose value could not be read: not validated again
 	problems []string
-	fileApps int // apps defined by the file, -1 if it defines none
+	fileApps int    // apps defined by the file, -1 if it defines none
+	check    checks // the checks only the runtime packages can make
 }
 
 // add records a problem with the field at path, whose value came from src.

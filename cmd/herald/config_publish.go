@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald"
-	"github.com/herald-rt/herald/cluster"
 )
 
 // PublishConfig is how the node treats publishes: how long idempotency keys are remembered.
@@ -17,7 +16,7 @@ type PublishConfig struct {
 }
 
 func defaultPublish() PublishConfig {
-	return PublishConfig{IdempotencyWindow: Duration{herald.DefaultKeyWindow}, IdempotencyMaxKeys: cluster.DefaultMaxKeys}
+	return PublishConfig{IdempotencyWindow: Duration{herald.DefaultKeyWindow}, IdempotencyMaxKeys: defaultMaxKeys}
 }
 
 // publish checks publish.*.

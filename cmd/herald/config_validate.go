@@ -6,9 +6,6 @@ import (
 	"regexp"
 	"strings"
 	"time"
-
-	"github.com/herald-rt/herald/broker"
-	"github.com/herald-rt/herald/guard"
 )
 
 // validate checks the whole configuration and records every problem, each with where the
@@ -107,7 +104,7 @@ func (l *loader) validate() {
 		for _, f := range limitFields {
 			l.notNegative(at+".limits."+f.key, *f.ref(&a.Limits))
 		}
-		if _, err := guard.ParseOrigins(a.AllowedOrigins); err != nil {
+		if err := l.check.origins(a.AllowedOrigins); err != nil {
 			l.problem(at+".allowed_origins", "%v", err)
 		}
 	}
@@ -118,7 +115,7 @@ func (l *loader) validate() {
 // both engines, so a cluster can move from one bus to the other.
 func (l *loader) cluster(c *ClusterConfig) {
 	if c.URL != "" {
-		if _, err := parseBusURL(c.URL); err != nil {
+		if _, err := l.check.busURL(c.URL); err != nil {
 			l.problem("cluster.url", "%v", err)
 		}
 	}
@@ -128,7 +125,7 @@ func (l *loader) cluster(c *ClusterConfig) {
 	case strings.Trim(id, nodeIDChars) != "":
 		l.problem("cluster.node_id", "%q may hold only letters, digits, '_', '.' and '-'", id)
 	}
-	if !broker.ValidPrefix(c.Prefix) {
+	if !l.check.busPrefix(c.Prefix) {
 		l.problem("cluster.prefix", "%q: want printable ASCII without spaces, '*' or '>', and no empty part between dots", c.Prefix)
 	} else if strings.HasPrefix(strings.ToLower(c.URL), "redis+cluster") || strings.HasPrefix(strings.ToLower(c.URL), "rediss+cluster") {
 		if strings.ContainsAny(c.Prefix, "{}") {

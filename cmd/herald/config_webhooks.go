@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald"
-	"github.com/herald-rt/herald/webhook"
 )
 
 // WebhooksConfig tunes the sending of every app's webhooks (each app lists its own URLs in
@@ -88,11 +87,11 @@ func (l *loader) webhooks(c *Config) {
 	for i, a := range c.Apps {
 		for j, h := range a.Webhooks {
 			at := fmt.Sprintf("apps[%d].webhooks[%d]", i, j)
-			if err := webhook.CheckURL(h.URL); err != nil {
+			if err := l.check.webhookURL(h.URL); err != nil {
 				l.problem(at+".url", "%v", err)
 			}
 			for k, t := range h.EventTypes {
-				if err := webhook.CheckEventType(t); err != nil {
+				if err := l.check.webhookEvent(t); err != nil {
 					l.problem(fmt.Sprintf("%s.event_types[%d]", at, k), "%v", err)
 				}
 			}
@@ -102,7 +101,7 @@ func (l *loader) webhooks(c *Config) {
 			}
 			sort.Strings(names)
 			for _, n := range names {
-				if err := webhook.CheckHeader(n, h.Headers[n]); err != nil {
+				if err := l.check.webhookHeader(n, h.Headers[n]); err != nil {
 					l.problem(at+".headers."+n, "%v", err)
 				}
 			}
@@ -118,16 +117,4 @@ func (a AppConfig) heraldWebhooks() []herald.Webhook {
 			Filter: herald.WebhookFilter{ChannelNameStartsWith: h.Filter.ChannelNameStartsWith, ChannelNameEndsWith: h.Filter.ChannelNameEndsWith}})
 	}
 	return out
-}
-
-// webhookOptions is webhooks.* for webhook.New.
-func (c Config) webhookOptions() webhook.Options {
-	w := c.Webhooks
-	leave := w.LeaveDelay.Duration
-	if leave == 0 {
-		leave = -1 // configured as none; the package's zero means its default
-	}
-	return webhook.Options{BatchInterval: w.BatchInterval.Duration, MaxBatch: w.MaxBatch, LeaveDelay: leave,
-		Timeout: w.Timeout.Duration, RetryFor: w.RetryFor.Duration, RetryMaxBackoff: w.RetryMaxBackoff.Duration,
-		RetryMinBackoff: min(500*time.Millisecond, w.RetryMaxBackoff.Duration), QueueSize: w.QueueSize}
 }

@@ -67,7 +67,7 @@ func TestLoadConfigWebhooks(t *testing.T) {
 		if c.Webhooks != w {
 			t.Fatalf("%s: webhooks %+v, want %+v", name, c.Webhooks, w)
 		}
-		o := c.webhookOptions()
+		o := webhookOptions(c.Webhooks)
 		if o.LeaveDelay != 5*time.Second || o.RetryFor != 10*time.Minute || o.QueueSize != 50 {
 			t.Fatalf("options %+v", o)
 		}
@@ -80,8 +80,8 @@ func TestLoadConfigWebhooks(t *testing.T) {
 		t.Fatalf("default retry_for %v: a backend outage of 5 min must lose nothing", d.RetryFor)
 	}
 	c, err := load(t, []string{"--webhooks-leave-delay", "0"}, nil)
-	if err != nil || c.webhookOptions().LeaveDelay >= 0 {
-		t.Fatalf("leave_delay 0 must mean no delay: %v %v", err, c.webhookOptions().LeaveDelay)
+	if err != nil || webhookOptions(c.Webhooks).LeaveDelay >= 0 {
+		t.Fatalf("leave_delay 0 must mean no delay: %v %v", err, webhookOptions(c.Webhooks).LeaveDelay)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/broker"
 	"github.com/herald-rt/herald/httpapi"
 	"github.com/herald-rt/herald/ingest"
 	"github.com/herald-rt/herald/ingest/kafka"
@@ -69,7 +70,7 @@ func (s *ingestSources) build(pub ingest.Publisher) error {
 		if !ok { // an app store's apps are checked here, not with the configuration
 			return fmt.Errorf("ingest %s: app %q is not in the app store", c.Name, c.App)
 		}
-		t := c.templates()
+		t := compileTemplates(&c)
 		pc := ingest.Config{Name: c.Name, App: app, Format: t.format, Channel: t.channel, Event: t.event, Data: t.data,
 			AllowChannels: c.AllowChannels, Handoff: handoff(c.Name), Logger: s.log}
 		var src ingest.Source
@@ -81,7 +82,7 @@ func (s *ingestSources) build(pub ingest.Publisher) error {
 				Start: c.Kafka.Start, DeadLetter: c.DeadLetter, ClientID: s.nodeID, SessionTimeout: c.Kafka.SessionTimeout.Duration,
 				SASL: kafka.SASL{Mechanism: c.Kafka.SASLMechanism, User: c.Kafka.SASLUser, Password: c.Kafka.SASLPassword}}
 			if c.Kafka.TLS {
-				kc.TLS, err = c.Kafka.tlsFiles().Config("") // validated already
+				kc.TLS, err = broker.TLSFiles{CA: c.Kafka.TLSCAFile, Cert: c.Kafka.TLSCertFile, Key: c.Kafka.TLSKeyFile}.Config("") // validated already
 			}
 			if err == nil {
 				pc.Logger = redactLogger(s.log, []string{c.Kafka.SASLPassword})
@@ -158,4 +159,24 @@ func (s *ingestSources) stop(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// compileTemplates compiles a validated source's templates.
+func compileTemplates(s *IngestConfig) ingestTemplates {
+	if s.Format == "pusher" {
+		return ingestTemplates{format: ingest.FormatPusher}
+	}
+	t := ingestTemplates{}
+	t.channel, _ = ingest.ParseTemplate(s.Channel)
+	t.event, _ = ingest.ParseTemplate(s.Event)
+	if s.Data != "" {
+		t.data, _ = ingest.ParseTemplate(s.Data)
+	}
+	return t
+}
+
+// ingestTemplates are one source's compiled templates.
+type ingestTemplates struct {
+	format               ingest.Format
+	channel, event, data *ingest.Template
 }

@@ -36,8 +36,7 @@ func configure(cfg Config, leave *leaving, log *slog.Logger) *instance {
 	srv := newSessionServer(cfg, fd.capacity, store, mem, bus, hooks, reg, log)
 	ingest := newIngestSources(cfg, cmp.Or(cfg.Cluster.NodeID, newNodeID()), srv, apps, reg, log)
 	certs := newTLSCerts(cfg, log)
-	api := newAPIPort(cfg, fd, store, srv, bus, ingest, leave, reg, version, log)
-	api.certs = certs
+	api := newAPIPort(cfg, fd, store, srv, bus, ingest, certs, leave, reg, version, log)
 	con := newConsolePages(cfg, srv, api, bus, store, log)
 	var pages http.Handler // the console's, on the metrics listener
 	if con.on() {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/metrics"
@@ -35,7 +36,7 @@ type webhookSender struct {
 }
 
 func newWebhookSender(cfg Config, apps *appStore, reg *metrics.Registry, log *slog.Logger) *webhookSender {
-	return &webhookSender{apps: apps, opts: cfg.webhookOptions(), cfg: cfg.Webhooks, reg: reg, prefix: cfg.Metrics.Prefix, log: log,
+	return &webhookSender{apps: apps, opts: webhookOptions(cfg.Webhooks), cfg: cfg.Webhooks, reg: reg, prefix: cfg.Metrics.Prefix, log: log,
 		detached: map[string]func(){}}
 }
 
@@ -133,4 +134,15 @@ func (w *webhookSender) stop(ctx context.Context) error {
 		w.log.Warn("webhooks", "err", err)
 	}
 	return err
+}
+
+// webhookOptions is webhooks.* for webhook.New.
+func webhookOptions(w WebhooksConfig) webhook.Options {
+	leave := w.LeaveDelay.Duration
+	if leave == 0 {
+		leave = -1 // configured as none; the package's zero means its default
+	}
+	return webhook.Options{BatchInterval: w.BatchInterval.Duration, MaxBatch: w.MaxBatch, LeaveDelay: leave,
+		Timeout: w.Timeout.Duration, RetryFor: w.RetryFor.Duration, RetryMaxBackoff: w.RetryMaxBackoff.Duration,
+		RetryMinBackoff: min(500*time.Millisecond, w.RetryMaxBackoff.Duration), QueueSize: w.QueueSize}
 }
