@@ -148,7 +148,7 @@ func (h *History) create(k streamKey, c *creation) {
 		s, err := h.createStream(ctx, k)
 		cancel()
 		if err == nil {
-			c.s = s
+			c.s, c.err = s, nil
 			return
 		}
 		c.err = h.classify(k, err)

@@ -58,6 +58,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		Cache:                CacheConfig{MaxBytes: 67108864, MaxBytesPerApp: 16777216, TTL: secs(1800)},
 		History: HistoryConfig{MaxBytesPerApp: 64 << 20, ReplayBytesPerSecond: 256 << 20, ReplayBytesPerSecondPerApp: 128 << 20,
 			ReplayBytesPerSecondPerAddress: 32 << 20, ReplayBytesPerSecondPerConnection: 8 << 20, Linger: secs(60)},
+		Publish:  PublishConfig{IdempotencyWindow: secs(300), IdempotencyMaxKeys: 1 << 20},
 		Metrics:  MetricsConfig{Enabled: true, Host: "127.0.0.1", Port: 9601, Prefix: "herald_"},
 		Pprof:    PprofConfig{MutexFraction: 10, BlockRate: 100000},
 		Log:      LogConfig{Level: "info", Format: "text"},
@@ -221,6 +222,7 @@ var fullWant = Config{
 	Memory:  MemoryConfig{LimitBytes: 1000000000, RefuseAbovePercent: 85, AcceptBelowPercent: 70},
 	Cache:   CacheConfig{MaxBytes: 33554432, MaxBytesPerApp: 8388608, TTL: secs(600)},
 	History: historyWith(64 << 20),
+	Publish: defaultPublish(),
 	Metrics: MetricsConfig{Enabled: false, Host: "0.0.0.0", Port: 9700, Prefix: "soketi_"},
 	Pprof:   PprofConfig{Addr: "127.0.0.1:6060", MutexFraction: 5, BlockRate: 1000},
 	Log:     LogConfig{Level: "debug", Format: "json"},
@@ -305,7 +307,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 			"HERALD_MEMORY_LIMIT_BYTES": "13000", "HERALD_MEMORY_REFUSE_ABOVE_PERCENT": "14", "HERALD_MEMORY_ACCEPT_BELOW_PERCENT": "13",
 			"HERALD_CACHE_MAX_BYTES": "1000000", "HERALD_CACHE_MAX_BYTES_PER_APP": "500000", "HERALD_CACHE_TTL": "19", "HERALD_HISTORY_MAX_BYTES_PER_APP": "700000",
 			"HERALD_HISTORY_REPLAY_BYTES_PER_SECOND": "25", "HERALD_HISTORY_REPLAY_BYTES_PER_SECOND_PER_APP": "26",
-			"HERALD_HISTORY_REPLAY_BYTES_PER_SECOND_PER_ADDRESS": "27", "HERALD_HISTORY_REPLAY_BYTES_PER_SECOND_PER_CONNECTION": "28", "HERALD_HISTORY_LINGER": "29",
+			"HERALD_HISTORY_REPLAY_BYTES_PER_SECOND_PER_ADDRESS": "27", "HERALD_HISTORY_REPLAY_BYTES_PER_SECOND_PER_CONNECTION": "28", "HERALD_HISTORY_LINGER": "29", "HERALD_PUBLISH_IDEMPOTENCY_WINDOW": "30s", "HERALD_PUBLISH_IDEMPOTENCY_MAX_KEYS": "2048",
 			"HERALD_METRICS_ENABLED": "false", "HERALD_METRICS_HOST": "m", "HERALD_METRICS_PORT": "15", "HERALD_METRICS_PREFIX": "p_",
 			"HERALD_PPROF_ADDR": "127.0.0.1:16", "HERALD_PPROF_MUTEX_FRACTION": "17", "HERALD_PPROF_BLOCK_RATE": "18",
 			"HERALD_LOG_LEVEL": "warn", "HERALD_LOG_FORMAT": "json",
@@ -323,6 +325,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 				Cache:  CacheConfig{MaxBytes: 1000000, MaxBytesPerApp: 500000, TTL: secs(19)},
 				History: HistoryConfig{MaxBytesPerApp: 700000, ReplayBytesPerSecond: 25, ReplayBytesPerSecondPerApp: 26,
 					ReplayBytesPerSecondPerAddress: 27, ReplayBytesPerSecondPerConnection: 28, Linger: secs(29)},
+				Publish: PublishConfig{IdempotencyWindow: secs(30), IdempotencyMaxKeys: 2048},
 				Metrics: MetricsConfig{Enabled: false, Host: "m", Port: 15, Prefix: "p_"},
 				Pprof:   PprofConfig{Addr: "127.0.0.1:16", MutexFraction: 17, BlockRate: 18},
 				Log:     LogConfig{"warn", "json"}, Apps: c.Apps, Webhooks: c.Webhooks, AppStore: c.AppStore,
@@ -337,7 +340,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 			"--memory-limit-bytes", "13000", "--memory-refuse-above-percent", "14", "--memory-accept-below-percent", "13",
 			"--cache-max-bytes", "1000000", "--cache-max-bytes-per-app", "500000", "--cache-ttl", "19s", "--history-max-bytes-per-app", "700000",
 			"--history-replay-bytes-per-second", "0", "--history-replay-bytes-per-second-per-app", "0",
-			"--history-replay-bytes-per-second-per-address", "0", "--history-replay-bytes-per-second-per-connection", "0", "--history-linger", "0",
+			"--history-replay-bytes-per-second-per-address", "0", "--history-replay-bytes-per-second-per-connection", "0", "--history-linger", "0", "--publish-idempotency-window", "45s", "--publish-idempotency-max-keys", "4096",
 			"--metrics-enabled=false", "--metrics-host", "m", "--metrics-port", "15", "--metrics-prefix", "p_",
 			"--pprof-addr", "127.0.0.1:16", "--pprof-mutex-fraction", "17", "--pprof-block-rate", "18",
 			"--log-level", "warn", "--log-format", "json",
@@ -356,6 +359,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 					Memory:  MemoryConfig{LimitBytes: 13000, RefuseAbovePercent: 14, AcceptBelowPercent: 13},
 					Cache:   CacheConfig{MaxBytes: 1000000, MaxBytesPerApp: 500000, TTL: secs(19)},
 					History: HistoryConfig{MaxBytesPerApp: 700000},
+					Publish: PublishConfig{IdempotencyWindow: secs(45), IdempotencyMaxKeys: 4096},
 
 					Metrics: MetricsConfig{Enabled: false, Host: "m", Port: 15, Prefix: "p_"},
 					Pprof:   PprofConfig{Addr: "127.0.0.1:16", MutexFraction: 17, BlockRate: 18},
@@ -514,6 +518,8 @@ func TestLoadConfigProblems(t *testing.T) {
 		{"max http connections too few", "", nil, map[string]string{"HERALD_MAX_HTTP_CONNECTIONS": "2"}, "max_http_connections: 2 must be at least 8 (from env HERALD_MAX_HTTP_CONNECTIONS)"},
 		{"rest idle timeout too short", "c.yaml:rest_idle_timeout: 1ms", nil, nil, "rest_idle_timeout: 1ms must be at least 100ms (from file "},
 		{"negative ip rate", "", []string{"--connection-rate-per-ip", "-3"}, nil, "connection_rate_per_ip: -3 must not be negative (from flag --connection-rate-per-ip)"},
+		{"idempotency window too short", "", []string{"--publish-idempotency-window", "10ms"}, nil, "publish.idempotency_window: 10ms must be from 1s to 24h (from flag --publish-idempotency-window)"},
+		{"idempotency keys too few", "", nil, map[string]string{"HERALD_PUBLISH_IDEMPOTENCY_MAX_KEYS": "10"}, "publish.idempotency_max_keys: 10 must be at least 1024 (from env HERALD_PUBLISH_IDEMPOTENCY_MAX_KEYS)"},
 		{"bad origin", "c.yaml:apps: [{id: a, key: k, secret: s, allowed_origins: [\"https://x.com/path\"]}]", nil, nil,
 			`apps[0].allowed_origins: origin "https://x.com/path": want scheme://host[:port], host[:port] or *.domain (from file `},
 		{"origins not a list", "c.yaml:apps: [{id: a, key: k, secret: s, allowed_origins: {a: 1}}]", nil, nil,
@@ -709,7 +715,7 @@ func TestSchemaCoversEveryField(t *testing.T) {
 	}
 	// Every Config field but the groups and the lists (Apps, Ingest) is one setting; each
 	// group's fields are, but app_store.history's (a list, config_appstore_history.go).
-	groups := []any{c.Log, c.Memory, c.Cache, c.History, c.Metrics, c.Pprof, c.Cluster, c.Console, c.Shutdown, c.Webhooks, c.AppStore, c.TLS,
+	groups := []any{c.Log, c.Memory, c.Cache, c.History, c.Publish, c.Metrics, c.Pprof, c.Cluster, c.Console, c.Shutdown, c.Webhooks, c.AppStore, c.TLS,
 		c.AppStore.Postgres, c.AppStore.MySQL, c.TLS.ACME}
 	// The last three are groups inside groups: fields of app_store and tls (counted in their
 	// fields, not Config's).
