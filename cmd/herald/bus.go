@@ -7,6 +7,7 @@ import (
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/cluster"
+	"github.com/herald-rt/herald/config"
 	"github.com/herald-rt/herald/httpapi"
 	"github.com/herald-rt/herald/ingest"
 	"github.com/herald-rt/herald/metrics"
@@ -19,7 +20,7 @@ import (
 // registered for it (the node's cluster.State, its console): nothing of it passes through
 // here.
 type clusterBus struct {
-	cfg      ClusterConfig
+	cfg      config.ClusterConfig
 	replicas int // history.replicas
 	state    cluster.Config
 	reg      *metrics.Registry
@@ -65,7 +66,7 @@ func (alone) startLine(attrs []any) []any                    { return attrs }
 func (alone) publisher(h *session.Server) ingest.Publisher   { return h }
 func (alone) close(context.Context, *slog.Logger) error      { return nil }
 
-func newClusterBus(cfg Config, reg *metrics.Registry, log *slog.Logger) *clusterBus {
+func newClusterBus(cfg config.Config, reg *metrics.Registry, log *slog.Logger) *clusterBus {
 	return &clusterBus{cfg: cfg.Cluster, replicas: cfg.History.Replicas, reg: reg, prefix: cfg.Metrics.Prefix, log: log, c: alone{}, state: cluster.Config{
 		CacheMaxBytes:         cfg.Cache.MaxBytes,
 		CacheMaxBytesPerApp:   cfg.Cache.MaxBytesPerApp,
@@ -96,7 +97,7 @@ func (b *clusterBus) start() error {
 	b.reg.AttachClusterVersions(b.prefix, c.versions)
 	if !c.Connected() {
 		b.log.Warn("cluster bus unreachable at start: serving this node's clients, retrying in the background",
-			"engine", c.engine, "url", c.url.redacted)
+			"engine", c.engine, "url", c.url.Redacted)
 	}
 	return nil
 }
@@ -122,7 +123,7 @@ func (b *clusterBus) history() herald.History { return b.c.store() }
 func (b *clusterBus) health() *httpapi.ClusterHealth { return b.c.health() }
 
 // historyLinger is cluster.Config.HistoryLinger of history.linger: -1 for none.
-func historyLinger(h HistoryConfig) time.Duration {
+func historyLinger(h config.HistoryConfig) time.Duration {
 	if h.Linger.Duration <= 0 {
 		return -1
 	}

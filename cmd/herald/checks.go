@@ -4,29 +4,31 @@ import (
 	"github.com/herald-rt/herald/appstore/mysql"
 	"github.com/herald-rt/herald/appstore/postgres"
 	"github.com/herald-rt/herald/broker"
+	"github.com/herald-rt/herald/config"
 	"github.com/herald-rt/herald/guard"
 	"github.com/herald-rt/herald/ingest"
+	"github.com/herald-rt/herald/internal/busurl"
 	"github.com/herald-rt/herald/pusher"
 	"github.com/herald-rt/herald/webhook"
 )
 
-// runtimeChecks are the configuration checks the runtime packages make (config_checks.go).
-func runtimeChecks() checks {
-	return checks{
-		tlsFiles: func(ca, cert, key string) error {
+// runtimeChecks are the configuration checks the runtime packages make (config.Checks).
+func runtimeChecks() config.Checks {
+	return config.Checks{
+		TLSFiles: func(ca, cert, key string) error {
 			_, err := broker.TLSFiles{CA: ca, Cert: cert, Key: key}.Config("")
 			return err
 		},
-		busPrefix: broker.ValidPrefix,
-		mysqlDSN:  mysql.CheckDSN,
-		tableName: func(pg bool, name string) bool {
+		BusPrefix: broker.ValidPrefix,
+		MySQLDSN:  mysql.CheckDSN,
+		TableName: func(pg bool, name string) bool {
 			if pg {
 				return postgres.ValidName(name)
 			}
 			return mysql.ValidName(name)
 		},
-		origins: func(o []string) error { _, err := guard.ParseOrigins(o); return err },
-		template: func(v string) (string, bool, error) {
+		Origins: func(o []string) error { _, err := guard.ParseOrigins(o); return err },
+		Template: func(v string) (string, bool, error) {
 			t, err := ingest.ParseTemplate(v)
 			if err != nil {
 				return "", false, err
@@ -34,12 +36,15 @@ func runtimeChecks() checks {
 			lit, ok := t.Literal()
 			return lit, ok, nil
 		},
-		allowsChannel: ingest.AllowsChannel,
-		channelName:   pusher.ValidateChannelName,
-		eventName:     pusher.ValidateEventName,
-		webhookURL:    webhook.CheckURL,
-		webhookEvent:  webhook.CheckEventType,
-		webhookHeader: webhook.CheckHeader,
-		busURL:        parseBusURL,
+		AllowsChannel: ingest.AllowsChannel,
+		ChannelName:   pusher.ValidateChannelName,
+		EventName:     pusher.ValidateEventName,
+		WebhookURL:    webhook.CheckURL,
+		WebhookEvent:  webhook.CheckEventType,
+		WebhookHeader: webhook.CheckHeader,
+		BusURL: func(raw string) (string, bool, error) {
+			u, err := busurl.Parse(raw)
+			return u.Engine, u.TLS, err
+		},
 	}
 }

@@ -8,21 +8,22 @@ import (
 	"github.com/herald-rt/herald/broker"
 	"github.com/herald-rt/herald/broker/nats"
 	"github.com/herald-rt/herald/cluster"
+	"github.com/herald-rt/herald/config"
 )
 
-// TestConfigSharesRuntimeValues: the values configuration keeps of its own (config_checks.go)
-// are the runtime packages'.
+// TestConfigSharesRuntimeValues: the values the configuration keeps of its own
+// (config.MinSecretBytes and the others) are the runtime packages'.
 func TestConfigSharesRuntimeValues(t *testing.T) {
 	for _, c := range []struct {
 		name          string
 		config, owner any
 	}{
-		{"minSecretBytes", minSecretBytes, broker.MinSecretBytes},
-		{"defaultClockSkew", time.Duration(defaultClockSkew), broker.DefaultMaxSkew},
-		{"natsPingInterval", time.Duration(natsPingInterval), nats.PingInterval},
-		{"natsPingsOutstanding", natsPingsOutstanding, nats.MaxPingsOutstanding},
-		{"maxHistoryReplicas", maxHistoryReplicas, nats.MaxHistoryReplicas},
-		{"defaultMaxKeys", defaultMaxKeys, cluster.DefaultMaxKeys},
+		{"MinSecretBytes", config.MinSecretBytes, broker.MinSecretBytes},
+		{"DefaultClockSkew", time.Duration(config.DefaultClockSkew), broker.DefaultMaxSkew},
+		{"NATSPingInterval", time.Duration(config.NATSPingInterval), nats.PingInterval},
+		{"NATSPingsOutstanding", config.NATSPingsOutstanding, nats.MaxPingsOutstanding},
+		{"MaxHistoryReplicas", config.MaxHistoryReplicas, nats.MaxHistoryReplicas},
+		{"DefaultMaxKeys", config.DefaultMaxKeys, cluster.DefaultMaxKeys},
 	} {
 		if c.config != c.owner {
 			t.Errorf("%s = %v, the runtime's is %v", c.name, c.config, c.owner)

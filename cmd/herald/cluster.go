@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/url"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -18,143 +16,15 @@ import (
 	"github.com/herald-rt/herald/broker/nats"
 	"github.com/herald-rt/herald/broker/redis"
 	"github.com/herald-rt/herald/cluster"
+	"github.com/herald-rt/herald/config"
 	"github.com/herald-rt/herald/fanout"
 	"github.com/herald-rt/herald/httpapi"
 	"github.com/herald-rt/herald/ingest"
+	"github.com/herald-rt/herald/internal/busurl"
 	"github.com/herald-rt/herald/metrics"
 	"github.com/herald-rt/herald/session"
 	"github.com/herald-rt/herald/ws"
 )
-
-// parseBusURL checks cluster.url and picks the engine by its scheme: nats:// or tls:// (NATS
-// over TLS; several servers comma-separated, as nats.go takes them), redis:// or rediss://
-// (several comma-separated: shards), redis+cluster:// or redis+sentinel:// (parseRedisURL).
-// Its errors never repeat the URL, which may hold a password.
-func parseBusURL(raw string) (busURL, error) {
-	scheme, _, ok := strings.Cut(raw, "://")
-	if !ok {
-		return busURL{}, errors.New("want nats://host:port, tls://host:port (NATS over TLS), redis://host:port/db or rediss://host:port/db (several: shards), redis+cluster://host:port,host:port or redis+sentinel://host:port,host:port/master")
-	}
-	switch strings.ToLower(scheme) {
-	case "nats", "tls":
-		b := busURL{engine: "nats"}
-		var shown []string
-		for i, s := range strings.Split(raw, ",") {
-			s = strings.TrimSpace(s)
-			u, err := parseServer(s, "nats", "tls")
-			if err != nil {
-				return busURL{}, fmt.Errorf("server %d: %w", i+1, err)
-			}
-			b.tls = b.tls || u.Scheme == "tls"
-			b.hosts = append(b.hosts, u.Hostname())
-			b.secrets = append(b.secrets, userSecrets(s, u, true)...)
-			if _, hasPassword := u.User.Password(); u.User != nil && !hasPassword {
-				u.User = url.User("xxxxx") // nats://token@host
-			}
-			shown = append(shown, u.Redacted())
-		}
-		b.redacted = strings.Join(shown, ",")
-		return b, nil
-	case "redis", "rediss", "redis+cluster", "rediss+cluster", "redis+sentinel", "rediss+sentinel":
-		return parseRedisURL(raw)
-	}
-	return busURL{}, fmt.Errorf("unknown scheme %q: want nats://, tls://, redis://, rediss://, redis+cluster:// or redis+sentinel://", scheme)
-}
-
-// parseRedisURL checks a Redis cluster.url: one server, several comma-separated (shards),
-// redis+cluster:// (a Redis Cluster) or redis+sentinel:// (a primary behind sentinels), as
-// the engine reads them (redis.ParseTopology).
-func parseRedisURL(raw string) (busURL, error) {
-	topo, err := redis.ParseTopology(raw)
-	if err != nil {
-		return busURL{}, err
-	}
-	scheme, rest, _ := strings.Cut(raw, "://")
-	b := busURL{engine: "redis", tls: strings.HasPrefix(strings.ToLower(scheme), "rediss"), redacted: redis.Redacted(raw)}
-	if topo.Mode == redis.Standalone {
-		var shown []string
-		for _, s := range strings.Split(raw, ",") {
-			s = strings.TrimSpace(s)
-			u, err := parseServer(s, "redis", "rediss")
-			if err != nil {
-				return busURL{}, err
-			}
-			b.tls = b.tls || u.Scheme == "rediss"
-			b.hosts = append(b.hosts, u.Hostname())
-			b.secrets = append(b.secrets, userSecrets(s, u, false)...)
-			shown = append(shown, u.Redacted())
-		}
-		b.redacted = strings.Join(shown, ",")
-		return b, nil
-	}
-	// [user[:password]@]host:port,host:port/...: the password, as written and decoded.
-	authority := rest
-	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
-		authority = rest[:i]
-	}
-	if at := strings.LastIndex(authority, "@"); at >= 0 {
-		if _, pass, ok := strings.Cut(authority[:at], ":"); ok {
-			b.secrets = append(b.secrets, pass)
-			if p, err := url.PathUnescape(pass); err == nil {
-				b.secrets = append(b.secrets, p)
-			}
-		}
-	}
-	for _, spec := range topo.Shards {
-		for _, a := range spec.Option.InitAddress {
-			h, _, _ := net.SplitHostPort(a)
-			b.hosts = append(b.hosts, h)
-		}
-	}
-	return b, nil
-}
-
-// userSecrets returns the password in server URL s (parsed as u), as written and decoded;
-// with token, a user name without a password too (NATS reads it as a token).
-func userSecrets(s string, u *url.URL, token bool) []string {
-	if u.User == nil {
-		return nil
-	}
-	_, authority, _ := strings.Cut(s, "://")
-	if i := strings.IndexAny(authority, "/?#"); i >= 0 {
-		authority = authority[:i]
-	}
-	at := strings.LastIndex(authority, "@") // as url.Parse: the host has no '@'
-	if at < 0 {
-		return nil
-	}
-	user, pass, hasPassword := strings.Cut(authority[:at], ":")
-	if p, ok := u.User.Password(); ok && hasPassword {
-		return []string{pass, p}
-	}
-	if token {
-		return []string{user, u.User.Username()}
-	}
-	return nil
-}
-
-// parseServer parses one server's URL, which must have one of the schemes and a host.
-func parseServer(s string, schemes ...string) (*url.URL, error) {
-	u, err := url.Parse(s)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // without the URL, which may hold a password
-		}
-		return nil, fmt.Errorf("not a URL: %w", err)
-	}
-	ok := false
-	for _, sc := range schemes {
-		ok = ok || u.Scheme == sc
-	}
-	switch {
-	case !ok:
-		return nil, fmt.Errorf("scheme %q: want %s://", u.Scheme, strings.Join(schemes, ":// or "))
-	case u.Host == "" || u.Hostname() == "":
-		return nil, errors.New("no host")
-	}
-	return u, nil
-}
 
 // newNodeID returns a node id for a node started without one: the short host name and eight
 // random characters ("web-3-k2m7qz4d"), readable in logs and unique in the cluster.
@@ -162,7 +32,7 @@ func newNodeID() string {
 	host, _ := os.Hostname()
 	host, _, _ = strings.Cut(host, ".")
 	host = strings.Map(func(r rune) rune {
-		if strings.ContainsRune(nodeIDChars, r) {
+		if strings.ContainsRune(config.NodeIDChars, r) {
 			return r
 		}
 		return -1
@@ -183,7 +53,7 @@ type busLink struct {
 	history        herald.History // on the Broker's connection: redis.History, nats.History
 	mux            *broker.Mux    // routes what the bus brings by kind; the console adds its own
 	engine, nodeID string
-	url            busURL
+	url            busurl.URL
 	invalid        atomic.Uint64                      // event frames from the bus or its store refused (validFrame)
 	rep            atomic.Pointer[cluster.Replicated] // the node's State, once built (versions.go)
 }
@@ -240,22 +110,22 @@ func (c *busLink) InvalidFrames() uint64 { return c.invalid.Load() }
 // observed by reg, its state changes logged on log with the URL's secrets redacted. It
 // returns even when the bus is unreachable: the engines keep trying, and the node serves
 // its own clients meanwhile.
-func startCluster(c ClusterConfig, replicas int, keyWindow time.Duration, reg *metrics.Registry, metricPrefix string, log *slog.Logger) (*busLink, error) {
-	u, err := parseBusURL(c.URL)
+func startCluster(c config.ClusterConfig, replicas int, keyWindow time.Duration, reg *metrics.Registry, metricPrefix string, log *slog.Logger) (*busLink, error) {
+	u, err := busurl.Parse(c.URL)
 	if err != nil { // validated already
 		return nil, fmt.Errorf("cluster.url: %w", err)
 	}
 	mux := new(broker.Mux)
 	common := broker.Common{NodeID: c.NodeID, Prefix: c.Prefix, RoundTrip: reg.BusRoundTrip(metricPrefix), KeyWindow: keyWindow,
-		Logger: redactLogger(log, append(u.secrets, c.Secret, c.AcceptSecret)), Auth: c.auth()}
+		Logger: redactLogger(log, append(u.Secrets, c.Secret, c.AcceptSecret)), Auth: busAuth(c)}
 	if files := (broker.TLSFiles{CA: c.TLSCAFile, Cert: c.TLSCertFile, Key: c.TLSKeyFile}); files.Set() {
 		if common.TLS, err = files.Config(""); err != nil { // validated already
 			return nil, fmt.Errorf("cluster.tls_*: %w", err)
 		}
 	}
 	warnUnsafe(c, u, log)
-	link := &busLink{mux: mux, engine: u.engine, nodeID: c.NodeID, url: u}
-	switch u.engine {
+	link := &busLink{mux: mux, engine: u.Engine, nodeID: c.NodeID, url: u}
+	switch u.Engine {
 	case "nats":
 		var b *nats.Broker
 		cfg := nats.Config{URL: c.URL, Common: common, CredsFile: c.NATSCredsFile, NKeySeedFile: c.NATSNKeyFile, HistoryReplicas: replicas,
@@ -273,7 +143,7 @@ func startCluster(c ClusterConfig, replicas int, keyWindow time.Duration, reg *m
 		}
 	}
 	if err != nil {
-		return nil, errors.New(redact(err.Error(), u.secrets))
+		return nil, errors.New(redact(err.Error(), u.Secrets))
 	}
 	reg.AttachBus(metricPrefix, link)
 	unsealed, plain := c.Secret == "", plaintext(c, u)
@@ -286,9 +156,9 @@ func startCluster(c ClusterConfig, replicas int, keyWindow time.Duration, reg *m
 
 // plaintext reports whether the bus is reached without TLS on a server off this machine:
 // neither rediss:// nor tls://, nor TLS files for a NATS server (which turn TLS on).
-func plaintext(c ClusterConfig, u busURL) bool {
-	secured := u.tls || u.engine == "nats" && (c.TLSCAFile != "" || c.TLSCertFile != "")
-	return !secured && !u.loopback()
+func plaintext(c config.ClusterConfig, u busurl.URL) bool {
+	secured := u.TLS || u.Engine == "nats" && (c.TLSCAFile != "" || c.TLSCertFile != "")
+	return !secured && !u.Loopback()
 }
 
 func b2f(b bool) float64 {
@@ -300,13 +170,13 @@ func b2f(b bool) float64 {
 
 // warnUnsafe warns, loudly, of a cluster run without a secret (cluster.insecure), and of a
 // bus reached in clear across the network.
-func warnUnsafe(c ClusterConfig, u busURL, log *slog.Logger) {
+func warnUnsafe(c config.ClusterConfig, u busurl.URL, log *slog.Logger) {
 	if c.Secret == "" {
 		log.Warn("CLUSTER BUS UNSEALED: cluster.insecure is set and cluster.secret is not; "+
 			"whoever can publish on the bus can send any event to any client, add presence members and close connections, "+
 			"and whoever can read it reads every private and presence event: make a secret (openssl rand -hex 32), "+
 			"set cluster.secret on every node and drop cluster.insecure (docs/security.md)",
-			"engine", u.engine, "url", u.redacted, "on_this_machine", u.loopback())
+			"engine", u.Engine, "url", u.Redacted, "on_this_machine", u.Loopback())
 	}
 	if plaintext(c, u) {
 		why := "its traffic (every event, private and presence ones included, unless cluster.encrypt) crosses the network in clear"
@@ -314,12 +184,12 @@ func warnUnsafe(c ClusterConfig, u busURL, log *slog.Logger) {
 			why = "its payloads are encrypted (cluster.encrypt) but channel names, node ids and the bus's own credentials cross the network in clear"
 		}
 		log.Warn("cluster bus without TLS on a host off this machine: "+why+"; use rediss:// or tls:// (docs/cluster.md)",
-			"engine", u.engine, "url", u.redacted)
+			"engine", u.Engine, "url", u.Redacted)
 	}
 }
 
-// auth is the bus's authentication: none without a secret.
-func (c ClusterConfig) auth() broker.AuthConfig {
+// busAuth is the bus's authentication: none without a secret.
+func busAuth(c config.ClusterConfig) broker.AuthConfig {
 	if c.Secret == "" {
 		return broker.AuthConfig{}
 	}
@@ -363,7 +233,7 @@ func (c *busLink) ShardsConnected() (connected, total int) {
 
 // startLine adds the cluster to the start line's attributes.
 func (c *busLink) startLine(attrs []any) []any {
-	return append(attrs, slog.Group("cluster", "engine", c.engine, "node_id", c.nodeID, "url", c.url.redacted))
+	return append(attrs, slog.Group("cluster", "engine", c.engine, "node_id", c.nodeID, "url", c.url.Redacted))
 }
 
 // close disconnects from the bus within ctx, and logs and returns what it could not do.

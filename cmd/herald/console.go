@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/config"
 	"github.com/herald-rt/herald/console"
 	"github.com/herald-rt/herald/session"
 )
@@ -31,7 +32,7 @@ type consolePages struct {
 	sessions time.Duration // console.session_lifetime
 }
 
-func newConsolePages(cfg Config, h *sessionServer, api *apiPort, bus *clusterBus, apps *appStore, log *slog.Logger) *consolePages {
+func newConsolePages(cfg config.Config, h *sessionServer, api *apiPort, bus *clusterBus, apps *appStore, log *slog.Logger) *consolePages {
 	var ids []string
 	for _, a := range cfg.Apps {
 		ids = append(ids, a.ID)

@@ -9,10 +9,12 @@ import (
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/broker"
+	"github.com/herald-rt/herald/config"
 	"github.com/herald-rt/herald/httpapi"
 	"github.com/herald-rt/herald/ingest"
 	"github.com/herald-rt/herald/ingest/kafka"
 	"github.com/herald-rt/herald/ingest/redis"
+	"github.com/herald-rt/herald/internal/busurl"
 	"github.com/herald-rt/herald/metrics"
 )
 
@@ -20,7 +22,7 @@ import (
 // They start after the server and stop before it: each commits what it handed on, then leaves
 // its group.
 type ingestSources struct {
-	cfg    []IngestConfig
+	cfg    []config.IngestConfig
 	nodeID string // names this node to the brokers (Kafka client id, Redis consumer name)
 	node   *sessionServer
 	apps   herald.AppStore
@@ -31,7 +33,7 @@ type ingestSources struct {
 	list []ingest.Source // set by start
 }
 
-func newIngestSources(cfg Config, nodeID string, node *sessionServer, apps herald.AppStore, reg *metrics.Registry, log *slog.Logger) *ingestSources {
+func newIngestSources(cfg config.Config, nodeID string, node *sessionServer, apps herald.AppStore, reg *metrics.Registry, log *slog.Logger) *ingestSources {
 	return &ingestSources{cfg: cfg.Ingest, nodeID: nodeID, node: node, apps: apps, reg: reg, prefix: cfg.Metrics.Prefix, log: log}
 }
 
@@ -96,14 +98,14 @@ func (s *ingestSources) build(pub ingest.Publisher) error {
 			if len(c.Redis.Subscribe) > 0 {
 				pc.Kind = "redis_pubsub"
 			}
-			u, _ := parseBusURL(c.Redis.URL)
-			pc.Logger = redactLogger(s.log, u.secrets)
+			u, _ := busurl.Parse(c.Redis.URL)
+			pc.Logger = redactLogger(s.log, u.Secrets)
 			var p *ingest.Pipeline
 			if p, err = ingest.New(pc, pub); err == nil {
 				src, err = redis.New(redis.Config{URL: c.Redis.URL, Stream: c.Redis.Stream, Group: c.Redis.Group,
 					Subscribe: c.Redis.Subscribe, Start: c.Redis.Start, Consumer: s.nodeID, ClaimIdle: c.Redis.ClaimIdle.Duration, DeadLetter: c.DeadLetter}, p)
 				if err != nil {
-					err = fmt.Errorf("%s", redact(err.Error(), u.secrets))
+					err = fmt.Errorf("%s", redact(err.Error(), u.Secrets))
 				}
 			}
 		}
@@ -117,15 +119,15 @@ func (s *ingestSources) build(pub ingest.Publisher) error {
 }
 
 // describeSource says where a source reads, for the log; never a URL's password.
-func describeSource(c IngestConfig) string {
+func describeSource(c config.IngestConfig) string {
 	if c.Kafka != nil {
 		return "kafka " + strings.Join(c.Kafka.Brokers, ",") + " topics " + strings.Join(c.Kafka.Topics, ",") + " group " + c.Kafka.Group
 	}
-	u, _ := parseBusURL(c.Redis.URL)
+	u, _ := busurl.Parse(c.Redis.URL)
 	if c.Redis.Stream != "" {
-		return "redis " + u.redacted + " stream " + c.Redis.Stream + " group " + c.Redis.Group
+		return "redis " + u.Redacted + " stream " + c.Redis.Stream + " group " + c.Redis.Group
 	}
-	return "redis " + u.redacted + " subscribe " + strings.Join(c.Redis.Subscribe, ",")
+	return "redis " + u.Redacted + " subscribe " + strings.Join(c.Redis.Subscribe, ",")
 }
 
 func (s *ingestSources) stats() []ingest.Stats {
@@ -162,7 +164,7 @@ func (s *ingestSources) stop(ctx context.Context) error {
 }
 
 // compileTemplates compiles a validated source's templates.
-func compileTemplates(s *IngestConfig) ingestTemplates {
+func compileTemplates(s *config.IngestConfig) ingestTemplates {
 	if s.Format == "pusher" {
 		return ingestTemplates{format: ingest.FormatPusher}
 	}

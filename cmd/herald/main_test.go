@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-rt/herald/config"
 	"github.com/herald-rt/herald/internal/poll"
 )
 
@@ -72,7 +73,7 @@ func TestVersionCommand(t *testing.T) {
 // TestLoggerDurationsAsStrings: a JSON log writes a duration as "10s", not nanoseconds.
 func TestLoggerDurationsAsStrings(t *testing.T) {
 	var buf bytes.Buffer
-	newLogger(LogConfig{Level: "info", Format: "json"}, &buf).Info("x", "deadline", 10*time.Second,
+	newLogger(config.LogConfig{Level: "info", Format: "json"}, &buf).Info("x", "deadline", 10*time.Second,
 		slog.Group("g", "wait", 1500*time.Millisecond))
 	var rec struct {
 		Deadline any `json:"deadline"`

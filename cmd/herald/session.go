@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/herald-rt/herald/config"
 	"github.com/herald-rt/herald/guard"
 	"github.com/herald-rt/herald/metrics"
 	"github.com/herald-rt/herald/session"
@@ -28,7 +29,7 @@ type sessionServer struct {
 }
 
 // newSessionServer configures the server for at most capacity WebSocket connections.
-func newSessionServer(cfg Config, capacity int, apps *appStore, mem *memoryGuard, bus *clusterBus, webhooks *webhookSender,
+func newSessionServer(cfg config.Config, capacity int, apps *appStore, mem *memoryGuard, bus *clusterBus, webhooks *webhookSender,
 	reg *metrics.Registry, log *slog.Logger) *sessionServer {
 	var ipRate *guard.IPRate
 	if cfg.ConnectionRatePerIP > 0 {
@@ -52,7 +53,7 @@ func newSessionServer(cfg Config, capacity int, apps *appStore, mem *memoryGuard
 		ReplayBudget:        replayBudget(cfg.History, cfg.ConnectionIPv6Prefix),
 		PublishLatency:      observers(reg.PublishLatency),
 		OriginLatency:       observers(reg.IngestLatency(cfg.Metrics.Prefix)),
-		History:             cfg.AppStore.historyRules(), // none without an app store (config validation)
+		History:             cfg.AppStore.HistoryRules(), // none without an app store (config validation)
 	}
 	return &sessionServer{cfg: sc, apps: apps, mem: mem, bus: bus, webhooks: webhooks, reg: reg, prefix: cfg.Metrics.Prefix, log: log}
 }
@@ -89,7 +90,7 @@ func (c *sessionServer) connections() int64 { return c.h.Stats().Connections }
 
 // replayBudget is the session's replay budget of history.*; addresses are counted as
 // connection_rate_per_ip counts them (ipv6Prefix).
-func replayBudget(h HistoryConfig, ipv6Prefix int) session.ReplayBudget {
+func replayBudget(h config.HistoryConfig, ipv6Prefix int) session.ReplayBudget {
 	rate := func(n int) guard.Rate { return guard.Rate{PerSecond: float64(n), Burst: replayBurst * float64(n)} }
 	return session.ReplayBudget{Node: rate(h.ReplayBytesPerSecond), App: rate(h.ReplayBytesPerSecondPerApp),
 		Address: rate(h.ReplayBytesPerSecondPerAddress), Connection: rate(h.ReplayBytesPerSecondPerConnection), IPv6Prefix: ipv6Prefix}

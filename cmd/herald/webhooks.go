@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/config"
 	"github.com/herald-rt/herald/metrics"
 	"github.com/herald-rt/herald/session"
 	"github.com/herald-rt/herald/webhook"
@@ -23,7 +24,7 @@ import (
 type webhookSender struct {
 	apps   *appStore
 	opts   webhook.Options
-	cfg    WebhooksConfig // for the log
+	cfg    config.WebhooksConfig // for the log
 	reg    *metrics.Registry
 	prefix string // of the metrics
 	log    *slog.Logger
@@ -35,7 +36,7 @@ type webhookSender struct {
 	detached map[string]func() // app id -> detach of its observer, attached to srv; under mu
 }
 
-func newWebhookSender(cfg Config, apps *appStore, reg *metrics.Registry, log *slog.Logger) *webhookSender {
+func newWebhookSender(cfg config.Config, apps *appStore, reg *metrics.Registry, log *slog.Logger) *webhookSender {
 	return &webhookSender{apps: apps, opts: webhookOptions(cfg.Webhooks), cfg: cfg.Webhooks, reg: reg, prefix: cfg.Metrics.Prefix, log: log,
 		detached: map[string]func(){}}
 }
@@ -137,7 +138,7 @@ func (w *webhookSender) stop(ctx context.Context) error {
 }
 
 // webhookOptions is webhooks.* for webhook.New.
-func webhookOptions(w WebhooksConfig) webhook.Options {
+func webhookOptions(w config.WebhooksConfig) webhook.Options {
 	leave := w.LeaveDelay.Duration
 	if leave == 0 {
 		leave = -1 // configured as none; the package's zero means its default

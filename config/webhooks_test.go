@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"reflect"
@@ -67,10 +67,6 @@ func TestLoadConfigWebhooks(t *testing.T) {
 		if c.Webhooks != w {
 			t.Fatalf("%s: webhooks %+v, want %+v", name, c.Webhooks, w)
 		}
-		o := webhookOptions(c.Webhooks)
-		if o.LeaveDelay != 5*time.Second || o.RetryFor != 10*time.Minute || o.QueueSize != 50 {
-			t.Fatalf("options %+v", o)
-		}
 		apps := c.HeraldApps()
 		if len(apps) != 1 || apps[0].Secret != "app-secret" || len(apps[0].Webhooks) != 2 || apps[0].Webhooks[1].Filter.ChannelNameStartsWith != "presence-" {
 			t.Fatalf("webhook apps %+v", apps)
@@ -80,8 +76,8 @@ func TestLoadConfigWebhooks(t *testing.T) {
 		t.Fatalf("default retry_for %v: a backend outage of 5 min must lose nothing", d.RetryFor)
 	}
 	c, err := load(t, []string{"--webhooks-leave-delay", "0"}, nil)
-	if err != nil || webhookOptions(c.Webhooks).LeaveDelay >= 0 {
-		t.Fatalf("leave_delay 0 must mean no delay: %v %v", err, webhookOptions(c.Webhooks).LeaveDelay)
+	if err != nil || c.Webhooks.LeaveDelay.Duration != 0 {
+		t.Fatalf("leave_delay 0: %v %v", err, c.Webhooks.LeaveDelay)
 	}
 }
 

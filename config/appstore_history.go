@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"fmt"
@@ -67,16 +67,16 @@ func (l *loader) storeHistoryText(text, src string) {
 // storeHistory checks app_store.history: each rule as an app's own are checked, and apps
 // globs; only with an app store (the file's apps have apps[].history).
 func (l *loader) storeHistory(c *Config) {
-	for i, r := range c.AppStore.historyRules() {
+	for i, r := range c.AppStore.HistoryRules() {
 		l.historyRule(fmt.Sprintf("%s[%d]", storeHistoryKey, i), r.Check())
 	}
-	if len(c.AppStore.History) > 0 && !c.AppStore.on() {
+	if len(c.AppStore.History) > 0 && !c.AppStore.On() {
 		l.problem(storeHistoryKey, "applies to the apps of an app store (app_store.postgres.url or app_store.mysql.dsn): give the file's apps their rules in apps[].history")
 	}
 }
 
 // historyRules converts app_store.history.
-func (c AppStoreConfig) historyRules() []herald.AppsHistoryRule {
+func (c AppStoreConfig) HistoryRules() []herald.AppsHistoryRule {
 	var out []herald.AppsHistoryRule
 	for _, h := range c.History {
 		out = append(out, herald.AppsHistoryRule{Apps: h.Apps, HistoryRule: herald.HistoryRule{Channels: h.Channels, Size: h.Size, TTL: h.TTL.Duration}})

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"time"
@@ -19,7 +19,7 @@ type AppStoreConfig struct {
 	// PostgreSQL's while its notifications are down.
 	Refresh Duration
 	// History are history rules for the apps whose ids match, after each app's own (its
-	// history column): config_appstore_history.go.
+	// history column): appstore_history.go.
 	History []StoreHistory
 }
 
@@ -35,11 +35,11 @@ type MySQLStoreConfig struct {
 	DSN string // user:password@tcp(host:port)/database
 }
 
-// on reports whether a database keeps the apps.
-func (c AppStoreConfig) on() bool { return c.Postgres.URL != "" || c.MySQL.DSN != "" }
+// On reports whether a database keeps the apps.
+func (c AppStoreConfig) On() bool { return c.Postgres.URL != "" || c.MySQL.DSN != "" }
 
-// kind names the database.
-func (c AppStoreConfig) kind() string {
+// Kind names the database.
+func (c AppStoreConfig) Kind() string {
 	if c.Postgres.URL != "" {
 		return "postgres"
 	}
@@ -69,7 +69,7 @@ func (l *loader) appStore(c *Config) {
 		}
 	}
 	if s.MySQL.DSN != "" {
-		if err := l.check.mysqlDSN(s.MySQL.DSN); err != nil {
+		if err := l.check.MySQLDSN(s.MySQL.DSN); err != nil {
 			l.problem("app_store.mysql.dsn", "%v", err)
 		}
 		if s.Postgres.URL != "" {
@@ -80,13 +80,13 @@ func (l *loader) appStore(c *Config) {
 		l.problem("app_store.postgres.install_trigger", "needs app_store.postgres.url")
 	}
 	switch {
-	case s.Postgres.URL != "" && !l.check.tableName(true, s.Table):
+	case s.Postgres.URL != "" && !l.check.TableName(true, s.Table):
 		l.problem("app_store.table", "%q: want a plain name (letters, digits, '_'), optionally schema.table", s.Table)
-	case s.Postgres.URL == "" && !l.check.tableName(false, s.Table):
+	case s.Postgres.URL == "" && !l.check.TableName(false, s.Table):
 		l.problem("app_store.table", "%q: want a plain name (letters, digits, '_')", s.Table)
 	}
 	l.longerThan("app_store.refresh", s.Refresh, 100*time.Millisecond)
-	if !s.on() {
+	if !s.On() {
 		return
 	}
 	if src, ok := l.from["apps"]; ok {

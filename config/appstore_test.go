@@ -1,7 +1,6 @@
-package main
+package config
 
 import (
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,8 +39,8 @@ func TestAppStoreConfig(t *testing.T) {
 	}
 
 	c, err = load(t, nil, nil)
-	if err != nil || c.AppStore.on() || len(c.Apps) != 1 {
-		t.Errorf("without app_store: store on %v, apps %+v, err %v; want the development app", c.AppStore.on(), c.Apps, err)
+	if err != nil || c.AppStore.On() || len(c.Apps) != 1 {
+		t.Errorf("without app_store: store on %v, apps %+v, err %v; want the development app", c.AppStore.On(), c.Apps, err)
 	}
 }
 
@@ -81,38 +80,5 @@ func TestAppStoreConfigErrors(t *testing.T) {
 				t.Errorf("error %q quotes the password", err)
 			}
 		})
-	}
-}
-
-// TestAppStoreWarnsUnencrypted: a node whose app store is on another host and may be reached
-// without TLS (PostgreSQL without sslmode, so pgx's prefer; MySQL without tls) warns at start,
-// naming the host and the setting that fixes it, never the password; one on this machine, or
-// with sslmode=verify-full, does not. The start itself fails here (no database answers): the
-// warning comes before the connection.
-func TestAppStoreWarnsUnencrypted(t *testing.T) {
-	noEnv := func(string) string { return "" }
-	for _, tc := range []struct {
-		flag, url string
-		warn      string // "": none
-	}{
-		{"--app-store-postgres-url", "postgres://herald:pw-0123@192.0.2.1:5432/apps?connect_timeout=1", "sslmode=verify-full"},
-		{"--app-store-postgres-url", "postgres://herald:pw-0123@192.0.2.1:5432/apps?connect_timeout=1&sslmode=verify-full", ""},
-		{"--app-store-postgres-url", "postgres://herald:pw-0123@127.0.0.1:1/apps?connect_timeout=1", ""},
-		{"--app-store-mysql-dsn", "herald:pw-0123@tcp(192.0.2.1:3306)/apps?timeout=1s", "tls=true"},
-		{"--app-store-mysql-dsn", "herald:pw-0123@tcp(192.0.2.1:3306)/apps?timeout=1s&tls=true", ""},
-	} {
-		var logs syncBuffer
-		code := serve([]string{tc.flag, tc.url, "--port", strconv.Itoa(freePort(t)), "--metrics-enabled=false", "--app-store-refresh", "1s"},
-			noEnv, &logs, false)
-		if code != 1 {
-			t.Errorf("%s: exit %d with no database; want 1:\n%s", tc.url, code, logs.String())
-		}
-		warned := strings.Contains(logs.String(), "may be reached without TLS")
-		if warned != (tc.warn != "") || tc.warn != "" && (!strings.Contains(logs.String(), tc.warn) || !strings.Contains(logs.String(), "192.0.2.1")) {
-			t.Errorf("%s: warned %v; want %q:\n%s", tc.url, warned, tc.warn, logs.String())
-		}
-		if strings.Contains(logs.String(), "pw-0123") {
-			t.Errorf("%s: the log shows the password:\n%s", tc.url, logs.String())
-		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"flag"
@@ -10,22 +10,23 @@ import (
 	"strings"
 )
 
-// LoadConfig builds the configuration of `herald serve`: defaults, then the file named by
+// Load builds the configuration of `herald serve`: defaults, then the file named by
 // --config or HERALD_CONFIG (YAML for .yaml/.yml, TOML for .toml), then environment
 // variables, then flags. args excludes the program name and subcommand; env is os.Getenv in
 // production, and an empty value counts as unset. The result is validated once: the error
 // lists every problem, each naming the field and where its value came from. With -h it prints
-// usage to stderr and returns flag.ErrHelp.
-func LoadConfig(args []string, env func(string) string) (Config, error) {
-	return loadConfig(args, env, os.Stderr)
+// usage to stderr and returns flag.ErrHelp. check makes the checks only the runtime packages
+// can make.
+func Load(args []string, env func(string) string, check Checks) (Config, error) {
+	return loadTo(args, env, os.Stderr, check)
 }
 
-func loadConfig(args []string, env func(string) string, out io.Writer) (Config, error) {
+func loadTo(args []string, env func(string) string, out io.Writer, check Checks) (Config, error) {
 	flags, err := parseFlags(args, out)
 	if err != nil {
 		return Config{}, err
 	}
-	l := &loader{cfg: defaultConfig(), from: map[string]string{}, failed: map[string]bool{}, fileApps: -1, check: runtimeChecks()}
+	l := &loader{cfg: defaultConfig(), from: map[string]string{}, failed: map[string]bool{}, fileApps: -1, check: check}
 	if v, ok := flags["config"]; ok {
 		if v != "" { // --config "" means no file, whatever HERALD_CONFIG says
 			l.loadFile(v, "flag --config")
@@ -73,7 +74,7 @@ type loader struct {
 	failed   map[string]bool   // fields whose value could not be read: not validated again
 	problems []string
 	fileApps int    // apps defined by the file, -1 if it defines none
-	check    checks // the checks only the runtime packages can make
+	check    Checks // the checks only the runtime packages can make
 }
 
 // add records a problem with the field at path, whose value came from src.
@@ -195,7 +196,7 @@ func (l *loader) applyAppCredentials(flags map[string]string, env func(string) s
 	l.cfg.Apps = []AppConfig{a}
 }
 
-// rawFlag keeps a flag's text so that LoadConfig parses flags like environment variables and
+// rawFlag keeps a flag's text so that Load parses flags like environment variables and
 // reports every bad value, not just the first.
 type rawFlag struct{ s string }
 

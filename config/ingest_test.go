@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"os"
@@ -163,7 +163,7 @@ ingest:
 
 // TestIngestDocs: docs/configuration.md names every ingest key.
 func TestIngestDocs(t *testing.T) {
-	b, err := os.ReadFile("../../docs/configuration.md")
+	b, err := os.ReadFile("../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}

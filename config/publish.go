@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"time"
@@ -16,7 +16,7 @@ type PublishConfig struct {
 }
 
 func defaultPublish() PublishConfig {
-	return PublishConfig{IdempotencyWindow: Duration{herald.DefaultKeyWindow}, IdempotencyMaxKeys: defaultMaxKeys}
+	return PublishConfig{IdempotencyWindow: Duration{herald.DefaultKeyWindow}, IdempotencyMaxKeys: DefaultMaxKeys}
 }
 
 // publish checks publish.*.

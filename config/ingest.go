@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"fmt"
@@ -115,14 +115,14 @@ func (l *loader) ingest() {
 		switch first, dup := names[s.Name]; {
 		case s.Name == "":
 			l.problem(at+".name", "must not be empty")
-		case strings.Trim(s.Name, nodeIDChars) != "":
+		case strings.Trim(s.Name, NodeIDChars) != "":
 			l.problem(at+".name", "%q may hold only letters, digits, '_', '.' and '-'", s.Name)
 		case dup:
 			l.problem(at+".name", "duplicate of ingest[%d].name", first)
 		default:
 			names[s.Name] = i
 		}
-		if !apps[s.App] && !c.AppStore.on() { // a database's apps are checked at start
+		if !apps[s.App] && !c.AppStore.On() { // a database's apps are checked at start
 			l.problem(at+".app", "%q is not the id of a configured app", s.App)
 		}
 		switch {
@@ -172,7 +172,7 @@ func (l *loader) ingestKafka(at string, k *IngestKafka) {
 	}
 	if k.TLSCAFile != "" || k.TLSCertFile != "" || k.TLSKeyFile != "" {
 		k.TLS = true
-		if err := l.check.tlsFiles(k.TLSCAFile, k.TLSCertFile, k.TLSKeyFile); err != nil {
+		if err := l.check.TLSFiles(k.TLSCAFile, k.TLSCertFile, k.TLSKeyFile); err != nil {
 			l.problem(at+".tls_cert_file", "%v", err)
 		}
 	}
@@ -194,7 +194,7 @@ func (l *loader) ingestKafka(at string, k *IngestKafka) {
 func (l *loader) ingestRedis(at string, r *IngestRedis) {
 	if r.URL == "" {
 		l.problem(at+".url", "must not be empty")
-	} else if _, err := l.check.busURL(r.URL); err != nil || !strings.HasPrefix(strings.ToLower(r.URL), "redis") {
+	} else if _, _, err := l.check.BusURL(r.URL); err != nil || !strings.HasPrefix(strings.ToLower(r.URL), "redis") {
 		l.problem(at+".url", "want redis://[user:password@]host:port[/db] or rediss://")
 	} else if _, err := rueidis.ParseURL(r.URL); err != nil {
 		l.problem(at+".url", "%v", err)
@@ -248,7 +248,7 @@ func (l *loader) ingestTemplates(at string, s *IngestConfig) {
 			l.problem(at+"."+key, "must not be empty (a template such as \"{value.symbol}.trade\", or a name)")
 			return
 		}
-		lit, ok, err := l.check.template(v)
+		lit, ok, err := l.check.Template(v)
 		if err != nil {
 			l.problem(at+"."+key, "%v", err)
 			return
@@ -259,8 +259,8 @@ func (l *loader) ingestTemplates(at string, s *IngestConfig) {
 			}
 		}
 	}
-	check("channel", s.Channel, func(v string) error { return l.check.channelName(v, lim.MaxChannelNameLength) })
-	check("event", s.Event, func(v string) error { return l.check.eventName(v, lim.MaxEventNameLength) })
+	check("channel", s.Channel, func(v string) error { return l.check.ChannelName(v, lim.MaxChannelNameLength) })
+	check("event", s.Event, func(v string) error { return l.check.EventName(v, lim.MaxEventNameLength) })
 	check("data", s.Data, nil)
 }
 
@@ -277,8 +277,8 @@ func (l *loader) ingestAllow(at string, s *IngestConfig) {
 	if s.Format == "pusher" || s.Channel == "" {
 		return
 	}
-	if lit, ok, err := l.check.template(s.Channel); err == nil {
-		if ok && !l.check.allowsChannel(s.AllowChannels, lit) {
+	if lit, ok, err := l.check.Template(s.Channel); err == nil {
+		if ok && !l.check.AllowsChannel(s.AllowChannels, lit) {
 			if len(s.AllowChannels) == 0 {
 				l.problem(at+".channel", "%q is not a public channel: name it in allow_channels to let this source publish to it", lit)
 			} else {

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"errors"
@@ -14,10 +14,10 @@ import (
 	"github.com/herald-rt/herald"
 )
 
-// load runs LoadConfig with env as the whole environment and usage output discarded.
+// load runs Load with env as the whole environment and usage output discarded.
 func load(t testing.TB, args []string, env map[string]string) (Config, error) {
 	t.Helper()
-	return loadConfig(args, func(k string) string { return env[k] }, io.Discard)
+	return loadTo(args, func(k string) string { return env[k] }, io.Discard, testChecks())
 }
 
 // writeFile writes a config file into a fresh temporary directory and returns its path.
@@ -677,7 +677,7 @@ func TestLoadConfigNoEchoes(t *testing.T) {
 
 func TestLoadConfigFlagErrors(t *testing.T) {
 	var out strings.Builder
-	_, err := loadConfig([]string{"-h"}, func(string) string { return "" }, &out)
+	_, err := loadTo([]string{"-h"}, func(string) string { return "" }, &out, testChecks())
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("-h: error = %v, want flag.ErrHelp", err)
 	}
@@ -714,7 +714,7 @@ func TestSchemaCoversEveryField(t *testing.T) {
 		seen[s.ref(&c)] = true
 	}
 	// Every Config field but the groups and the lists (Apps, Ingest) is one setting; each
-	// group's fields are, but app_store.history's (a list, config_appstore_history.go).
+	// group's fields are, but app_store.history's (a list, appstore_history.go).
 	groups := []any{c.Log, c.Memory, c.Cache, c.History, c.Publish, c.Metrics, c.Pprof, c.Cluster, c.Console, c.Shutdown, c.Webhooks, c.AppStore, c.TLS,
 		c.AppStore.Postgres, c.AppStore.MySQL, c.TLS.ACME}
 	// The last three are groups inside groups: fields of app_store and tls (counted in their
@@ -760,7 +760,7 @@ func TestHeraldApps(t *testing.T) {
 // TestDocs keeps docs/configuration.md in step with the code: it names every key, variable
 // and flag, and its YAML and TOML examples load to the same configuration.
 func TestDocs(t *testing.T) {
-	b, err := os.ReadFile("../../docs/configuration.md")
+	b, err := os.ReadFile("../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}

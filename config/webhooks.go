@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"fmt"
@@ -87,11 +87,11 @@ func (l *loader) webhooks(c *Config) {
 	for i, a := range c.Apps {
 		for j, h := range a.Webhooks {
 			at := fmt.Sprintf("apps[%d].webhooks[%d]", i, j)
-			if err := l.check.webhookURL(h.URL); err != nil {
+			if err := l.check.WebhookURL(h.URL); err != nil {
 				l.problem(at+".url", "%v", err)
 			}
 			for k, t := range h.EventTypes {
-				if err := l.check.webhookEvent(t); err != nil {
+				if err := l.check.WebhookEvent(t); err != nil {
 					l.problem(fmt.Sprintf("%s.event_types[%d]", at, k), "%v", err)
 				}
 			}
@@ -101,7 +101,7 @@ func (l *loader) webhooks(c *Config) {
 			}
 			sort.Strings(names)
 			for _, n := range names {
-				if err := l.check.webhookHeader(n, h.Headers[n]); err != nil {
+				if err := l.check.WebhookHeader(n, h.Headers[n]); err != nil {
 					l.problem(at+".headers."+n, "%v", err)
 				}
 			}

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"fmt"
@@ -89,7 +89,7 @@ func (l *loader) validate() {
 	l.storeHistory(c)
 	l.appStore(c)
 
-	if len(c.Apps) == 0 && !c.AppStore.on() {
+	if len(c.Apps) == 0 && !c.AppStore.On() {
 		l.problem("apps", "at least one app is required")
 	}
 	ids, keys := map[string]int{}, map[string]int{}
@@ -104,7 +104,7 @@ func (l *loader) validate() {
 		for _, f := range limitFields {
 			l.notNegative(at+".limits."+f.key, *f.ref(&a.Limits))
 		}
-		if err := l.check.origins(a.AllowedOrigins); err != nil {
+		if err := l.check.Origins(a.AllowedOrigins); err != nil {
 			l.problem(at+".allowed_origins", "%v", err)
 		}
 	}
@@ -115,17 +115,17 @@ func (l *loader) validate() {
 // both engines, so a cluster can move from one bus to the other.
 func (l *loader) cluster(c *ClusterConfig) {
 	if c.URL != "" {
-		if _, err := l.check.busURL(c.URL); err != nil {
+		if _, _, err := l.check.BusURL(c.URL); err != nil {
 			l.problem("cluster.url", "%v", err)
 		}
 	}
 	switch id := c.NodeID; {
-	case len(id) > maxNodeID:
-		l.problem("cluster.node_id", "%d bytes, at most %d", len(id), maxNodeID)
-	case strings.Trim(id, nodeIDChars) != "":
+	case len(id) > MaxNodeID:
+		l.problem("cluster.node_id", "%d bytes, at most %d", len(id), MaxNodeID)
+	case strings.Trim(id, NodeIDChars) != "":
 		l.problem("cluster.node_id", "%q may hold only letters, digits, '_', '.' and '-'", id)
 	}
-	if !l.check.busPrefix(c.Prefix) {
+	if !l.check.BusPrefix(c.Prefix) {
 		l.problem("cluster.prefix", "%q: want printable ASCII without spaces, '*' or '>', and no empty part between dots", c.Prefix)
 	} else if strings.HasPrefix(strings.ToLower(c.URL), "redis+cluster") || strings.HasPrefix(strings.ToLower(c.URL), "rediss+cluster") {
 		if strings.ContainsAny(c.Prefix, "{}") {

@@ -1,7 +1,6 @@
-package main
+package config
 
 import (
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -49,102 +48,6 @@ func TestClusterSecretConfig(t *testing.T) {
 		}
 		if strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("%s: the error shows the secret: %v", tc.name, err)
-		}
-	}
-}
-
-// TestClusterNeedsSecret: a cluster without cluster.secret refuses to start, its error naming
-// the field and how to make one; cluster.insecure lets it start; insecure makes no sense with a
-// secret or without a bus.
-func TestClusterNeedsSecret(t *testing.T) {
-	_, err := load(t, []string{"--cluster-url", "redis://127.0.0.1:6379/0"}, nil)
-	if err == nil {
-		t.Fatal("a cluster without cluster.secret was accepted")
-	}
-	for _, want := range []string{"cluster.secret: not set", "openssl rand -hex 32", "cluster.secret_file", "cluster.insecure: true", "(from flag --cluster-url)"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not say %q", err, want)
-		}
-	}
-	if strings.Count(err.Error(), "\n  ") != 1 {
-		t.Errorf("want one problem: %v", err)
-	}
-	var stderr syncBuffer
-	noEnv := func(string) string { return "" }
-	if code := serve([]string{"--cluster-url", "nats://127.0.0.1:4222"}, noEnv, &stderr, false); code != 2 ||
-		!strings.Contains(stderr.String(), "cluster.secret: not set") || !strings.Contains(stderr.String(), "openssl rand -hex 32") {
-		t.Errorf("herald serve on a bus without a secret: exit %d, %q; want 2 and the error", code, stderr.String())
-	}
-	c, err := load(t, []string{"--cluster-url", "redis://127.0.0.1:6379/0", "--cluster-insecure"}, nil)
-	if err != nil || !c.Cluster.Insecure {
-		t.Fatalf("cluster.insecure: %v, %+v", err, c.Cluster)
-	}
-	c, err = load(t, nil, map[string]string{"HERALD_CLUSTER_URL": "nats://127.0.0.1:4222", "HERALD_CLUSTER_INSECURE": "true"})
-	if err != nil || !c.Cluster.Insecure {
-		t.Fatalf("HERALD_CLUSTER_INSECURE: %v, %+v", err, c.Cluster)
-	}
-	file := writeFile(t, "insecure.yaml", "cluster:\n  url: nats://127.0.0.1:4222\n  insecure: true\n")
-	if c, err = load(t, []string{"--config", file}, nil); err != nil || !c.Cluster.Insecure {
-		t.Fatalf("cluster.insecure in a file: %v, %+v", err, c.Cluster)
-	}
-	if _, err := load(t, []string{"--cluster-url", "nats://127.0.0.1:4222", "--cluster-secret-file", "/nonexistent/secret"}, nil); err == nil ||
-		strings.Contains(err.Error(), "cluster.secret: not set") {
-		t.Errorf("a missing secret file: %v; want its own error only", err)
-	}
-	for _, tc := range []struct {
-		name string
-		args []string
-		want string
-	}{
-		{"with a secret", []string{"--cluster-url", "nats://127.0.0.1:4222", "--cluster-insecure", "--cluster-secret", strings.Repeat("s", 32)},
-			"cluster.insecure: set with cluster.secret"},
-		{"single node", []string{"--cluster-insecure"}, "cluster.insecure: set without cluster.url"},
-	} {
-		if _, err := load(t, tc.args, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: error %v, want it to contain %q", tc.name, err, tc.want)
-		}
-	}
-}
-
-// TestWarnUnsafeBus: a node warns at start when it runs unsealed (cluster.insecure), wherever
-// its bus; and when its bus is reached without TLS on a host off this machine, whatever the
-// secret. cluster_unsealed and cluster_bus_plaintext say the same.
-func TestWarnUnsafeBus(t *testing.T) {
-	secret := strings.Repeat("s", 32)
-	for _, tc := range []struct {
-		url, secret, caFile string
-		unsealed, plain     bool
-	}{
-		{"nats://127.0.0.1:4222", "", "", true, false},
-		{"nats://127.0.0.1:4222", secret, "", false, false},
-		{"nats://localhost:4222,nats://[::1]:4223", secret, "", false, false},
-		{"redis://127.0.0.2:6379/0", "", "", true, false},
-		{"nats://10.0.0.5:4222", "", "", true, true},
-		{"nats://10.0.0.5:4222", secret, "", false, true},
-		{"nats://10.0.0.5:4222", secret, "ca.pem", false, false}, // TLS files turn TLS on for NATS
-		{"nats://127.0.0.1:4222,tls://bus.example:4222", secret, "", false, false},
-		{"redis://:pw@redis.example:6379/0", secret, "", false, true},
-		{"rediss://:pw@redis.example:6380", "", "", true, false},
-		{"rediss://:pw@redis.example:6380", secret, "", false, false},
-	} {
-		u, err := parseBusURL(tc.url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var logs syncBuffer
-		c := ClusterConfig{URL: tc.url, Secret: tc.secret, Insecure: tc.secret == "", TLSCAFile: tc.caFile}
-		warnUnsafe(c, u, slog.New(slog.NewTextHandler(&logs, nil)))
-		if got := strings.Contains(logs.String(), "CLUSTER BUS UNSEALED"); got != tc.unsealed {
-			t.Errorf("%s (secret %v): warned unsealed %v, want %v: %s", tc.url, tc.secret != "", got, tc.unsealed, logs.String())
-		}
-		if got := strings.Contains(logs.String(), "without TLS"); got != tc.plain {
-			t.Errorf("%s: warned without TLS %v, want %v: %s", tc.url, got, tc.plain, logs.String())
-		}
-		if plaintext(c, u) != tc.plain {
-			t.Errorf("%s: plaintext %v, want %v", tc.url, !tc.plain, tc.plain)
-		}
-		if strings.Contains(logs.String(), ":pw@") {
-			t.Errorf("the warning shows the password: %s", logs.String())
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"fmt"
@@ -105,4 +105,27 @@ func (l *loader) appSecretFile(val, src *string, path, named string, plain bool)
 		return
 	}
 	*val, *src = v, "the file named by "+named
+}
+
+// EnvVars lists every environment variable `herald serve` reads but the secret files' (see
+// SecretFileVars): HERALD_CONFIG, one per setting, and the app credentials'.
+func EnvVars() []string {
+	vars := []string{"HERALD_CONFIG"}
+	for _, s := range settings {
+		vars = append(vars, s.env())
+	}
+	for _, f := range appFields[:appCredentials] {
+		vars = append(vars, f.env())
+	}
+	return vars
+}
+
+// SecretFileVars lists the environment variables that name a file holding a secret
+// (HERALD_CONSOLE_TOKEN_FILE, ...), the cluster secret's own setting among them.
+func SecretFileVars() []string {
+	vars := []string{fileVar(appSecretField.env())}
+	for _, k := range secretKeys {
+		vars = append(vars, fileVar(secretSetting(k).env()))
+	}
+	return append(vars, secretSetting("cluster.secret_file").env())
 }

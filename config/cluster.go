@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"fmt"
@@ -18,8 +18,8 @@ func (l *loader) clusterSecrets(c *ClusterConfig) {
 		file string
 	}{{"cluster.secret", &c.Secret, c.SecretFile}, {"cluster.accept_secret", &c.AcceptSecret, c.AcceptSecretFile}} {
 		l.secretFile(s.path, s.v, s.file)
-		if *s.v != "" && len(*s.v) < minSecretBytes {
-			l.problem(s.path, "%d bytes, want at least %d (say, 64 hex digits: openssl rand -hex 32)", len(*s.v), minSecretBytes)
+		if *s.v != "" && len(*s.v) < MinSecretBytes {
+			l.problem(s.path, "%d bytes, want at least %d (say, 64 hex digits: openssl rand -hex 32)", len(*s.v), MinSecretBytes)
 		}
 	}
 	l.longerThan("cluster.clock_skew", c.ClockSkew, time.Second)
@@ -109,25 +109,25 @@ func (l *loader) clusterTLS(c *ClusterConfig) {
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		l.problem("cluster.tls_cert_file", "give cluster.tls_cert_file and cluster.tls_key_file together")
 	} else if c.TLSCertFile != "" {
-		if err := l.check.tlsFiles(c.TLSCAFile, c.TLSCertFile, c.TLSKeyFile); err != nil {
+		if err := l.check.TLSFiles(c.TLSCAFile, c.TLSCertFile, c.TLSKeyFile); err != nil {
 			l.problem("cluster.tls_cert_file", "%v", err)
 		}
 	} else if c.TLSCAFile != "" {
-		if err := l.check.tlsFiles(c.TLSCAFile, "", ""); err != nil {
+		if err := l.check.TLSFiles(c.TLSCAFile, "", ""); err != nil {
 			l.problem("cluster.tls_ca_file", "%v", err)
 		}
 	}
 	if c.NATSCredsFile != "" && c.NATSNKeyFile != "" {
 		l.problem("cluster.nats_creds_file", "give cluster.nats_creds_file or cluster.nats_nkey_file, not both")
 	}
-	u, err := l.check.busURL(c.URL)
+	engine, tls, err := l.check.BusURL(c.URL)
 	if c.URL == "" || err != nil {
 		return
 	}
-	if u.engine == "redis" && (c.NATSCredsFile != "" || c.NATSNKeyFile != "") {
+	if engine == "redis" && (c.NATSCredsFile != "" || c.NATSNKeyFile != "") {
 		l.problem("cluster.nats_creds_file", "cluster.url is a Redis bus: NATS credentials do not apply")
 	}
-	if u.engine == "redis" && !u.tls && (c.TLSCAFile != "" || c.TLSCertFile != "") {
+	if engine == "redis" && !tls && (c.TLSCAFile != "" || c.TLSCertFile != "") {
 		l.problem("cluster.url", "TLS files are set (cluster.tls_*): use rediss://, Redis over TLS")
 	}
 }
@@ -137,11 +137,11 @@ func (l *loader) clusterTLS(c *ClusterConfig) {
 func (l *loader) clusterKeepalive(c *ClusterConfig) {
 	l.longerThan("cluster.nats_ping_interval", c.NATSPingInterval, time.Second)
 	l.atLeast("cluster.nats_pings_outstanding", c.NATSPingsOutstanding, 1)
-	u, err := l.check.busURL(c.URL)
-	if c.URL == "" || err != nil || u.engine != "redis" {
+	engine, _, err := l.check.BusURL(c.URL)
+	if c.URL == "" || err != nil || engine != "redis" {
 		return
 	}
-	if c.NATSPingInterval.Duration != natsPingInterval || c.NATSPingsOutstanding != natsPingsOutstanding {
+	if c.NATSPingInterval.Duration != NATSPingInterval || c.NATSPingsOutstanding != NATSPingsOutstanding {
 		l.problem("cluster.nats_ping_interval", "cluster.url is a Redis bus: the NATS keepalive does not apply")
 	}
 }

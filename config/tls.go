@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"crypto/tls"
@@ -37,11 +37,11 @@ var tlsSettings = []setting{
 	{"tls.acme.ca_file", "PEM roots trusted for the ACME directory's HTTPS, besides the system's", func(c *Config) any { return &c.TLS.ACME.CAFile }},
 }
 
-// on reports whether the public port speaks TLS.
-func (c TLSConfig) on() bool { return c.CertFile != "" || c.ACME.Domains != "" }
+// On reports whether the public port speaks TLS.
+func (c TLSConfig) On() bool { return c.CertFile != "" || c.ACME.Domains != "" }
 
-// domains lists the ACME host names.
-func (a ACMEConfig) domains() []string {
+// DomainList lists the ACME host names.
+func (a ACMEConfig) DomainList() []string {
 	var out []string
 	for _, d := range strings.Split(a.Domains, ",") {
 		if d = strings.TrimSpace(d); d != "" {
@@ -77,7 +77,7 @@ func (l *loader) tls(c *Config) {
 		}
 		return
 	}
-	for _, d := range a.domains() {
+	for _, d := range a.DomainList() {
 		if !strings.Contains(d, ".") || strings.ContainsAny(d, " */:") || strings.Trim(d, "abcdefghijklmnopqrstuvwxyz0123456789.-") != "" {
 			l.problem("tls.acme.domains", "%q is not a host name a CA certifies (a DNS name with a dot)", d)
 		}

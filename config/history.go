@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"fmt"
@@ -69,9 +69,9 @@ func (l *loader) history(c *Config) {
 	if c.History.Linger.Duration < 0 {
 		l.problem("history.linger", "%v must not be negative (0: no lingering)", c.History.Linger)
 	}
-	if r := c.History.Replicas; r < 0 || r > maxHistoryReplicas {
-		l.problem("history.replicas", "%d must be from 0 (one) to %d", r, maxHistoryReplicas)
-	} else if u, err := l.check.busURL(c.Cluster.URL); r > 0 && (c.Cluster.URL == "" || err == nil && u.engine != "nats") {
+	if r := c.History.Replicas; r < 0 || r > MaxHistoryReplicas {
+		l.problem("history.replicas", "%d must be from 0 (one) to %d", r, MaxHistoryReplicas)
+	} else if engine, _, err := l.check.BusURL(c.Cluster.URL); r > 0 && (c.Cluster.URL == "" || err == nil && engine != "nats") {
 		l.problem("history.replicas", "applies to a NATS cluster bus (JetStream streams) only; cluster.url is not one")
 	}
 	for i, a := range c.Apps {

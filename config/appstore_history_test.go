@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"reflect"
@@ -33,7 +33,7 @@ func TestStoreHistoryConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.AppStore.historyRules(); !reflect.DeepEqual(got, want) {
+	if got := c.AppStore.HistoryRules(); !reflect.DeepEqual(got, want) {
 		t.Errorf("from YAML: %+v, want %+v", got, want)
 	}
 
@@ -55,7 +55,7 @@ ttl = 120
 	if c, err = load(t, []string{"--config", writeFile(t, "h.toml", toml)}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := c.AppStore.historyRules(); !reflect.DeepEqual(got, want) {
+	if got := c.AppStore.HistoryRules(); !reflect.DeepEqual(got, want) {
 		t.Errorf("from TOML: %+v, want %+v", got, want)
 	}
 
@@ -65,7 +65,7 @@ ttl = 120
 		t.Fatal(err)
 	}
 	envWant := []herald.AppsHistoryRule{{Apps: "shop", HistoryRule: herald.HistoryRule{Channels: "orders-*", Size: 5, TTL: time.Hour}}}
-	if got := c.AppStore.historyRules(); !reflect.DeepEqual(got, envWant) {
+	if got := c.AppStore.HistoryRules(); !reflect.DeepEqual(got, envWant) {
 		t.Errorf("from the environment over the file: %+v, want %+v", got, envWant)
 	}
 
@@ -75,7 +75,7 @@ ttl = 120
 		t.Fatal(err)
 	}
 	flagWant := []herald.AppsHistoryRule{{Apps: "*", HistoryRule: herald.HistoryRule{Channels: "*", Size: 1, TTL: 30 * time.Second}}}
-	if got := c.AppStore.historyRules(); !reflect.DeepEqual(got, flagWant) {
+	if got := c.AppStore.HistoryRules(); !reflect.DeepEqual(got, flagWant) {
 		t.Errorf("from the flag over the environment: %+v, want %+v", got, flagWant)
 	}
 

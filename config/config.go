@@ -1,4 +1,4 @@
-package main
+package config
 
 import (
 	"errors"
@@ -14,7 +14,7 @@ import (
 	"github.com/herald-rt/herald"
 )
 
-// Config is everything `herald serve` needs, filled once by LoadConfig from defaults, the
+// Config is everything `herald serve` needs, filled once by Load from defaults, the
 // config file, the environment and flags, in that order, and validated once. The reference
 // for every field is docs/configuration.md.
 type Config struct {
@@ -76,22 +76,22 @@ type Config struct {
 	Memory               MemoryConfig
 	Cache                CacheConfig
 	History              HistoryConfig
-	Publish              PublishConfig // config_publish.go
+	Publish              PublishConfig // publish.go
 	Metrics              MetricsConfig
 	Pprof                PprofConfig
 	Log                  LogConfig
 	Cluster              ClusterConfig
 	Console              ConsoleConfig
 	Shutdown             ShutdownConfig
-	Webhooks             WebhooksConfig // config_webhooks.go
-	TLS                  TLSConfig      // config_tls.go
-	// Ingest are the Kafka and Redis sources the node consumes into channels (config_ingest.go).
+	Webhooks             WebhooksConfig // webhooks.go
+	TLS                  TLSConfig      // tls.go
+	// Ingest are the Kafka and Redis sources the node consumes into channels (ingest.go).
 	Ingest []IngestConfig
 	// Apps are the tenants. Without any app in the file, environment or flags, Apps holds the
 	// built-in development app (see UsedDefaultApp); with AppStore on, none: the
 	// database's apps are the tenants.
 	Apps []AppConfig
-	// AppStore keeps the apps in a database table instead (config_appstore.go).
+	// AppStore keeps the apps in a database table instead (appstore.go).
 	AppStore AppStoreConfig
 }
 
@@ -194,8 +194,8 @@ type AppConfig struct {
 	AllowedOrigins []string
 	// Limits holds the app's limits; a zero field means the default in herald.DefaultLimits.
 	Limits   herald.Limits
-	Webhooks []AppWebhook // config_webhooks.go
-	History  []AppHistory // config_history.go
+	Webhooks []AppWebhook // webhooks.go
+	History  []AppHistory // history.go
 }
 
 // Duration is a time.Duration that config files, environment variables and flags write as a
@@ -249,8 +249,8 @@ func defaultConfig() Config {
 		Pprof:                PprofConfig{MutexFraction: 10, BlockRate: 100_000},
 		Log:                  LogConfig{Level: "info", Format: "text"},
 		Cluster: ClusterConfig{Prefix: "herald", Heartbeat: Duration{2 * time.Second}, NodeTimeout: Duration{10 * time.Second},
-			ClockSkew: Duration{defaultClockSkew}, Bundles: true,
-			NATSPingInterval: Duration{natsPingInterval}, NATSPingsOutstanding: natsPingsOutstanding},
+			ClockSkew: Duration{DefaultClockSkew}, Bundles: true,
+			NATSPingInterval: Duration{NATSPingInterval}, NATSPingsOutstanding: NATSPingsOutstanding},
 		Apps:     []AppConfig{devApp},
 		Shutdown: defaultShutdown(),
 		Console:  ConsoleConfig{SessionLifetime: Duration{12 * time.Hour}},
@@ -262,12 +262,16 @@ func defaultConfig() Config {
 	}
 }
 
+// IsDevApp reports whether a uses the built-in development credentials (key "app-key",
+// secret "app-secret"), whose secret is public.
+func IsDevApp(a AppConfig) bool { return a.Key == devApp.Key && a.Secret == devApp.Secret }
+
 // UsedDefaultApp reports whether any app uses the built-in development credentials (key
 // "app-key", secret "app-secret"), whether by falling back to them or by copying them into a
 // file. Their secret is public, so main warns when this is true.
 func (c Config) UsedDefaultApp() bool {
 	for _, a := range c.Apps {
-		if a.Key == devApp.Key && a.Secret == devApp.Secret {
+		if IsDevApp(a) {
 			return true
 		}
 	}
