@@ -1,10 +1,12 @@
 package herald
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -66,6 +68,134 @@ func TestLayers(t *testing.T) {
 	}
 }
 
+// streamParts lists the parts of a cluster node's state stream (cluster/stream*.go) and, for
+// each, the other parts its fields may hold and its methods take or give. The sender and the
+// receiver do not reach into each other: what one asks of the other goes through requests.
+// No part reaches into the node (Replicated, node, Local): the stream gets what it uses at
+// construction. Each part's methods are in the file that declares it.
+var streamParts = map[string][]string{
+	"stream":     {"requests", "localShare", "sender", "receiver", "peers", "liveness"},
+	"requests":   {},
+	"localShare": {},
+	"sender":     {"requests", "localShare"},
+	"receiver":   {"requests", "peers", "peer"},
+	"peers":      {"peer", "share"},
+	"peer":       {"share"},
+	"share":      {},
+	"liveness":   {},
+}
+
+func TestStreamParts(t *testing.T) {
+	const dir = "cluster"
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("%s: no Go files (%v): run the test from the repository root", dir, err)
+	}
+	guarded := map[string]bool{"Replicated": true, "node": true, "Local": true}
+	for part := range streamParts {
+		guarded[part] = true
+	}
+	declared := map[string]string{} // type -> file
+	type use struct {
+		file, what string
+		expr       ast.Expr
+	}
+	uses := map[string][]use{} // part -> the type expressions of its fields and methods
+	fset := token.NewFileSet()
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		af, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range af.Decls {
+			switch d := d.(type) {
+			case *ast.GenDecl:
+				for _, s := range d.Specs {
+					ts, ok := s.(*ast.TypeSpec)
+					if !ok {
+						continue
+					}
+					declared[ts.Name.Name] = f
+					if st, ok := ts.Type.(*ast.StructType); ok && guarded[ts.Name.Name] {
+						for _, fl := range st.Fields.List {
+							uses[ts.Name.Name] = append(uses[ts.Name.Name], use{f, "a field", fl.Type})
+						}
+					}
+				}
+			case *ast.FuncDecl:
+				if d.Recv == nil {
+					continue
+				}
+				recv := receiverType(d.Recv.List[0].Type)
+				if strings.HasPrefix(filepath.Base(f), "stream") {
+					if _, ok := streamParts[recv]; !ok {
+						t.Errorf("%s: method %s.%s: %s is not among the stream's parts (streamParts in layers_test.go): say what it may reach",
+							f, recv, d.Name.Name, recv)
+					}
+				}
+				if _, ok := streamParts[recv]; !ok {
+					continue
+				}
+				uses[recv] = append(uses[recv], use{f, "method " + d.Name.Name, d.Type})
+			}
+		}
+	}
+	for part, allowed := range streamParts {
+		file, ok := declared[part]
+		if !ok {
+			t.Errorf("%s: no type %s: update streamParts in layers_test.go", dir, part)
+			continue
+		}
+		for _, u := range uses[part] {
+			if strings.HasPrefix(u.what, "method ") && u.file != file {
+				t.Errorf("%s: %s of %s: a part's methods are in the file that declares it (%s)", u.file, u.what, part, file)
+			}
+			for _, name := range typeNames(u.expr) {
+				if !guarded[name] || name == part || slices.Contains(allowed, name) {
+					continue
+				}
+				t.Errorf("%s: %s of %s names %s: the stream's %s may reach only %v of its parts, and nothing of the node",
+					u.file, u.what, part, name, part, allowed)
+			}
+		}
+	}
+}
+
+// receiverType is the name of a method's receiver type.
+func receiverType(e ast.Expr) string {
+	if s, ok := e.(*ast.StarExpr); ok {
+		e = s.X
+	}
+	if id, ok := e.(*ast.Ident); ok {
+		return id.Name
+	}
+	return ""
+}
+
+// typeNames lists the names of the package's own types a type expression (a field's type, a
+// method's signature) names; another package's (pkg.Type) are not.
+func typeNames(e ast.Expr) []string {
+	var names []string
+	ast.Inspect(e, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.SelectorExpr:
+			return false
+		case *ast.Field:
+			if n.Type != nil {
+				names = append(names, typeNames(n.Type)...)
+			}
+			return false // its names are parameters', not types
+		case *ast.Ident:
+			names = append(names, n.Name)
+		}
+		return true
+	})
+	return names
+}
+
 // loadGenerator is the load generator's package and the dependency only it uses: the server
 // (cmd/herald and every package it links) imports neither; its own command,
 // cmd/herald-bench, does.
@@ -112,11 +242,11 @@ func packageImports(t *testing.T, dir string) map[string]string {
 		if strings.HasSuffix(f, "_test.go") {
 			continue
 		}
-		ast, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+		af, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, imp := range ast.Imports {
+		for _, imp := range af.Imports {
 			imports[strings.Trim(imp.Path.Value, `"`)] = f
 		}
 	}

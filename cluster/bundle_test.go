@@ -58,12 +58,17 @@ func startNode(t *testing.T, bus *memory.Bus, id string, legacy bool) (*Replicat
 	b := bus.Attach(memory.Config{NodeID: id}, mux.Receive)
 	t.Cleanup(func() { _ = b.Close(context.Background()) })
 	r := NewReplicated(Config{Heartbeat: 50 * time.Millisecond, NodeTimeout: 2 * time.Second, Release: "test-" + id}, eng, b, nil, mux.Handle, nil)
-	r.stream.legacy = legacy
+	if legacy {
+		r.stream.writeLegacy()
+	}
 	a := r.AddApp("app", eng.NewGroup("app", fanout.Latencies{}), nil)
 	r.Start(nopListener{})
 	t.Cleanup(func() { r.Stop(context.Background()) })
 	return r, a
 }
+
+// writeLegacy makes the stream write its batches as v0.1.0 does: no node record, no features.
+func (s *stream) writeLegacy() { s.send.legacy, s.peers.reads = true, 0 }
 
 // TestBundlesOnlyWhenEveryNodeReadsThem: a node sends one publish call's events of a channel
 // as one bundle only while every live node announces that it reads bundles: with a node of

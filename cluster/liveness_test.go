@@ -43,16 +43,16 @@ func TestStarvedNodeDeclaresNoneDead(t *testing.T) {
 	t.Cleanup(func() { a.Stop(context.Background()) })
 	c, _ := startNode(t, bus, "node-c", false)
 	poll.Until(t, 10*time.Second, "node-a to hear node-c", func() (bool, string) { return len(a.Nodes()) == 2, "" })
-	qb.queued.Store(500)                                        // node-a's queue half full: it hears nothing in time
-	c.stream.r.bus.(*memory.Broker).Close(context.Background()) // silent, no goodbye
-	deadline := time.Now().Add(2 * time.Second)                 // five node timeouts
+	qb.queued.Store(500)                               // node-a's queue half full: it hears nothing in time
+	c.bus.(*memory.Broker).Close(context.Background()) // silent, no goodbye
+	deadline := time.Now().Add(2 * time.Second)        // five node timeouts
 	for time.Now().Before(deadline) {
 		if len(a.Nodes()) != 2 {
 			t.Fatalf("node-a declared node-c dead while its own queue was full")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if a.stream.starved.Load() == 0 {
+	if a.stream.live.starved.Load() == 0 {
 		t.Fatal("no starved heartbeat counted")
 	}
 	qb.queued.Store(0)

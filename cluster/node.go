@@ -15,9 +15,9 @@ import (
 // caches, the listener, and others, the implementation's own part of the state (nothing on a
 // single node, the stream to the other nodes in a cluster).
 type node struct {
-	cfg       Config
-	eng       *fanout.Engine
-	apps      sync.Map     // app id -> *App; AddApp may add one at any time (an app created while the node runs)
+	cfg Config
+	eng *fanout.Engine
+	apps
 	channels  atomic.Int64 // node-wide count of channels with local subscribers
 	cache     *cacheNode
 	hepoch    string        // a single node's epoch: its histories' epochs add a generation
@@ -67,21 +67,8 @@ func (n *node) AddApp(id string, g *fanout.Group, rules []herald.HistoryRule) *A
 		linger = n.cfg.HistoryLinger.Milliseconds()
 	}
 	a := &App{id: id, group: g, table: newTable(n.eng, &n.channels, hs, n.copies, linger), hist: hs, cache: newCache(n.cache), eng: n.eng, others: n.others}
-	n.apps.Store(id, a)
+	n.put(a)
 	return a
-}
-
-// app returns the app with id, nil if it was never added.
-func (n *node) app(id string) *App {
-	if a, ok := n.apps.Load(id); ok {
-		return a.(*App)
-	}
-	return nil
-}
-
-// eachApp calls f with every app added.
-func (n *node) eachApp(f func(id string, a *App)) {
-	n.apps.Range(func(k, v any) bool { f(k.(string), v.(*App)); return true })
 }
 
 // start starts the cache's expiry.

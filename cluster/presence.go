@@ -13,7 +13,7 @@ import (
 // first join and the last leave. Frames about membership are dispatched while mu is held, so
 // every subscriber sees joins and leaves in the order they happened.
 //
-// remote holds the members other nodes have (see stream.go), and one presence serves the
+// remote holds the members other nodes have (see stream_peers.go), and one presence serves the
 // channel on this node whether or not it has local subscribers: the app's presenceTable keeps
 // it while either side has members, and ch is the local Channel while there is one, so that
 // a remote join or leave reaches the local subscribers.

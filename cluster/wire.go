@@ -27,7 +27,7 @@ import (
 // sender's node record (nodeRecord: the stream version of the batch, the wire features the
 // sender reads, its release), which is how the others learn its version and features and
 // version 1 readers lose nothing. A batch without one is version 1. A batch whose node record
-// says a version this node does not know is refused whole (stream.receive): a later release
+// says a version this node does not know is refused whole (receiver.receive): a later release
 // sends one only once every live node announces that it reads it (docs/cluster.md).
 
 const (

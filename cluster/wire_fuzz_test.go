@@ -94,7 +94,7 @@ func sameRecord(a, b stateRecord) bool {
 
 // checkBooks checks the node's copy of the others' shares.
 func checkBooks(t *testing.T, r *Replicated) {
-	s := r.stream
+	s := r.stream.peers
 	s.mu.Lock()
 	for k, n := range s.totals {
 		if n <= 0 {

@@ -19,7 +19,7 @@ import (
 // recipient of a fan-out.
 //
 // Channel-level kinds describe the cluster-wide state and fire once for the cluster (see
-// the cluster package's stream.go and docs/webhooks.md for the rule and its residual races):
+// the cluster package's stream_peers.go and docs/webhooks.md for the rule and its residual races):
 //
 //   - the node whose local change makes the cluster-wide state change fires (its first
 //     subscription when no other node has one, its last when no other node has one; a user's
