@@ -31,22 +31,22 @@ var testApp = herald.App{ID: "app-id", Key: "app-key", Secret: "app-secret"}
 // builds, -race), so it is generous; a test that passes never waits it out.
 const patience = 30 * time.Second
 
-// startHerald serves a real herald hub and REST API on 127.0.0.1, with wrap (when not nil)
+// startHerald serves a real herald session server and REST API on 127.0.0.1, with wrap (when not nil)
 // between the network and the API, and returns a target for it. The server is this process,
 // so its CPU and RSS are read from our own /proc entry.
 func startHerald(t *testing.T, wrap func(http.Handler) http.Handler) Target {
 	t.Helper()
-	target, _ := startHub(t, session.Config{MaxConnections: 1000}, wrap)
+	target, _ := startServer(t, session.Config{MaxConnections: 1000}, wrap)
 	return target
 }
 
-// startHub is startHerald with a hub configuration; it also returns the hub.
-func startHub(t *testing.T, cfg session.Config, wrap func(http.Handler) http.Handler) (Target, *session.Server) {
+// startServer is startHerald with a session server configuration; it also returns the node.
+func startServer(t *testing.T, cfg session.Config, wrap func(http.Handler) http.Handler) (Target, *session.Server) {
 	t.Helper()
 	return startNode(t, cfg, wrap, nil, "")
 }
 
-// startNode is startHub for a node of a cluster on bus (none when bus is nil), as node id.
+// startNode is startServer for a node of a cluster on bus (none when bus is nil), as node id.
 func startNode(t *testing.T, cfg session.Config, wrap func(http.Handler) http.Handler, bus *memory.Bus, id string) (Target, *session.Server) {
 	t.Helper()
 	return startNodeOf(t, testApp, cfg, wrap, bus, id)

@@ -28,7 +28,7 @@ func TestAnswersPusherPing(t *testing.T) {
 	// herald pings a client again only once it has counted its pong: a second ping to every
 	// client proves every client answered, however slow the machine. The pong timeout is
 	// generous, so that a pong delayed by load is not a loss.
-	target, _ := startHub(t, session.Config{ActivityTimeout: 200 * time.Millisecond, PongTimeout: patience, SweepInterval: 20 * time.Millisecond}, nil)
+	target, _ := startServer(t, session.Config{ActivityTimeout: 200 * time.Millisecond, PongTimeout: patience, SweepInterval: 20 * time.Millisecond}, nil)
 	l, err := subscribeHere(t.Context(), target, subSpec{Conns: 20, Channels: []string{"a", "b"}})
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +59,7 @@ func TestAnswersPusherPing(t *testing.T) {
 // counted lost once, by its close code, and the report keeps what each had seen: when the
 // close came, the last message before it, no server ping, no write since it was set up.
 func TestLostCountsServerClose(t *testing.T) {
-	target, h := startHub(t, session.Config{}, nil)
+	target, h := startServer(t, session.Config{}, nil)
 	start := time.Now().UnixMilli()
 	l, err := subscribeHere(t.Context(), target, subSpec{Conns: 20, Channels: []string{"a"}})
 	if err != nil {

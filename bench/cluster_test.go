@@ -42,8 +42,8 @@ func healthConnections(ctx context.Context, base string) (int64, error) {
 	return *h.Connections.Current, nil
 }
 
-// twoNodes starts a cluster of two herald hubs on an in-memory bus and returns a target whose
-// WS names both, whose REST is node A's, and whose pids are this process twice (both hubs live
+// twoNodes starts a cluster of two herald nodes on an in-memory bus and returns a target whose
+// WS names both, whose REST is node A's, and whose pids are this process twice (both nodes live
 // in it). Every publish goes to A and, through the bus, reaches the subscribers of both. Before
 // A serves a publish, while every subscriber is connected, it reads both nodes' /health over
 // HTTP and keeps the connection counts, one pair per publish, in *seen.

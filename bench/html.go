@@ -66,7 +66,7 @@ func WriteHTML(w io.Writer, r HTMLReport) error {
 		}
 	}
 
-	title := "herald bench"
+	title := "herald-bench"
 	if s := doc.member("scenario"); s != nil && s.kind == 's' {
 		title += " " + s.text
 	}
@@ -116,7 +116,7 @@ func WriteHTML(w io.Writer, r HTMLReport) error {
 	if timelineActive(points) {
 		writePointsTable(&b, points)
 	}
-	b.WriteString("</main>\n<footer>Written by herald bench. Self-contained: no scripts, nothing loaded from the network.</footer>\n</body>\n</html>\n")
+	b.WriteString("</main>\n<footer>Written by herald-bench. Self-contained: no scripts, nothing loaded from the network.</footer>\n</body>\n</html>\n")
 	_, err := io.WriteString(w, b.String())
 	if err != nil {
 		return fmt.Errorf("write HTML report: %w", err)
@@ -172,7 +172,7 @@ func writeMeta(b *strings.Builder, r HTMLReport, doc *jsonValue) {
 	host, _ := os.Hostname()
 	gen := fmt.Sprintf("%s %s/%s, %d CPUs", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
 	if r.Version != "" {
-		gen = "herald " + r.Version + ", " + gen
+		gen = "herald-bench " + r.Version + ", " + gen
 	}
 	if host != "" {
 		gen += ", host " + host

@@ -247,17 +247,17 @@ func TestHTMLSummary(t *testing.T) {
 	rep := knownReport()
 	started := time.Date(2026, 11, 20, 14, 3, 9, 0, time.UTC)
 	raw, page := renderPage(t, HTMLReport{
-		Command: []string{"herald", "bench", "fanout", "--subs", "19000", "--report", "/tmp/my report.html"},
+		Command: []string{"herald-bench", "fanout", "--subs", "19000", "--report", "/tmp/my report.html"},
 		Version: "v1.2.3", Started: started, Duration: 23456 * time.Millisecond, Report: rep,
 	})
 
 	title := one(t, page.find(func(e *xmlNode) bool { return e.name == "h1" }), "h1")
-	if title.allText() != "herald bench fanout" {
+	if title.allText() != "herald-bench fanout" {
 		t.Errorf("title %q", title.allText())
 	}
 	meta := one(t, page.byAttr("dl", "class", "meta"), "the run's description").allText()
-	for _, want := range []string{"herald bench fanout --subs 19000 --report '/tmp/my report.html'", "2026-11-20 14:03:09 UTC, ran 23.5 s",
-		"ws ws://127.0.0.1:6001", "rest http://127.0.0.1:6001", "app_id app-id", "pid 4242", "herald v1.2.3, go"} {
+	for _, want := range []string{"herald-bench fanout --subs 19000 --report '/tmp/my report.html'", "2026-11-20 14:03:09 UTC, ran 23.5 s",
+		"ws ws://127.0.0.1:6001", "rest http://127.0.0.1:6001", "app_id app-id", "pid 4242", "herald-bench v1.2.3, go"} {
 		if !strings.Contains(meta, want) {
 			t.Errorf("the header lacks %q:\n%s", want, meta)
 		}
@@ -489,7 +489,7 @@ func TestHTMLFormatting(t *testing.T) {
 			t.Errorf("fmtNumber(%s) = %q, want %q", lit, got, want)
 		}
 	}
-	if got := shellQuote([]string{"herald", "bench", "--ws", "ws://127.0.0.1:6001", "", "it's"}); got != `herald bench --ws ws://127.0.0.1:6001 '' 'it'\''s'` {
+	if got := shellQuote([]string{"herald-bench", "--ws", "ws://127.0.0.1:6001", "", "it's"}); got != `herald-bench --ws ws://127.0.0.1:6001 '' 'it'\''s'` {
 		t.Errorf("shellQuote: %s", got)
 	}
 }

@@ -70,7 +70,7 @@ func TestKernelMemory(t *testing.T) {
 // than their own 120 s) one side pings every client in the first window; in the second, with
 // their own timeout at 1 s, the clients ping, and every ping is answered.
 func TestFanoutIdle(t *testing.T) {
-	target, _ := startHub(t, session.Config{MaxConnections: 1000, ActivityTimeout: 2 * time.Second}, nil)
+	target, _ := startServer(t, session.Config{MaxConnections: 1000, ActivityTimeout: 2 * time.Second}, nil)
 	rep, err := Fanout(t.Context(), FanoutConfig{Target: target, Subs: 20, Events: 1, Wait: patience,
 		Idle: 4 * time.Second, IdleFast: 3 * time.Second, IdleFastActivity: time.Second})
 	if err != nil {
@@ -114,7 +114,7 @@ func TestFanoutIdle(t *testing.T) {
 // TestFanoutIdleProcs: the children report their clients' pings and take the activity
 // timeout of each window.
 func TestFanoutIdleProcs(t *testing.T) {
-	base, _ := startHub(t, session.Config{MaxConnections: 1000}, nil)
+	base, _ := startServer(t, session.Config{MaxConnections: 1000}, nil)
 	target := childTarget(t, base, 2)
 	rep, err := Fanout(t.Context(), FanoutConfig{Target: target, Subs: 20, Events: 1, Wait: patience,
 		Idle: time.Second, IdleFast: 3 * time.Second, IdleFastActivity: time.Second})

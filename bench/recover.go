@@ -39,7 +39,7 @@ type RecoverConfig struct {
 	// so that every client recovers from a node it was not on.
 	SwitchNodes bool
 	// Kill, when set, makes the outage a node's death instead of every connection dropping:
-	// Kill ends node KillNode of the cluster (herald bench: SIGKILL to --kill-pid) once the
+	// Kill ends node KillNode of the cluster (herald-bench: SIGKILL to --kill-pid) once the
 	// clients are positioned, its clients see their connections end, the events are published
 	// while they are away, and they alone reconnect, the j-th of them to the (j mod L)-th of
 	// the L live nodes (a balancer's round robin over its live backends, or DNS round robin

@@ -16,7 +16,7 @@ import (
 )
 
 // TestRecoverKillNode: three nodes on one bus, 30 clients round robin over them; the third
-// node is killed (its hub shut down): its 10 clients alone reconnect, 5 to each live node,
+// node is killed (its session server shut down): its 10 clients alone reconnect, 5 to each live node,
 // and recover every event published while they were away; the 20 others stay and get every
 // event live.
 func TestRecoverKillNode(t *testing.T) {

@@ -14,9 +14,9 @@ import (
 	"github.com/herald-rt/herald/session"
 )
 
-// BenchmarkPublishConsole publishes 100-byte events through a real hub to 10 WebSocket
+// BenchmarkPublishConsole publishes 100-byte events through a real session server to 10 WebSocket
 // subscribers on loopback and waits for every delivery: with no console ("none"), with the
-// console's observer attached and no page open ("closed": the hub asks Wants, which is 0),
+// console's observer attached and no page open ("closed": the node asks Wants, which is 0),
 // and with a page watching the app ("open": every publish is reported, sampled at 100/s).
 func BenchmarkPublishConsole(b *testing.B) {
 	for _, mode := range []string{"none", "closed", "open"} {

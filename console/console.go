@@ -105,6 +105,7 @@ type Console struct {
 	watches map[string]*watch // under wmu
 	mux     *http.ServeMux
 	log     *slog.Logger
+	peers   peers // the other nodes' consoles
 
 	streams atomic.Int32 // streams open now
 	latest  atomic.Pointer[nodeStats]
@@ -134,7 +135,7 @@ func New(cfg Config, log *slog.Logger) *Console {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &Console{cfg: cfg, auth: newAuth(cfg.Token), watches: map[string]*watch{}, mux: http.NewServeMux(),
+	c := &Console{cfg: cfg, auth: newAuth(cfg.Token), watches: map[string]*watch{}, mux: http.NewServeMux(), peers: peersOf(cfg),
 		log: log, nodes: map[string]*remote{}, hist: map[string]*ring{}, done: make(chan struct{})}
 	for _, id := range cfg.Apps {
 		c.watches[id] = newWatch(id, cfg.EventsPerSecond)

@@ -1,7 +1,6 @@
 package console
 
 import (
-	"context"
 	"encoding/json"
 	"sort"
 	"time"
@@ -56,19 +55,7 @@ type prevSample struct {
 // that went silent, until Close.
 func (c *Console) run() {
 	defer close(c.done)
-	if c.cfg.Bus != nil {
-		if c.cfg.Route != nil {
-			c.cfg.Route(BusKind, c.receive)
-			defer c.cfg.Route(BusKind, nil)
-		}
-		// The reference is kept even when this fails: the engine restores the interest.
-		_ = c.cfg.Bus.Subscribe(c.ctx, "", busChannel)
-		defer func() {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			_ = c.cfg.Bus.Unsubscribe(ctx, "", busChannel)
-		}()
-	}
+	defer c.peers.join(c.ctx, c.receive)()
 	t := time.NewTicker(c.cfg.Interval)
 	defer t.Stop()
 	prev := &prevSample{at: time.Now(), s: c.cfg.Source.Sample()}
@@ -124,18 +111,7 @@ func (c *Console) sample(prev *prevSample) *prevSample {
 }
 
 // share sends this node's figures to the other nodes' consoles.
-func (c *Console) share() {
-	if c.cfg.Bus == nil || !c.cfg.Bus.Connected() {
-		return
-	}
-	b, err := json.Marshal(c.latest.Load())
-	if err != nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(c.ctx, c.cfg.Interval)
-	defer cancel()
-	_ = c.cfg.Bus.Publish(ctx, herald.BusMessage{Kind: BusKind, Channel: busChannel, Payload: b})
-}
+func (c *Console) share() { c.peers.share(c.ctx, c.cfg.Interval, c.latest.Load()) }
 
 // receive takes another node's figures from the bus (Config.Route hands it every BusKind
 // message). Malformed ones and this node's own are ignored.

@@ -81,7 +81,7 @@ func TestStreamLogTurnsObserverOn(t *testing.T) {
 	}
 	s := openStream(t, srv.URL, "a1")
 	eventually(t, "Wants on while a page watches", func() bool { return o.Wants() == logKinds })
-	eventually(t, "the hub told to read Wants again", func() bool { return refreshes() == "a1" })
+	eventually(t, "the node told to read Wants again", func() bool { return refreshes() == "a1" })
 	s2 := openStream(t, srv.URL, "a1") // a second page: no change, no refresh
 	next(t, s2, "overview", "the second page's overview", func(overview) bool { return true })
 	s2.Close()

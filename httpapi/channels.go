@@ -37,7 +37,7 @@ func (s *Server) channels(w http.ResponseWriter, q *request) {
 		writeError(w, herald.Errorf(herald.CodeInvalid, "info=user_count needs filter_by_prefix=presence-"))
 		return
 	}
-	stats := s.hub.Channels(q.app.ID, prefix)
+	stats := s.node.Channels(q.app.ID, prefix)
 	slices.SortFunc(stats, func(a, b herald.ChannelStat) int { return strings.Compare(a.Name, b.Name) })
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
@@ -83,7 +83,7 @@ func (s *Server) channel(w http.ResponseWriter, q *request) {
 		writeError(w, herald.Errorf(herald.CodeInvalid, "info=user_count is only for presence channels"))
 		return
 	}
-	st, occupied := s.hub.Channel(q.app.ID, name)
+	st, occupied := s.node.Channel(q.app.ID, name)
 	out := map[string]any{"occupied": occupied}
 	if sub {
 		out["subscription_count"] = st.SubscriptionCount
@@ -100,7 +100,7 @@ func (s *Server) users(w http.ResponseWriter, q *request) {
 		writeError(w, herald.Errorf(herald.CodeInvalid, "users are only listed for presence channels"))
 		return
 	}
-	ids := s.hub.Users(q.app.ID, name)
+	ids := s.node.Users(q.app.ID, name)
 	list := make([]map[string]string, len(ids))
 	for i, id := range ids {
 		list[i] = map[string]string{"id": id}
@@ -109,6 +109,6 @@ func (s *Server) users(w http.ResponseWriter, q *request) {
 }
 
 func (s *Server) terminate(w http.ResponseWriter, q *request) {
-	s.hub.TerminateUser(q.app.ID, q.r.PathValue("uid"))
+	s.node.TerminateUser(q.app.ID, q.r.PathValue("uid"))
 	writeJSON(w, http.StatusOK, struct{}{})
 }

@@ -14,24 +14,24 @@ import (
 	"github.com/herald-rt/herald/pusher"
 )
 
-// listHub answers Channels with a fixed list, in no order, as a hub's shards do.
-type listHub struct {
-	busDownHub
+// listServer answers Channels with a fixed list, in no order, as a session server's shards do.
+type listServer struct {
+	busDownServer
 	stats []herald.ChannelStat
 }
 
-func (h *listHub) Channels(appID, prefix string) []herald.ChannelStat {
+func (h *listServer) Channels(appID, prefix string) []herald.ChannelStat {
 	return append([]herald.ChannelStat(nil), h.stats...)
 }
 
 // BenchmarkListChannels measures GET /channels?info=subscription_count over 10,000 occupied
-// channels: what the handler itself costs (the hub's list is copied, as the hub builds one
+// channels: what the handler itself costs (the node's list is copied, as the node builds one
 // per call).
 func BenchmarkListChannels(b *testing.B) {
 	app := herald.App{ID: "1", Key: "key-one", Secret: "secret-one"}
 	apps := herald.NewStaticApps([]herald.App{app})
 	a, _ := apps.AppByID("1")
-	h := &listHub{}
+	h := &listServer{}
 	for i := range 10000 {
 		h.stats = append(h.stats, herald.ChannelStat{Name: "presence-room-" + strconv.Itoa(i), SubscriptionCount: i % 7, UserCount: i % 5})
 	}

@@ -155,7 +155,7 @@ func TestHealthAndReady(t *testing.T) {
 }
 
 // BenchmarkPublishREST measures one signed POST /events through the whole handler: routing,
-// body read, signature check, validation, encoding and handing the frame to the hub.
+// body read, signature check, validation, encoding and handing the frame to the node.
 func BenchmarkPublishREST(b *testing.B) {
 	for _, subscribed := range []bool{false, true} {
 		name := "no-subscribers"
@@ -184,7 +184,7 @@ func BenchmarkPublishREST(b *testing.B) {
 			b.StopTimer()
 			// The subscriber kept up: it was not closed as a slow consumer, which would leave
 			// the rest of the run measuring a publish to no one.
-			if n := e.hub.Stats().SlowConsumers; n > 0 {
+			if n := e.node.Stats().SlowConsumers; n > 0 {
 				b.Fatalf("%d slow consumers: the subscriber was dropped during the run", n)
 			}
 		})

@@ -16,44 +16,44 @@ import (
 	"github.com/herald-rt/herald/pusher"
 )
 
-// busDownHub is a hub whose cluster bus is unreachable: it refuses every publish as the real
-// hub does then. Nothing else of it is used.
-type busDownHub struct {
+// busDownServer is a session server whose cluster bus is unreachable: it refuses every
+// publish as the real one does then. Nothing else of it is used.
+type busDownServer struct {
 	mu        sync.Mutex
 	published int
 }
 
-func (h *busDownHub) ServeWS(w http.ResponseWriter, r *http.Request, key string) {
+func (h *busDownServer) ServeWS(w http.ResponseWriter, r *http.Request, key string) {
 	http.Error(w, "not here", http.StatusNotFound)
 }
 
-func (h *busDownHub) Publish(appID string, evs ...herald.Event) error {
+func (h *busDownServer) Publish(appID string, evs ...herald.Event) error {
 	h.mu.Lock()
 	h.published++
 	h.mu.Unlock()
-	return fmt.Errorf("hub publish: %w", herald.Errorf(herald.CodeUnavailable, "cluster bus unavailable"))
+	return fmt.Errorf("publish: %w", herald.Errorf(herald.CodeUnavailable, "cluster bus unavailable"))
 }
 
-func (h *busDownHub) Channels(appID, prefix string) []herald.ChannelStat { return nil }
-func (h *busDownHub) Channel(string, string) (herald.ChannelStat, bool) {
+func (h *busDownServer) Channels(appID, prefix string) []herald.ChannelStat { return nil }
+func (h *busDownServer) Channel(string, string) (herald.ChannelStat, bool) {
 	return herald.ChannelStat{}, false
 }
-func (h *busDownHub) Users(appID, name string) []string      { return nil }
-func (h *busDownHub) TerminateUser(appID, userID string) int { return 0 }
-func (h *busDownHub) History(context.Context, string, string, uint64, int) (herald.HistoryPage, error) {
+func (h *busDownServer) Users(appID, name string) []string      { return nil }
+func (h *busDownServer) TerminateUser(appID, userID string) int { return 0 }
+func (h *busDownServer) History(context.Context, string, string, uint64, int) (herald.HistoryPage, error) {
 	return herald.HistoryPage{}, herald.Errorf(herald.CodeUnavailable, "cluster bus unavailable")
 }
 
-// TestPublishBusUnavailable: a publish the hub refuses because the cluster bus is down
+// TestPublishBusUnavailable: a publish the node refuses because the cluster bus is down
 // answers 503 with a JSON error and Retry-After, for one event and for a batch, so that a
 // Pusher server library retries it.
 func TestPublishBusUnavailable(t *testing.T) {
 	app := herald.App{ID: "1", Key: "key-one", Secret: "secret-one"}
 	apps := herald.NewStaticApps([]herald.App{app})
 	a, _ := apps.AppByID("1")
-	hub := &busDownHub{}
+	node := &busDownServer{}
 	health := func() httpapi.HealthReport { return httpapi.HealthReport{Status: "ok"} }
-	srv := httptest.NewServer(httpapi.New(httpapi.Config{}, apps, hub, health, nil, nil))
+	srv := httptest.NewServer(httpapi.New(httpapi.Config{}, apps, node, health, nil, nil))
 	t.Cleanup(srv.Close)
 
 	for _, c := range []struct{ path, body string }{
@@ -78,10 +78,10 @@ func TestPublishBusUnavailable(t *testing.T) {
 			t.Errorf("%s: Retry-After %q, want \"1\"", c.path, ra)
 		}
 	}
-	hub.mu.Lock()
-	defer hub.mu.Unlock()
-	if hub.published != 2 {
-		t.Errorf("the hub was asked to publish %d times, want 2 (each call reaches it once)", hub.published)
+	node.mu.Lock()
+	defer node.mu.Unlock()
+	if node.published != 2 {
+		t.Errorf("the node was asked to publish %d times, want 2 (each call reaches it once)", node.published)
 	}
 }
 
@@ -94,7 +94,7 @@ func TestHealthCluster(t *testing.T) {
 	set := func(r httpapi.HealthReport) { mu.Lock(); report = r; mu.Unlock() }
 	health := func() httpapi.HealthReport { mu.Lock(); defer mu.Unlock(); return report }
 	apps := herald.NewStaticApps([]herald.App{{ID: "1", Key: "key-one", Secret: "secret-one"}})
-	api := httpapi.New(httpapi.Config{}, apps, &busDownHub{}, health, nil, nil)
+	api := httpapi.New(httpapi.Config{}, apps, &busDownServer{}, health, nil, nil)
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
 	detailed := httptest.NewServer(http.HandlerFunc(api.DetailedHealth))

@@ -19,7 +19,7 @@ import (
 	"github.com/herald-rt/herald/session"
 )
 
-// The tests run a real hub behind the real API on a loopback HTTP server, subscribe real
+// The tests run a real session server behind the real API on a loopback HTTP server, subscribe real
 // WebSocket clients, and sign REST calls as Pusher's server libraries do.
 
 const (
@@ -34,7 +34,7 @@ type env struct {
 	t    testing.TB
 	app  *herald.App // id "1": small limits, user authentication on
 	app2 *herald.App // id "2": default limits
-	hub  *session.Server
+	node *session.Server
 	api  *httpapi.Server
 	srv  *httptest.Server
 	addr string
@@ -59,7 +59,7 @@ func newEnv(t testing.TB) *env {
 		}
 		return httpapi.HealthReport{Status: status, Connections: httpapi.Capacity{Current: st.Connections, Max: st.MaxConnections}, Channels: st.Channels, Version: "v1.2.3"}
 	}
-	e := &env{t: t, hub: h}
+	e := &env{t: t, node: h}
 	e.app, _ = apps.AppByID("1")
 	e.app2, _ = apps.AppByID("2")
 	e.api = httpapi.New(httpapi.Config{MaxBodyBytes: 64 << 10}, apps, h, health, nil, nil)
@@ -70,7 +70,7 @@ func newEnv(t testing.TB) *env {
 		ctx, cancel := context.WithTimeout(context.Background(), wait)
 		defer cancel()
 		if err := h.Shutdown(ctx); err != nil {
-			t.Errorf("hub shutdown: %v", err)
+			t.Errorf("server shutdown: %v", err)
 		}
 	})
 	return e

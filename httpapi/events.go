@@ -118,7 +118,7 @@ func (s *Server) events(w http.ResponseWriter, q *request) {
 	for i, ch := range chans {
 		evs[i] = herald.Event{Name: e.Name, Channel: ch, Data: data, SocketID: e.SocketID, Key: key}
 	}
-	if err := s.hub.Publish(q.app.ID, evs...); err != nil {
+	if err := s.node.Publish(q.app.ID, evs...); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -174,7 +174,7 @@ func (s *Server) batchEvents(w http.ResponseWriter, q *request) {
 		evs[i] = herald.Event{Name: e.Name, Channel: e.Channel, Data: datas[i], SocketID: e.SocketID, Key: keys[i]}
 		withInfo = withInfo || e.Info != ""
 	}
-	if err := s.hub.Publish(q.app.ID, evs...); err != nil {
+	if err := s.node.Publish(q.app.ID, evs...); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -192,7 +192,7 @@ func (s *Server) batchEvents(w http.ResponseWriter, q *request) {
 // channelInfo returns the attributes info asks for: subscription_count, and user_count for
 // presence channels.
 func (s *Server) channelInfo(appID, ch, info string) map[string]int {
-	st, _ := s.hub.Channel(appID, ch)
+	st, _ := s.node.Channel(appID, ch)
 	out := map[string]int{}
 	for _, attr := range strings.Split(info, ",") {
 		switch strings.TrimSpace(attr) {

@@ -27,7 +27,7 @@ func TestHealthPublicAndDetailed(t *testing.T) {
 			AppStore: &httpapi.AppStoreHealth{Kind: "postgres", Apps: 12, LastError: dbErr}}
 	}
 	apps := herald.NewStaticApps([]herald.App{{ID: "1", Key: "key-one", Secret: "secret-one"}})
-	api := httpapi.New(httpapi.Config{}, apps, &busDownHub{}, health, nil, nil)
+	api := httpapi.New(httpapi.Config{}, apps, &busDownServer{}, health, nil, nil)
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
 	resp, err := http.Get(srv.URL + "/health")

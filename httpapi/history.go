@@ -48,7 +48,7 @@ func (s *Server) history(w http.ResponseWriter, q *request) {
 		}
 		limit = n
 	}
-	page, err := s.hub.History(q.r.Context(), q.app.ID, name, since, limit)
+	page, err := s.node.History(q.r.Context(), q.app.ID, name, since, limit)
 	if err != nil {
 		writeError(w, err)
 		return

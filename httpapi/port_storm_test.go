@@ -196,18 +196,18 @@ func TestPortReconnectStorm(t *testing.T) {
 	if testing.Short() {
 		clients = 1000
 	}
-	var hub atomic.Pointer[session.Server]
+	var node atomic.Pointer[session.Server]
 	const maxConns = 256
 	capacity := 2 * clients // a node with room: the storm takes half its WebSocket capacity
 	pc := httpapi.PortConfig{Name: "api", MaxConns: maxConns, Spare: func() int {
-		h := hub.Load()
+		h := node.Load()
 		if h == nil {
 			return 0
 		}
 		return max(capacity-int(h.Connections()), 0)
 	}}
 	e := newPortEnv(t, pc, httpapi.Config{}, capacity)
-	hub.Store(e.hub)
+	node.Store(e.node)
 
 	began := time.Now()
 	conns, failed, firstErr := wstest.Storm(e.addr, "/app/key-one?protocol=7", clients)
@@ -227,7 +227,7 @@ func TestPortReconnectStorm(t *testing.T) {
 	if st.EvictedBusy != 0 || st.EvictedIdle != 0 || st.Refused != 0 || st.TimedOut != 0 {
 		t.Fatalf("port %+v: want no eviction, refusal or timeout", st)
 	}
-	if n := e.hub.Connections(); n != int64(clients) {
+	if n := e.node.Connections(); n != int64(clients) {
 		t.Fatalf("the node holds %d connections, want %d", n, clients)
 	}
 }

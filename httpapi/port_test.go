@@ -27,7 +27,7 @@ import (
 	"github.com/herald-rt/herald/session"
 )
 
-// These tests serve the API the way cmd/herald does: a real hub behind httpapi.New, on an
+// These tests serve the API the way cmd/herald does: a real session server behind httpapi.New, on an
 // httpapi.Port over a loopback listener, and the metrics on a Port of their own. They attack
 // it over real sockets.
 
@@ -35,7 +35,7 @@ import (
 type portEnv struct {
 	t       testing.TB
 	app     *herald.App
-	hub     *session.Server
+	node    *session.Server
 	port    *httpapi.Port
 	addr    string // the API port
 	metrics string // the metrics port
@@ -53,8 +53,8 @@ func newPortEnv(t testing.TB, pc httpapi.PortConfig, ac httpapi.Config, maxConns
 		return httpapi.HealthReport{Status: "ok", Connections: httpapi.Capacity{Current: st.Connections, Max: st.MaxConnections}, Channels: st.Channels, Version: "v1.2.3"}
 	}
 	reg := metrics.New("herald_", []string{"1"})
-	reg.Attach("herald_", hubConnections{h})
-	e := &portEnv{t: t, hub: h}
+	reg.Attach("herald_", serverConnections{h})
+	e := &portEnv{t: t, node: h}
 	e.app, _ = apps.AppByID("1")
 	api := httpapi.New(ac, apps, h, health, reg.HTTP, nil)
 	e.port, e.addr = serveOn(t, pc, api)
@@ -65,17 +65,17 @@ func newPortEnv(t testing.TB, pc httpapi.PortConfig, ac httpapi.Config, maxConns
 		ctx, cancel := context.WithTimeout(context.Background(), wait)
 		defer cancel()
 		if err := h.Shutdown(ctx); err != nil {
-			t.Errorf("hub shutdown: %v", err)
+			t.Errorf("server shutdown: %v", err)
 		}
 	})
 	return e
 }
 
-// hubConnections is the hub as metrics reads it, reduced to what these tests scrape (each
+// serverConnections is the node as metrics reads it, reduced to what these tests scrape (each
 // app's connections); cmd/herald's nodeMetrics is the whole adapter.
-type hubConnections struct{ h *session.Server }
+type serverConnections struct{ h *session.Server }
 
-func (c hubConnections) AppCounters() []metrics.AppCounters {
+func (c serverConnections) AppCounters() []metrics.AppCounters {
 	var out []metrics.AppCounters
 	for _, a := range c.h.AppMetrics() {
 		out = append(out, metrics.AppCounters{AppID: a.AppID, Connections: a.Connections})
@@ -83,7 +83,7 @@ func (c hubConnections) AppCounters() []metrics.AppCounters {
 	return out
 }
 
-func (c hubConnections) NodeStats() metrics.NodeStats {
+func (c serverConnections) NodeStats() metrics.NodeStats {
 	st := c.h.Stats()
 	return metrics.NodeStats{Connections: st.Connections, MaxConnections: st.MaxConnections, Channels: st.Channels}
 }

@@ -26,7 +26,7 @@ func TestReplayBoundPerApp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, hub: h}
+	e := &env{t: t, node: h}
 	e.app, _ = apps.AppByID("1")
 	e.app2, _ = apps.AppByID("2")
 	e.api = httpapi.New(httpapi.Config{ReplayProtection: true, ReplayMaxPerApp: 3}, apps, h, nil, nil, nil)

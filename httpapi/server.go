@@ -16,8 +16,8 @@ import (
 	"github.com/herald-rt/herald/pusher"
 )
 
-// Hub is what the API needs of the node's Pusher server (session.Server).
-type Hub interface {
+// PusherServer is what the API needs of the node's Pusher server (session.Server).
+type PusherServer interface {
 	ServeWS(w http.ResponseWriter, r *http.Request, key string)
 	// Publish delivers evs (docs/guarantees.md): nil means each is delivered, or kept in its
 	// channel's history, or handed to the bus, as the node is. On a single node a failed call
@@ -33,6 +33,11 @@ type Hub interface {
 	// them; an error with code CodeNotFound when the channel keeps none.
 	History(ctx context.Context, appID, channel string, after uint64, limit int) (herald.HistoryPage, error)
 }
+
+// Hub is the former name of PusherServer.
+//
+// Deprecated: use PusherServer.
+type Hub = PusherServer
 
 // Health reports the node's state for /health and /ready.
 type Health func() HealthReport
@@ -72,7 +77,7 @@ type AppStoreHealth struct {
 type IngestHealth struct {
 	Name     string `json:"name"`
 	Kind     string `json:"kind"`            // "kafka", "redis_stream" or "redis_pubsub"
-	State    string `json:"state"`           // starting, up, paused (the hub refuses events), down or stopped
+	State    string `json:"state"`           // starting, up, paused (the node refuses events), down or stopped
 	Error    string `json:"error,omitempty"` // the last connection error while down
 	Consumed uint64 `json:"consumed"`
 	Lag      int64  `json:"lag"` // records not consumed yet, over all partitions
@@ -141,7 +146,7 @@ type Meter interface {
 type Server struct {
 	cfg      Config
 	apps     herald.AppStore
-	hub      Hub
+	node     PusherServer // the node's Pusher server
 	health   Health
 	log      *slog.Logger
 	meter    Meter
@@ -153,7 +158,7 @@ type Server struct {
 }
 
 // New builds the API's handler. meter may be nil.
-func New(cfg Config, apps herald.AppStore, hub Hub, health Health, meter Meter, log *slog.Logger) *Server {
+func New(cfg Config, apps herald.AppStore, node PusherServer, health Health, meter Meter, log *slog.Logger) *Server {
 	if cfg.TimestampWindow <= 0 {
 		cfg.TimestampWindow = 600 * time.Second
 	}
@@ -163,11 +168,11 @@ func New(cfg Config, apps herald.AppStore, hub Hub, health Health, meter Meter, 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, apps: apps, hub: hub, health: health, meter: meter, log: log, mux: http.NewServeMux(), now: time.Now}
+	s := &Server{cfg: cfg, apps: apps, node: node, health: health, meter: meter, log: log, mux: http.NewServeMux(), now: time.Now}
 	if cfg.ReplayProtection {
 		s.replays = newReplayCaches(cfg.TimestampWindow, cfg.ReplayMaxPerApp)
 	}
-	s.mux.HandleFunc("GET /app/{key}", func(w http.ResponseWriter, r *http.Request) { hub.ServeWS(w, r, r.PathValue("key")) })
+	s.mux.HandleFunc("GET /app/{key}", func(w http.ResponseWriter, r *http.Request) { node.ServeWS(w, r, r.PathValue("key")) })
 	s.mux.HandleFunc("POST /apps/{id}/events", s.signed(s.events))
 	s.mux.HandleFunc("POST /apps/{id}/batch_events", s.signed(s.batchEvents))
 	s.mux.HandleFunc("GET /apps/{id}/channels", s.signed(s.channels))
@@ -321,7 +326,7 @@ func refuseEarly(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // PublicHealth is the public /health body: what a load balancer, an autoscaler or a load
-// generator (herald bench) reads, the status (which /ready turns into 200 or 503) and the
+// generator (herald-bench) reads, the status (which /ready turns into 200 or 503) and the
 // node's connections against its capacity and its channels, and nothing of its internals.
 // The whole HealthReport, with the bus, its nodes and their releases, the app store and its
 // last error, the ingest sources and herald's version, is DetailedHealth's, on the private

@@ -187,7 +187,7 @@ func (p *Pipeline) handoff(ctx context.Context, evs []herald.Event) error {
 		p.stats.retries.Add(1)
 		p.stats.setPaused(true)
 		if p.retLog.Due(time.Now().UnixMilli(), 1000) {
-			p.log.Warn("ingest: the hub refused events, retrying (fetching is paused)", "err", err, "events", len(evs))
+			p.log.Warn("ingest: the node refused events, retrying (fetching is paused)", "err", err, "events", len(evs))
 		}
 		if t == nil {
 			t = time.NewTimer(wait)

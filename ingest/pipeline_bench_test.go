@@ -12,8 +12,8 @@ import (
 )
 
 // BenchmarkHandle is the ingest path's own cost per record: templates rendered from the
-// value's JSON, the event validated and handed to a real hub with no subscriber, 500 records
-// per Handle as a Kafka poll. The "kept" cases' hub is a Reconnector, as on a node of a NATS
+// value's JSON, the event validated and handed to a real session server with no subscriber, 500 records
+// per Handle as a Kafka poll. The "kept" cases' server is a Reconnector, as on a node of a NATS
 // cluster: the pipeline also keeps what it hands off, to hand it off again (resend.go).
 func BenchmarkHandle(b *testing.B) {
 	for _, c := range []struct {
@@ -39,7 +39,7 @@ func BenchmarkHandle(b *testing.B) {
 			}
 			var pub Publisher = h
 			if c.kept {
-				pub = reconnectingHub{h}
+				pub = reconnectingServer{h}
 			}
 			p, err := New(cfg, pub)
 			if err != nil {
@@ -61,7 +61,7 @@ func BenchmarkHandle(b *testing.B) {
 	}
 }
 
-// reconnectingHub is a hub whose bus connection is never replaced.
-type reconnectingHub struct{ *session.Server }
+// reconnectingServer is a session server whose bus connection is never replaced.
+type reconnectingServer struct{ *session.Server }
 
-func (reconnectingHub) Connection() uint64 { return 0 }
+func (reconnectingServer) Connection() uint64 { return 0 }

@@ -12,8 +12,8 @@ import (
 	"github.com/herald-rt/herald"
 )
 
-// hubStub records what is published; while refuse > 0 it refuses (CodeBusy) and counts down.
-type hubStub struct {
+// publisherStub records what is published; while refuse > 0 it refuses (CodeBusy) and counts down.
+type publisherStub struct {
 	mu      sync.Mutex
 	got     []herald.Event
 	calls   int
@@ -22,7 +22,7 @@ type hubStub struct {
 	block   bool          // each refusal waits until its signal is received
 }
 
-func (h *hubStub) Publish(app string, evs ...herald.Event) error {
+func (h *publisherStub) Publish(app string, evs ...herald.Event) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.refuse != 0 {
@@ -42,7 +42,7 @@ func (h *hubStub) Publish(app string, evs ...herald.Event) error {
 	return nil
 }
 
-func (h *hubStub) events() []herald.Event {
+func (h *publisherStub) events() []herald.Event {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]herald.Event(nil), h.got...)
@@ -81,7 +81,7 @@ func trade(sym string, i int) Record {
 }
 
 func TestHandleInOrderAndBatched(t *testing.T) {
-	pub := &hubStub{}
+	pub := &publisherStub{}
 	lat := &latencies{}
 	p := newPipeline(t, pub, func(c *Config) { c.BatchEvents = 4; c.Handoff = lat })
 	var recs []Record
@@ -112,7 +112,7 @@ func TestHandleInOrderAndBatched(t *testing.T) {
 }
 
 func TestHandleBadRecords(t *testing.T) {
-	pub := &hubStub{}
+	pub := &publisherStub{}
 	type dead struct {
 		pos    string
 		reason Reason
@@ -164,7 +164,7 @@ func TestHandleBadRecords(t *testing.T) {
 }
 
 func TestHandleDeadLetterFailureSkips(t *testing.T) {
-	p := newPipeline(t, &hubStub{}, nil)
+	p := newPipeline(t, &publisherStub{}, nil)
 	calls := 0
 	p.SetDeadLetter(func(context.Context, *Record, Reason, string) error { calls++; return fmt.Errorf("broker down") })
 	n, err := p.Handle(context.Background(), []Record{{Value: []byte("{")}, trade("BTC", 1)})
@@ -174,7 +174,7 @@ func TestHandleDeadLetterFailureSkips(t *testing.T) {
 }
 
 func TestHandleBackpressure(t *testing.T) {
-	pub := &hubStub{refuse: 5, refused: make(chan struct{}), block: true}
+	pub := &publisherStub{refuse: 5, refused: make(chan struct{}), block: true}
 	p := newPipeline(t, pub, nil)
 	p.SetState(StateUp, nil)
 	done := make(chan error, 1)
@@ -195,14 +195,14 @@ func TestHandleBackpressure(t *testing.T) {
 	}
 	st := p.Stats()
 	if st.PublishRetries != 5 || st.Published != 2 || st.State != StateUp || len(pub.events()) != 2 {
-		t.Errorf("after the hub took them: %+v, %d events", st, len(pub.events()))
+		t.Errorf("after the node took them: %+v, %d events", st, len(pub.events()))
 	}
 }
 
-// TestHandleStopWhileRefused: a Handle stopped while the hub refuses returns the records
+// TestHandleStopWhileRefused: a Handle stopped while the node refuses returns the records
 // done before the refused batch, so the source commits none of the rest.
 func TestHandleStopWhileRefused(t *testing.T) {
-	pub := &hubStub{refused: make(chan struct{}, 1)}
+	pub := &publisherStub{refused: make(chan struct{}, 1)}
 	p := newPipeline(t, pub, func(c *Config) { c.BatchEvents = 2 })
 	ctx, cancel := context.WithCancel(context.Background())
 	recs := []Record{trade("BTC", 0), trade("BTC", 1), trade("BTC", 2), trade("BTC", 3)}
@@ -244,7 +244,7 @@ func (f *flaky) Publish(string, ...herald.Event) error {
 }
 
 func TestPusherFormat(t *testing.T) {
-	pub := &hubStub{}
+	pub := &publisherStub{}
 	p, err := New(Config{Name: "p", App: &herald.App{ID: "app"}, Format: FormatPusher}, pub)
 	if err != nil {
 		t.Fatal(err)
@@ -286,7 +286,7 @@ func TestBadRecordLogRateLimited(t *testing.T) {
 		defer mu.Unlock()
 		return buf.Write(b)
 	}), nil))
-	p := newPipeline(t, &hubStub{}, func(c *Config) { c.Logger = log })
+	p := newPipeline(t, &publisherStub{}, func(c *Config) { c.Logger = log })
 	var recs []Record
 	for i := range 100 {
 		recs = append(recs, Record{Topic: "trades", Partition: 2, Position: Offset(int64(100 + i)), Value: []byte("{")})

@@ -12,9 +12,9 @@ import (
 	"github.com/herald-rt/herald/internal/poll"
 )
 
-// reconnectingStub is a hubStub whose bus connection the test replaces.
+// reconnectingStub is a publisherStub whose bus connection the test replaces.
 type reconnectingStub struct {
-	hubStub
+	publisherStub
 	conn atomic.Uint64
 }
 
@@ -101,7 +101,7 @@ func TestResendBounds(t *testing.T) {
 		t.Errorf("an event handed off more than ResendAge ago was handed off again")
 	}
 
-	big := make([]herald.Event, 10) // larger than a hub takes: the bound is the pipeline's
+	big := make([]herald.Event, 10) // larger than a session server takes: the bound is the pipeline's
 	for i := range big {
 		big[i] = herald.Event{Name: "trade", Channel: "A", Data: strings.Repeat("x", ResendBytes/4)}
 	}
@@ -135,7 +135,7 @@ func TestResendWhileIdle(t *testing.T) {
 
 // TestNoResendWithoutReconnector: a publisher that is no Reconnector keeps nothing.
 func TestNoResendWithoutReconnector(t *testing.T) {
-	p := newPipeline(t, &hubStub{}, nil)
+	p := newPipeline(t, &publisherStub{}, nil)
 	if _, err := p.Handle(context.Background(), []Record{trade("A", 0)}); err != nil {
 		t.Fatal(err)
 	}

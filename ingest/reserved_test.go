@@ -19,7 +19,7 @@ func TestReservedAndDisallowed(t *testing.T) {
 	}
 	run := func(t *testing.T, cfg Config, vals ...string) ([]herald.Event, []dead, Stats) {
 		t.Helper()
-		pub := &hubStub{}
+		pub := &publisherStub{}
 		cfg.Name, cfg.App = "t", &herald.App{ID: "app"}
 		p, err := New(cfg, pub)
 		if err != nil {

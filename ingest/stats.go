@@ -13,7 +13,7 @@ type State string
 const (
 	StateStarting State = "starting" // connecting for the first time
 	StateUp       State = "up"       // consuming
-	StatePaused   State = "paused"   // the hub refuses events: retrying, fetching nothing
+	StatePaused   State = "paused"   // the node refuses events: retrying, fetching nothing
 	StateDown     State = "down"     // the broker is unreachable: reconnecting with backoff
 	StateStopped  State = "stopped"
 )
@@ -26,11 +26,11 @@ type Stats struct {
 	Error string // the last connection error while down
 
 	Consumed         uint64 // records fetched and handed to the pipeline
-	Published        uint64 // events handed to the hub
+	Published        uint64 // events handed to the node
 	Bad              [numReasons]uint64
 	DeadLettered     uint64
 	DeadLetterErrors uint64
-	PublishRetries   uint64 // publishes the hub refused (backpressure), each retried
+	PublishRetries   uint64 // publishes the node refused (backpressure), each retried
 	CommitErrors     uint64 // commits (Kafka) or acknowledgements (Redis) that failed
 	Reclaimed        uint64 // Redis: pending entries claimed from idle consumers
 	Resent           uint64 // events handed off again after the bus connection was replaced (Reconnector)

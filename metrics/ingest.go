@@ -44,7 +44,7 @@ func (o *lazyObserver) Observe(v float64) {
 func (r *Registry) IngestHandoff(prefix string) func(source string) ingest.Observer {
 	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    prefix + "ingest_handoff_seconds",
-		Help:    "Time from a record's timestamp to its events handed to the hub (on a clustered node: flushed to the bus), by source: the part of ingest_latency_seconds spent before the hub, where a paused source (the hub refusing events) waits.",
+		Help:    "Time from a record's timestamp to its events handed to the node (on a clustered node: flushed to the bus), by source: the part of ingest_latency_seconds spent before the node, where a paused source (the node refusing events) waits.",
 		Buckets: ingestBuckets,
 	}, []string{"source"})
 	r.reg.MustRegister(h)
@@ -70,16 +70,16 @@ func newIngestCollector(prefix string, stats func() []ingest.Stats) *ingestColle
 	return &ingestCollector{
 		stats:     stats,
 		consumed:  d("ingest_records_consumed_total", "Records fetched from the source and handed to its pipeline."),
-		published: d("ingest_events_published_total", "Events the source handed to the hub."),
+		published: d("ingest_events_published_total", "Events the source handed to the node."),
 		bad:       d("ingest_bad_records_total", "Records skipped as bad (and committed), by reason.", "reason"),
 		dead:      d("ingest_dead_letters_total", "Bad records written to the dead-letter topic or stream."),
 		deadErr:   d("ingest_dead_letter_errors_total", "Bad records skipped without a dead letter, its write having failed."),
-		retries:   d("ingest_publish_retries_total", "Hand-offs the hub refused (its queues full, the bus down), each retried while the source fetches nothing."),
+		retries:   d("ingest_publish_retries_total", "Hand-offs the node refused (its queues full, the bus down), each retried while the source fetches nothing."),
 		commitErr: d("ingest_commit_errors_total", "Kafka commits or Redis acknowledgements that failed (those records will be delivered again)."),
 		reclaimed: d("ingest_reclaimed_total", "Redis stream entries claimed from consumers idle past claim_idle (XAUTOCLAIM)."),
 		resent:    d("ingest_resent_total", "Events handed off again after the node's bus connection was replaced: they may reach subscribers twice, and after later events of their partition or stream."),
 		lag:       d("ingest_lag_records", "Records of a partition (Redis: stream) not consumed yet, as of the last fetch.", "topic", "partition"),
-		up:        d("ingest_source_up", "1 while the source's broker answers and the source consumes (or waits for the hub), else 0."),
+		up:        d("ingest_source_up", "1 while the source's broker answers and the source consumes (or waits for the node), else 0."),
 	}
 }
 

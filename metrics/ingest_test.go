@@ -30,7 +30,7 @@ func TestIngestMetrics(t *testing.T) {
 		{"herald_ingest_commit_errors_total", "source", "trades", 2},
 		{"herald_ingest_resent_total", "source", "trades", 4},
 		{"herald_ingest_lag_records", "partition", "1", 7},
-		{"herald_ingest_source_up", "source", "trades", 1}, // paused by the hub is no outage
+		{"herald_ingest_source_up", "source", "trades", 1}, // paused by the node is no outage
 		{"herald_ingest_source_up", "source", "bids", 0},
 		{"herald_ingest_handoff_seconds", "source", "trades", 1},
 	})

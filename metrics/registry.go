@@ -27,7 +27,7 @@ func New(prefix string, appIDs []string) *Registry {
 	r := &Registry{reg: prometheus.NewRegistry(), HTTP: NewHTTP(appIDs)}
 	r.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: prefix + "publish_latency_seconds",
-		Help: "Time from a publish reaching the hub to the last fan-out worker having queued its frame for every local subscriber.",
+		Help: "Time from a publish reaching the node to the last fan-out worker having queued its frame for every local subscriber.",
 		// 10 µs to about 2.6 s.
 		Buckets: prometheus.ExponentialBuckets(10e-6, 2, 19),
 	}, []string{"app_id"})

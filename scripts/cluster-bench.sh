@@ -31,9 +31,9 @@
 # multichannel batch: each channel's burst as one batch_events request (--batch), 1 node then 2,
 # twice (BUNDLES=false: the nodes run with cluster.bundles off; HERALD_SERVER=path: the nodes
 # run that binary, a previous release's, to compare in one run with this one's; MC_ARGS: more
-# flags for herald bench multichannel, e.g. "--interval 100ms --rounds 20" to saturate the server)
+# flags for herald-bench multichannel, e.g. "--interval 100ms --rounds 20" to saturate the server)
 #
-# FANOUT_ARGS: more flags for herald bench fanout, e.g. "--events 20" (more events a run, so
+# FANOUT_ARGS: more flags for herald-bench fanout, e.g. "--events 20" (more events a run, so
 # that one slow event does not decide its P99). RUNS (2): how many times fanout runs one
 # node, then the cluster(s); it ends with each side's P99 per run, their medians, and the
 # ratio of the medians.
@@ -80,10 +80,10 @@ cleanup() {
 trap cleanup EXIT
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/secret" # 64 hex digits
 
-go build -o "$tmp/herald" ./cmd/herald
+go build -o "$tmp/herald" ./cmd/herald && go build -o "$tmp/herald-bench" ./cmd/herald-bench
 H=$tmp/herald
 # HERALD_SERVER, when set, is the binary the nodes run (another release's, to compare with
-# this one's in one run); herald bench is always this tree's.
+# this one's in one run); herald-bench is always this tree's.
 S=${HERALD_SERVER:-$H}
 
 freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
@@ -155,11 +155,11 @@ start_node() {
 	exit 1
 }
 
-# bench ARGS...: runs herald bench with the bus server's CPU time measured around it.
+# bench ARGS...: runs herald-bench with the bus server's CPU time measured around it.
 bench() {
 	local before=0
 	[ -n "${bus_pid:-}" ] && before=$(cputicks "$bus_pid")
-	"$H" bench "$@" --quiet || true
+	"$H-bench" "$@" --quiet || true
 	if [ -n "${bus_pid:-}" ]; then
 		echo "bus server ($engine) CPU during the run: $(( ($(cputicks "$bus_pid") - before) * 10 )) ms"
 	fi

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A node's death (docs/benchmarks.md, "Recovery and replay"): three herald nodes on one bus, a
 # history rule on the bench's channels, CLIENTS (18,000) subscribers spread round robin over
-# the nodes; once every client knows its position, node 2 gets SIGKILL (`herald bench recover
+# the nodes; once every client knows its position, node 2 gets SIGKILL (`herald-bench recover
 # --kill-pid`), EVENTS (100) events are published to every channel through node 0 while its
 # clients are away, then they reconnect at once, each to the next live node round robin (the
 # balancer is modelled by the clients: a DNS round robin, or a balancer that took the dead
@@ -18,7 +18,7 @@
 #
 # Environment: CLIENTS (18000), CHANNELS (100), EVENTS (100), OUTAGE (5s, over which the
 # events are spread), SOURCES (CLIENTS: one address per client), NODE_WORKERS (1: three nodes,
-# the bus and the generator share the machine), BENCH_ARGS (more flags for herald bench recover),
+# the bus and the generator share the machine), BENCH_ARGS (more flags for herald-bench recover),
 # NODE_BIN (the herald binary the nodes run, e.g. an older build to compare; default: this tree's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,7 +41,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-go build -o "$tmp/herald" ./cmd/herald
+go build -o "$tmp/herald" ./cmd/herald && go build -o "$tmp/herald-bench" ./cmd/herald-bench
 H=$tmp/herald
 node_bin=${NODE_BIN:-$H}
 exec 9>/tmp/herald-bench.lock
@@ -100,7 +100,7 @@ echo "== 3 nodes on $engine$([ "$engine" = nats ] && echo ' (JetStream)') (--wor
 	"$clients clients round robin over $channels channels and the 3 nodes, from $sources source addresses; node 2 killed with SIGKILL;" \
 	"$events events per channel over $outage while its clients are away"
 status=0
-"$H" bench recover --ws "$(IFS=,; echo "${ws[*]}")" --rest "http://127.0.0.1:${ws[0]##*:}" \
+"$H-bench" recover --ws "$(IFS=,; echo "${ws[*]}")" --rest "http://127.0.0.1:${ws[0]##*:}" \
 	--server-pid "$(IFS=,; echo "${np[*]}")" --bus-pid "$bus_pid" \
 	--clients "$clients" --channels "$channels" --channel kill --events "$events" --outage "$outage" \
 	--before 2 --after 2 --sources "$sources" --kill-pid "${np[2]}" --kill-node 2 \

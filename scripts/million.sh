@@ -8,7 +8,7 @@
 #
 #   scripts/million.sh [nats|redis] [conns]        default: nats 1000000
 #
-# One `herald bench fanout` run: every connection subscribes to one channel; then a quiet
+# One `herald-bench fanout` run: every connection subscribes to one channel; then a quiet
 # window of IDLE (120s) with the clients pinging as pusher-js does (after activity_timeout,
 # 120 s, of silence), then IDLE_FAST (60s) with the clients' own activity timeout at
 # IDLE_FAST_ACTIVITY (30s; pusher-js's activityTimeout option, herald keeping its 120 s), then
@@ -31,7 +31,7 @@
 # LOGS: a directory to keep the nodes' and the bus server's logs in (default: dropped);
 # RECONNECT (1): the clients the server closes come back as pusher-js does, and resubscribe
 # with recover from their position when the channel keeps history, and a failed first
-# connection is tried again a second later (herald bench fanout --reconnect; 0: they stay
+# connection is tried again a second later (herald-bench fanout --reconnect; 0: they stay
 # closed and failed, as in the runs before 2026-11-27); HISTORY (1): the
 # channel keeps its last 100 events for an hour (a history rule in the app's configuration;
 # on NATS the bus server then runs JetStream, -js), so that a client closed during the
@@ -95,7 +95,7 @@ if [ $((fopen + need)) -gt "$fmax" ]; then
 	exit 1
 fi
 
-go build -o "$tmp/herald" ./cmd/herald
+go build -o "$tmp/herald" ./cmd/herald && go build -o "$tmp/herald-bench" ./cmd/herald-bench
 H=$tmp/herald
 # The development app's credentials, with a history rule for the bench's channel.
 if [ "$history" = 1 ]; then
@@ -231,7 +231,7 @@ sample >"$tmp/samples" &
 sampler=$!
 pids+=("$sampler")
 
-"$H" bench fanout --subs "$conns" --procs "$nodes" --concurrency $((8 * nodes)) --timeout 30m \
+"$H-bench" fanout --subs "$conns" --procs "$nodes" --concurrency $((8 * nodes)) --timeout 30m \
 	--idle "$idle" --idle-fast "$idle_fast" --idle-fast-activity "$idle_fast_activity" \
 	--events "$events" --interval "$interval" --wait 90s --quiet "${bench_args[@]}" \
 	--ws "$(IFS=,; echo "${ws[*]}")" --rest "http://127.0.0.1:$first_port" \

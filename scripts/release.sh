@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# release.sh cross-builds static herald binaries for linux/amd64, linux/arm64 and darwin/arm64
-# into dist/, packs the recovery helper (clients/js, @herald-rt/recovery) into its npm tarball
+# release.sh cross-builds static herald and herald-bench (the load generator) binaries for
+# linux/amd64, linux/arm64 and darwin/arm64 into dist/, packs the recovery helper (clients/js, @herald-rt/recovery) into its npm tarball
 # there (`npm install ./herald-rt-recovery-<version>.tgz`: no registry needed), and writes a
 # SHA-256 checksum file beside them.
 #
@@ -20,10 +20,12 @@ rm -rf dist
 mkdir -p dist
 for target in "${TARGETS[@]}"; do
   goos=${target%/*} goarch=${target#*/}
-  out="dist/herald-${VERSION}-${goos}-${goarch}"
-  CGO_ENABLED=0 GOOS=$goos GOARCH=$goarch go build -trimpath \
-    -ldflags "-s -w -X main.version=${VERSION}" -o "$out" ./cmd/herald
-  echo "built $out"
+  for cmd in herald herald-bench; do
+    out="dist/${cmd}-${VERSION}-${goos}-${goarch}"
+    CGO_ENABLED=0 GOOS=$goos GOARCH=$goarch go build -trimpath \
+      -ldflags "-s -w -X main.version=${VERSION}" -o "$out" "./cmd/$cmd"
+    echo "built $out"
+  done
 done
 # The helper's tarball: the files package.json lists, under its own version (package.json's
 # "version"); herald also serves the same index.js at /client/recovery.mjs.

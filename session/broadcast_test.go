@@ -17,7 +17,7 @@ func setupBroadcast(tb testing.TB, subs int) (*Server, []*memTransport) {
 }
 
 func setupBroadcastWith(tb testing.TB, subs int, cfg Config) (*Server, []*memTransport) {
-	h := newTestHub(tb, cfg)
+	h := testServer(tb, cfg)
 	ts := make([]*memTransport, subs)
 	for i := range ts {
 		ts[i] = &memTransport{}
@@ -30,7 +30,7 @@ func setupBroadcastWith(tb testing.TB, subs int, cfg Config) (*Server, []*memTra
 var benchEvent = herald.Event{Name: "tick", Channel: "bench", Data: strings.Repeat("x", 100)}
 
 // BenchmarkBroadcast publishes one 100-byte event to N subscribers of one channel and waits
-// until every worker has written it (to an in-memory transport: this is the hub's own cost,
+// until every worker has written it (to an in-memory transport: this is the server's own cost,
 // without the kernel's).
 func BenchmarkBroadcast(b *testing.B) {
 	for _, n := range []int{1, 1000, 10000} {
@@ -123,7 +123,7 @@ func TestBroadcastAllocatesNothingPerRecipient(t *testing.T) {
 }
 
 func TestPublishOrderAndExclusion(t *testing.T) {
-	h := newTestHub(t, Config{Workers: 2})
+	h := testServer(t, Config{Workers: 2})
 	var ts []*memTransport
 	var cs []*conn
 	for i := 0; i < 6; i++ {

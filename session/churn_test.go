@@ -50,7 +50,7 @@ var (
 // stay connected, and checks that (docs/architecture.md rules 3 and 10):
 //   - the steady subscribers get every event published during the churn exactly once, in order;
 //   - every cycle succeeds and, with -churn.full, the churn rate is sustained;
-//   - afterwards the hub's connection and channel counts, the goroutines and the open
+//   - afterwards the server's connection and channel counts, the goroutines and the open
 //     descriptors return to their baselines.
 //
 // A cycle connects, subscribes to five channels (one shared with steady subscribers, two

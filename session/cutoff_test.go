@@ -43,7 +43,7 @@ func (k *kernelTransport) MakeRoom(n int) error {
 // the frame the kernel took part of, then a pusher:error and a 4100 close frame, and be shut
 // down; the stream it received must be whole frames.
 func TestCutOffDropsQueuedFramesAndClosesNext(t *testing.T) {
-	h := newTestHub(t, Config{Workers: 1, OutboundBufferBytes: 16 << 10})
+	h := testServer(t, Config{Workers: 1, OutboundBufferBytes: 16 << 10})
 	kt := &kernelTransport{room: 10_000} // not a multiple of the frame size: a frame is cut
 	c := h.attachFake(kt)
 	subscribeFake(t, h, c, "cut")

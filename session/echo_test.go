@@ -10,7 +10,7 @@ import (
 	"github.com/herald-rt/herald/session"
 )
 
-// slowEcho starts one clustered hub whose bus hands it its cache channels' events late (by
+// slowEcho starts one clustered server whose bus hands it its cache channels' events late (by
 // delay), or never (drop): the bus of a busy node.
 func slowEcho(t *testing.T, cfg session.Config, sc cluster.Config, delay time.Duration, drop bool) *session.Server {
 	t.Helper()

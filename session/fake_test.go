@@ -65,7 +65,9 @@ func local(cfg cluster.Config) NewState {
 	return func(eng *fanout.Engine) cluster.State { return cluster.NewLocal(cfg, eng) }
 }
 
-func newTestHub(tb testing.TB, cfg Config) *Server {
+// testServer is newTestServer with the test app and a cluster configuration of cfg's
+// publish timeout.
+func testServer(tb testing.TB, cfg Config) *Server {
 	return newTestServer(tb, cfg, cluster.Config{PublishTimeout: cfg.PublishTimeout}, testApp())
 }
 

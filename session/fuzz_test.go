@@ -17,9 +17,9 @@ import (
 	"github.com/herald-rt/herald/ws"
 )
 
-// This file feeds hostile client messages to the hub's message path (OnMessage and onText):
+// This file feeds hostile client messages to the server's message path (OnMessage and onText):
 // garbage, broken JSON, deeply nested JSON, subscriptions, sign-ins and client events with
-// wrong or absurd fields. Whatever arrives, the hub must not panic, must answer with frames a
+// wrong or absurd fields. Whatever arrives, the server must not panic, must answer with frames a
 // client can parse, must either keep the connection healthy or close it, must leave other
 // connections alone, and must forget everything the connection joined when it goes.
 
@@ -43,7 +43,7 @@ func (r *recTransport) Writev(bufs [][]byte) (int, bool, error) {
 func (r *recTransport) Shutdown()    { r.shut = true }
 func (r *recTransport) Close() error { r.closed = true; return nil }
 
-// serverFrame is one frame the hub wrote.
+// serverFrame is one frame the server wrote.
 type serverFrame struct {
 	op      ws.Opcode
 	payload []byte
@@ -56,7 +56,7 @@ type pusherMsg struct {
 	Data    json.RawMessage `json:"data"`
 }
 
-// splitFrames parses what the hub wrote to one connection: unmasked final frames, text
+// splitFrames parses what the server wrote to one connection: unmasked final frames, text
 // frames holding a valid UTF-8 JSON object with an event name, close frames with a status
 // code and a UTF-8 reason, nothing after a close frame.
 func splitFrames(b []byte) ([]serverFrame, error) {
@@ -114,7 +114,7 @@ func decodeFrame(f serverFrame) pusherMsg {
 	return m
 }
 
-// validCloseCode reports whether the hub may send code in a close frame (RFC 6455 §7.4).
+// validCloseCode reports whether the server may send code in a close frame (RFC 6455 §7.4).
 func validCloseCode(code int) bool {
 	switch {
 	case code >= 1000 && code <= 1003, code >= 1007 && code <= 1014, code >= 3000 && code <= 4999:
@@ -123,9 +123,9 @@ func validCloseCode(code int) bool {
 	return false
 }
 
-// fuzzHub is one hub shared by every input of a fuzz process, with a bystander connection
+// fuzzServer is one server shared by every input of a fuzz process, with a bystander connection
 // that has joined every channel the fuzzed connection can join with a valid signature.
-type fuzzHub struct {
+type fuzzServer struct {
 	h      *Server
 	by     *conn
 	byT    *recTransport
@@ -179,10 +179,10 @@ func signedJoins(c *conn, mode int, user string) [][]byte {
 	return out
 }
 
-func newFuzzHub(tb testing.TB) *fuzzHub {
+func newFuzzServer(tb testing.TB) *fuzzServer {
 	tb.Helper()
-	h := newTestHub(tb, Config{Workers: 2, ActivityTimeout: time.Hour})
-	fh := &fuzzHub{h: h, byT: &recTransport{}}
+	h := testServer(tb, Config{Workers: 2, ActivityTimeout: time.Hour})
+	fh := &fuzzServer{h: h, byT: &recTransport{}}
 	fh.by = h.attachFake(fh.byT)
 	fh.byWS = &ws.Conn{Data: fh.by}
 	msgs := signedJoins(fh.by, modePrivate|modePresence|modeSignin|modeCache, "bystander")
@@ -213,15 +213,15 @@ func newFuzzHub(tb testing.TB) *fuzzHub {
 }
 
 // run connects a fuzzed connection, has it join the channels of mode with valid signatures,
-// then delivers msgs as the engine would, and checks the hub's answers, the bystander and the
+// then delivers msgs as the engine would, and checks the server's answers, the bystander and the
 // clean-up after the hang-up.
-func (fh *fuzzHub) run(t *testing.T, mode int, msgs [][]byte) {
+func (fh *fuzzServer) run(t *testing.T, mode int, msgs [][]byte) {
 	h := fh.h
 	fh.seq++
 	vt := &recTransport{}
 	v := h.attachFake(vt)
 	wc := &ws.Conn{Data: v}
-	// The engine reuses its read buffer: the hub must copy what it keeps. Every payload is
+	// The engine reuses its read buffer: the server must copy what it keeps. Every payload is
 	// overwritten after its call, so a reference kept into it shows up as corrupt state.
 	deliver := func(op ws.Opcode, p []byte) {
 		buf := bytes.Clone(p)
@@ -269,7 +269,7 @@ func (fh *fuzzHub) run(t *testing.T, mode int, msgs [][]byte) {
 		t.Fatalf("fuzzed connection: close frame sent %v, shut down %v", closed, vt.shut)
 	}
 	if closed {
-		// The hub closes with a code of its own or echoes the client's close frame (whose
+		// The server closes with a code of its own or echoes the client's close frame (whose
 		// code the engine does not check yet: see ws.TestCloseFramePayloadValidated).
 		code := int(binary.BigEndian.Uint16(frames[len(frames)-1].payload))
 		if !validCloseCode(code) && !slices.Contains(sentClose, code) {
@@ -314,7 +314,7 @@ func (fh *fuzzHub) run(t *testing.T, mode int, msgs [][]byte) {
 	}
 	fh.byT.out = nil
 
-	// After the hang-up the hub holds exactly what it held before the fuzzed connection.
+	// After the hang-up the server holds exactly what it held before the fuzzed connection.
 	reader{h}.OnHangup(wc)
 	h.fence()
 	if !vt.closed {
@@ -341,15 +341,15 @@ func (fh *fuzzHub) run(t *testing.T, mode int, msgs [][]byte) {
 	}
 }
 
-// FuzzHubMessages runs arbitrary client messages through the hub's message path on a fake
+// FuzzServerMessages runs arbitrary client messages through the server's message path on a fake
 // connection that first joins, by mode, private, presence and cache channels and signs in
-// with valid signatures, beside a bystander that has joined all of them (see fuzzHub.run for
+// with valid signatures, beside a bystander that has joined all of them (see fuzzServer.run for
 // what is checked).
-func FuzzHubMessages(f *testing.F) {
+func FuzzServerMessages(f *testing.F) {
 	for i, in := range nastyInputs() {
 		f.Add(uint8(i%16), in)
 	}
-	fh := newFuzzHub(f)
+	fh := newFuzzServer(f)
 	f.Fuzz(func(t *testing.T, mode uint8, data []byte) {
 		fh.run(t, int(mode%16), bytes.Split(data, []byte{0}))
 	})

@@ -141,7 +141,7 @@ func connectSubscribed(addr string, i int) (*wstest.Client, error) {
 
 // TestLifecycleReturnsToBaseline opens and closes 10,000 connections that end every way a
 // connection can (clean close, reset, dropped mid-handshake, slow consumer) and checks that
-// the hub's connection and channel counts, the goroutines and the open descriptors all come
+// the server's connection and channel counts, the goroutines and the open descriptors all come
 // back to where they started (docs/architecture.md rule 10).
 func TestLifecycleReturnsToBaseline(t *testing.T) {
 	if testing.Short() {

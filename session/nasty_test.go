@@ -18,7 +18,7 @@ import (
 	"github.com/herald-rt/herald/ws"
 )
 
-// Hostile messages that run in every plain go test: the seeds of FuzzHubMessages, through the
+// Hostile messages that run in every plain go test: the seeds of FuzzServerMessages, through the
 // fake transport and through a real socket.
 
 // engineRefuses returns the close code with which the engine fails a connection instead of
@@ -41,7 +41,7 @@ func nest(n int, open, close, s string) string {
 }
 
 // nastyMessages are hostile client messages. Each runs in plain go test (as seeds of
-// FuzzHubMessages and in TestNastyMessagesOverSocket).
+// FuzzServerMessages and in TestNastyMessagesOverSocket).
 func nastyMessages() []string {
 	big := strings.Repeat("x", 20<<10)
 	return []string{
@@ -121,7 +121,7 @@ func nastyInputs() [][]byte {
 // limit allows costs a bounded amount of memory to refuse (garbage: nothing of it is kept),
 // and that refusing it leaves the connection open.
 func TestNastyMessagesAllocateBoundedMemory(t *testing.T) {
-	h := newTestHub(t, Config{Workers: 2, ActivityTimeout: time.Hour})
+	h := testServer(t, Config{Workers: 2, ActivityTimeout: time.Hour})
 	vt := &recTransport{}
 	c := h.attachFake(vt)
 	wc := &ws.Conn{Data: c}
@@ -162,10 +162,10 @@ func TestNastyMessagesAllocateBoundedMemory(t *testing.T) {
 }
 
 // TestNastyMessagesOverSocket sends every nasty message from a real client through the engine
-// and the hub, and checks each answer: the connection stays open (it answers a ping) or is
+// and the server, and checks each answer: the connection stays open (it answers a ping) or is
 // closed with the expected code, and a bystander on the same channels keeps receiving.
 func TestNastyMessagesOverSocket(t *testing.T) {
-	h := newTestHub(t, Config{Workers: 2})
+	h := testServer(t, Config{Workers: 2})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.ServeWS(w, r, strings.TrimPrefix(r.URL.Path, "/app/"))
 	}))

@@ -66,7 +66,7 @@ func (s *stallTransport) Close() error { return nil }
 // real one never blocks its worker, so it cannot fill a queue on demand.
 func TestRefusedPublishDeliversNothing(t *testing.T) {
 	const inbox = 4
-	h := newTestHub(t, Config{Workers: 2, InboxSize: inbox, PublishTimeout: 50 * time.Millisecond})
+	h := testServer(t, Config{Workers: 2, InboxSize: inbox, PublishTimeout: 50 * time.Millisecond})
 	onWorker := func(idx int, tr fanout.Transport) *conn { return h.attachFakeOn(idx, tr) }
 	a0, b1 := &keepTransport{}, &keepTransport{}
 	ca, cb := onWorker(0, a0), onWorker(1, b1)

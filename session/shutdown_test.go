@@ -12,10 +12,10 @@ import (
 	"github.com/herald-rt/herald/session"
 )
 
-// TestShutdownDuringHandshakes shuts the hub down while clients are still connecting. A
+// TestShutdownDuringHandshakes shuts the server down while clients are still connecting. A
 // client's connection_established goes out before its worker owns the connection, so a
 // shutdown can pass the worker first; every client must still get a 4200 close (from the
-// shutdown, or as a refusal once the hub drains), and Shutdown must not wait out its deadline
+// shutdown, or as a refusal once the server drains), and Shutdown must not wait out its deadline
 // for a connection it forgot.
 func TestShutdownDuringHandshakes(t *testing.T) {
 	h, addr := startServer(t, session.Config{})

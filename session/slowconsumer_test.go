@@ -214,7 +214,7 @@ func expect4100(t *testing.T, ends []ending) {
 	}
 }
 
-// backToBaseline waits for the hub's counters, the goroutines and the descriptors to return to
+// backToBaseline waits for the server's counters, the goroutines and the descriptors to return to
 // where they were before the clients connected.
 func backToBaseline(t *testing.T, h *session.Server, baseG, baseFD int) {
 	t.Helper()

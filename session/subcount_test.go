@@ -147,8 +147,8 @@ func TestSubscriptionCountClusterWide(t *testing.T) {
 // countInterval is the tests' Config.SubscriptionCountInterval.
 const countInterval = 100 * time.Millisecond
 
-// startCountCluster starts n hubs of countingApp on one memory bus, with a fast state
-// heartbeat; with n = 1 the hub has no broker at all.
+// startCountCluster starts n servers of countingApp on one memory bus, with a fast state
+// heartbeat; with n = 1 the server has no broker at all.
 func startCountCluster(t *testing.T, n int) []*node {
 	t.Helper()
 	bus := memory.NewBus()

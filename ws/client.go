@@ -14,7 +14,7 @@ import (
 	"slices"
 )
 
-// The client end of a connection (herald bench): the opening handshake and the frames before
+// The client end of a connection (herald-bench): the opening handshake and the frames before
 // the socket is attached to an Engine with Config.Client set, and the masked frames it writes.
 
 // AppendClientFrame appends one final client frame carrying payload, masked with a fresh

@@ -9,7 +9,7 @@ type Config struct {
 	ReadBufferBytes int // one scratch buffer per poller; default 64 KiB
 	// MaxFD bounds the descriptor table; default: the process's open-file limit.
 	MaxFD int
-	// Client makes the engine the client end of its connections (herald bench): the peer's
+	// Client makes the engine the client end of its connections (herald-bench): the peer's
 	// frames must be unmasked, and frames written with AppendClientFrame are masked. The
 	// default is the server end.
 	Client bool

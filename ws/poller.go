@@ -12,7 +12,7 @@ import (
 // clientBatchDelay is how long a client-mode poller sleeps after a batch before it polls again
 // without blocking; it blocks only once a poll finds nothing. A poller blocked in epoll_wait
 // makes the peer's every write wake it, at the writer's expense: in fanout 10,000 against
-// bench/floor (herald bench, 2 cores) the delay took the client from 7.8-8.8 to 4.6-5.6 us of
+// bench/floor (herald-bench, 2 cores) the delay took the client from 7.8-8.8 to 4.6-5.6 us of
 // CPU per delivery and floor from 13.6-15.0 to 11.8-13.2 us; 50 us to 1 ms measured alike.
 const clientBatchDelay = 100 * time.Microsecond
 

@@ -38,7 +38,7 @@ func (l *tlsListener) Accept() (net.Conn, error) {
 	return tls.Server(&handoffConn{Conn: c}, l.cfg), nil
 }
 
-// TLSClient returns the client end of a TLS connection over nc (herald bench), which an
+// TLSClient returns the client end of a TLS connection over nc (herald-bench), which an
 // Engine in client mode can take over after the WebSocket handshake as it takes a server's.
 func TLSClient(nc net.Conn, cfg *tls.Config) *tls.Conn {
 	return tls.Client(&handoffConn{Conn: nc}, cfg)

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync/atomic"
 
+	"github.com/herald-rt/herald/config"
 	"github.com/herald-rt/herald/httpapi"
 	"github.com/herald-rt/herald/metrics"
 	"github.com/herald-rt/herald/ws"
@@ -19,7 +20,7 @@ import (
 // the server takes over. It starts after the server and the ingest sources it reports on, and
 // stops alongside them (see serve).
 type apiPort struct {
-	cfg     Config
+	cfg     config.Config
 	fd      fdShare
 	apps    *appStore
 	node    *sessionServer
@@ -37,9 +38,9 @@ type apiPort struct {
 	served chan error // Serve's return
 }
 
-func newAPIPort(cfg Config, fd fdShare, apps *appStore, node *sessionServer, bus *clusterBus, ingest *ingestSources,
-	leave *leaving, reg *metrics.Registry, version string, log *slog.Logger) *apiPort {
-	return &apiPort{cfg: cfg, fd: fd, apps: apps, node: node, bus: bus, ingest: ingest, leave: leave, reg: reg, version: version, log: log,
+func newAPIPort(cfg config.Config, fd fdShare, apps *appStore, node *sessionServer, bus *clusterBus, ingest *ingestSources,
+	certs *tlsCerts, leave *leaving, reg *metrics.Registry, version string, log *slog.Logger) *apiPort {
+	return &apiPort{cfg: cfg, fd: fd, apps: apps, node: node, bus: bus, ingest: ingest, certs: certs, leave: leave, reg: reg, version: version, log: log,
 		served: make(chan error, 1)}
 }
 
@@ -112,7 +113,7 @@ func (p *apiPort) warnDevCredentials() {
 		return
 	}
 	for _, a := range p.cfg.Apps {
-		if a.Key == devApp.Key && a.Secret == devApp.Secret {
+		if config.IsDevApp(a) {
 			p.log.Warn("DEVELOPMENT CREDENTIALS: this app uses the public built-in credentials; configure your own for production",
 				"app_id", a.ID, "key", a.Key, "secret", a.Secret)
 		}
@@ -133,9 +134,7 @@ func (p *apiPort) logStart(addr string) {
 	} else {
 		attrs = append(attrs, "apps", len(apps))
 	}
-	if p.bus.c != nil {
-		attrs = append(attrs, p.bus.c.logAttr())
-	}
+	attrs = p.bus.c.startLine(attrs)
 	p.log.Info("herald listening", attrs...)
 }
 

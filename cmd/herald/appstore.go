@@ -11,6 +11,7 @@ import (
 	"github.com/herald-rt/herald/appstore"
 	"github.com/herald-rt/herald/appstore/mysql"
 	"github.com/herald-rt/herald/appstore/postgres"
+	"github.com/herald-rt/herald/config"
 	"github.com/herald-rt/herald/console"
 	"github.com/herald-rt/herald/httpapi"
 	"github.com/herald-rt/herald/metrics"
@@ -22,7 +23,7 @@ import (
 // table at start and keeps it fresh). It starts first, before everything that looks apps
 // up, and stops last but for the memory guard.
 type appStore struct {
-	cfg    AppStoreConfig
+	cfg    config.AppStoreConfig
 	static *herald.StaticApps // without a database
 	store  *appstore.Store    // with one
 	log    *slog.Logger
@@ -31,13 +32,13 @@ type appStore struct {
 	hooks atomic.Pointer[func([]herald.AppChange)] // told of every change (before srv), once follow sets it: the webhooks
 }
 
-func newAppStore(cfg Config, log *slog.Logger) *appStore {
+func newAppStore(cfg config.Config, log *slog.Logger) *appStore {
 	a := &appStore{cfg: cfg.AppStore, log: log}
-	if !cfg.AppStore.on() {
+	if !cfg.AppStore.On() {
 		a.static = herald.NewStaticApps(cfg.HeraldApps())
 		return a
 	}
-	a.store = appstore.New(appstore.Config{Kind: cfg.AppStore.kind(), Refresh: cfg.AppStore.Refresh.Duration, Log: log,
+	a.store = appstore.New(appstore.Config{Kind: cfg.AppStore.Kind(), Refresh: cfg.AppStore.Refresh.Duration, Log: log,
 		OnChange: a.changed})
 	return a
 }
@@ -69,10 +70,10 @@ func (a *appStore) start() error {
 		err = a.store.Start(src)
 	}
 	if err != nil {
-		a.log.Error("app store", "kind", a.cfg.kind(), "table", a.cfg.Table, "err", err)
+		a.log.Error("app store", "kind", a.cfg.Kind(), "table", a.cfg.Table, "err", err)
 		return err
 	}
-	a.log.Info("app store", "kind", a.cfg.kind(), "table", a.cfg.Table, "apps", len(a.store.Apps()),
+	a.log.Info("app store", "kind", a.cfg.Kind(), "table", a.cfg.Table, "apps", len(a.store.Apps()),
 		"refresh", a.cfg.Refresh.Duration, "notifications", a.cfg.Postgres.URL != "")
 	return nil
 }
@@ -90,7 +91,7 @@ func (a *appStore) warnUnencrypted() {
 	}
 	if len(hosts) > 0 {
 		a.log.Warn("app store: the database is on another host and may be reached without TLS: the apps' secrets and the database's password would cross the network in clear; "+how,
-			"kind", a.cfg.kind(), "hosts", hosts)
+			"kind", a.cfg.Kind(), "hosts", hosts)
 	}
 }
 

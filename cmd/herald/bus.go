@@ -3,12 +3,13 @@ package main
 import (
 	"context"
 	"log/slog"
-	"sync/atomic"
+	"time"
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/cluster"
-	"github.com/herald-rt/herald/fanout"
+	"github.com/herald-rt/herald/config"
 	"github.com/herald-rt/herald/httpapi"
+	"github.com/herald-rt/herald/ingest"
 	"github.com/herald-rt/herald/metrics"
 	"github.com/herald-rt/herald/session"
 )
@@ -19,24 +20,59 @@ import (
 // registered for it (the node's cluster.State, its console): nothing of it passes through
 // here.
 type clusterBus struct {
-	cfg      ClusterConfig
+	cfg      config.ClusterConfig
 	replicas int // history.replicas
 	state    cluster.Config
 	reg      *metrics.Registry
 	prefix   string // of the metrics
 	log      *slog.Logger
 
-	c   *busLink                           // set by start; nil when off
-	rep atomic.Pointer[cluster.Replicated] // the node's State, once built (versions.go)
+	c link // alone{} until start connects a *busLink
 }
 
-func newClusterBus(cfg Config, reg *metrics.Registry, log *slog.Logger) *clusterBus {
-	return &clusterBus{cfg: cfg.Cluster, replicas: cfg.History.Replicas, reg: reg, prefix: cfg.Metrics.Prefix, log: log, state: cluster.Config{
+// link is the node's tie to the other nodes: a *busLink, or alone{} without a bus.
+type link interface {
+	// newState is how the node shares its state, configured by cfg (session.NewState).
+	newState(cfg cluster.Config, log *slog.Logger) session.NewState
+	// route registers, for a kind of message the bus brings, who receives it: nil alone.
+	route() func(herald.BusKind, herald.BusHandler)
+	// broker is the bus, nil alone.
+	broker() herald.Broker
+	// store keeps the history channels' events on the bus's server (herald.History): nil
+	// alone, where the node keeps its own.
+	store() herald.History
+	// health is the bus's part of /health: nil alone.
+	health() *httpapi.ClusterHealth
+	// startLine adds the cluster to the start line's attributes.
+	startLine(attrs []any) []any
+	// publisher is where the ingest sources publish into h.
+	publisher(h *session.Server) ingest.Publisher
+	// close disconnects from the bus within ctx, and logs and returns what it could not do.
+	close(ctx context.Context, log *slog.Logger) error
+}
+
+// alone is a node without a cluster bus: it keeps its state, and its channels' history, to
+// itself.
+type alone struct{}
+
+func (alone) newState(cfg cluster.Config, _ *slog.Logger) session.NewState {
+	return cluster.LocalState(cfg)
+}
+func (alone) route() func(herald.BusKind, herald.BusHandler) { return nil }
+func (alone) broker() herald.Broker                          { return nil }
+func (alone) store() herald.History                          { return nil }
+func (alone) health() *httpapi.ClusterHealth                 { return nil }
+func (alone) startLine(attrs []any) []any                    { return attrs }
+func (alone) publisher(h *session.Server) ingest.Publisher   { return h }
+func (alone) close(context.Context, *slog.Logger) error      { return nil }
+
+func newClusterBus(cfg config.Config, reg *metrics.Registry, log *slog.Logger) *clusterBus {
+	return &clusterBus{cfg: cfg.Cluster, replicas: cfg.History.Replicas, reg: reg, prefix: cfg.Metrics.Prefix, log: log, c: alone{}, state: cluster.Config{
 		CacheMaxBytes:         cfg.Cache.MaxBytes,
 		CacheMaxBytesPerApp:   cfg.Cache.MaxBytesPerApp,
 		CacheTTL:              cfg.Cache.TTL.Duration,
 		HistoryMaxBytesPerApp: cfg.History.MaxBytesPerApp,
-		HistoryLinger:         cfg.History.linger(),
+		HistoryLinger:         historyLinger(cfg.History),
 		KeyWindow:             cfg.Publish.IdempotencyWindow.Duration,
 		MaxKeys:               cfg.Publish.IdempotencyMaxKeys,
 		Heartbeat:             cfg.Cluster.Heartbeat.Duration,
@@ -58,71 +94,38 @@ func (b *clusterBus) start() error {
 		return err
 	}
 	b.c = c
-	b.reg.AttachClusterVersions(b.prefix, b.versions)
+	b.reg.AttachClusterVersions(b.prefix, c.versions)
 	if !c.Connected() {
 		b.log.Warn("cluster bus unreachable at start: serving this node's clients, retrying in the background",
-			"engine", c.engine, "url", c.url.redacted)
+			"engine", c.engine, "url", c.url.Redacted)
 	}
 	return nil
 }
 
 // newState is how the node shares its state, once the bus is started: with the other nodes
 // through the bus, or on its own without one.
-func (b *clusterBus) newState() session.NewState {
-	if b.c == nil {
-		return cluster.LocalState(b.state)
-	}
-	cfg := b.state
-	cfg.ValidFrame = b.c.validFrame
-	newState := cluster.ReplicatedState(cfg, b.c.Broker, b.history(), b.c.mux.Handle, b.log)
-	return func(eng *fanout.Engine) cluster.State {
-		st := newState(eng)
-		if r, ok := st.(*cluster.Replicated); ok {
-			b.rep.Store(r)
-		}
-		return st
-	}
-}
+func (b *clusterBus) newState() session.NewState { return b.c.newState(b.state, b.log) }
 
 // route registers, for a kind of message the bus brings, who receives it: nil when off.
-func (b *clusterBus) route() func(herald.BusKind, herald.BusHandler) {
-	if b.c == nil {
-		return nil
-	}
-	return b.c.mux.Handle
-}
+func (b *clusterBus) route() func(herald.BusKind, herald.BusHandler) { return b.c.route() }
 
 // stop disconnects from the bus within ctx.
-func (b *clusterBus) stop(ctx context.Context) error {
-	if b.c == nil {
-		return nil
-	}
-	return b.c.close(ctx, b.log)
-}
+func (b *clusterBus) stop(ctx context.Context) error { return b.c.close(ctx, b.log) }
 
 // broker is the bus, nil when off.
-func (b *clusterBus) broker() herald.Broker {
-	if b.c == nil {
-		return nil
-	}
-	return b.c.Broker
-}
+func (b *clusterBus) broker() herald.Broker { return b.c.broker() }
 
 // history is where the history channels' events are kept and given their positions, on the
 // bus's server (herald.History): nil when off, where the node keeps its own.
-func (b *clusterBus) history() herald.History {
-	if b.c == nil {
-		return nil
-	}
-	return b.c.history
-}
+func (b *clusterBus) history() herald.History { return b.c.store() }
 
 // health is the bus's part of /health: nil when off.
-func (b *clusterBus) health() *httpapi.ClusterHealth {
-	if b.c == nil {
-		return nil
+func (b *clusterBus) health() *httpapi.ClusterHealth { return b.c.health() }
+
+// historyLinger is cluster.Config.HistoryLinger of history.linger: -1 for none.
+func historyLinger(h config.HistoryConfig) time.Duration {
+	if h.Linger.Duration <= 0 {
+		return -1
 	}
-	h := b.c.health()
-	h.Nodes, h.FeaturesInUse = b.nodes()
-	return h
+	return h.Linger.Duration
 }

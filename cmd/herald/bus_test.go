@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/config"
 	"github.com/herald-rt/herald/internal/poll"
 	"github.com/herald-rt/herald/internal/servicetest"
 	"github.com/herald-rt/herald/metrics"
@@ -17,7 +18,7 @@ import (
 // none (it keeps its own).
 func TestClusterBusHistory(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
-	off := newClusterBus(Config{}, metrics.New("herald_", nil), log)
+	off := newClusterBus(config.Config{}, metrics.New("herald_", nil), log)
 	if err := off.start(); err != nil || off.history() != nil {
 		t.Fatalf("without a bus: start %v, history %v; want no error and no history", err, off.history())
 	}
@@ -27,8 +28,8 @@ func TestClusterBusHistory(t *testing.T) {
 			if engine == "nats" {
 				srv = servicetest.NATSJetStream
 			}
-			var cfg Config
-			cfg.Cluster = ClusterConfig{URL: srv(t).URL(), NodeID: "n1", Prefix: "herald"}
+			var cfg config.Config
+			cfg.Cluster = config.ClusterConfig{URL: srv(t).URL(), NodeID: "n1", Prefix: "herald"}
 			b := newClusterBus(cfg, metrics.New("herald_", nil), log)
 			if err := b.start(); err != nil {
 				t.Fatal(err)

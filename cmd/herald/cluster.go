@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/url"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -17,160 +15,16 @@ import (
 	"github.com/herald-rt/herald/broker"
 	"github.com/herald-rt/herald/broker/nats"
 	"github.com/herald-rt/herald/broker/redis"
+	"github.com/herald-rt/herald/cluster"
+	"github.com/herald-rt/herald/config"
+	"github.com/herald-rt/herald/fanout"
 	"github.com/herald-rt/herald/httpapi"
+	"github.com/herald-rt/herald/ingest"
+	"github.com/herald-rt/herald/internal/busurl"
 	"github.com/herald-rt/herald/metrics"
+	"github.com/herald-rt/herald/session"
 	"github.com/herald-rt/herald/ws"
 )
-
-// busURL is a checked cluster.url.
-type busURL struct {
-	engine   string   // "nats" or "redis"
-	tls      bool     // rediss://, or a NATS server given as tls://
-	redacted string   // the URL with its passwords and tokens replaced by "xxxxx", for logs
-	secrets  []string // those passwords and tokens, which no log line may show
-	hosts    []string // the servers' host names or addresses
-}
-
-// loopback reports whether every server of the bus is on this machine: a loopback address
-// or localhost.
-func (u busURL) loopback() bool {
-	for _, h := range u.hosts {
-		if ip := net.ParseIP(h); !(strings.EqualFold(h, "localhost") || ip != nil && ip.IsLoopback()) {
-			return false
-		}
-	}
-	return true
-}
-
-// parseBusURL checks cluster.url and picks the engine by its scheme: nats:// or tls:// (NATS
-// over TLS; several servers comma-separated, as nats.go takes them), redis:// or rediss://
-// (several comma-separated: shards), redis+cluster:// or redis+sentinel:// (parseRedisURL).
-// Its errors never repeat the URL, which may hold a password.
-func parseBusURL(raw string) (busURL, error) {
-	scheme, _, ok := strings.Cut(raw, "://")
-	if !ok {
-		return busURL{}, errors.New("want nats://host:port, tls://host:port (NATS over TLS), redis://host:port/db or rediss://host:port/db (several: shards), redis+cluster://host:port,host:port or redis+sentinel://host:port,host:port/master")
-	}
-	switch strings.ToLower(scheme) {
-	case "nats", "tls":
-		b := busURL{engine: "nats"}
-		var shown []string
-		for i, s := range strings.Split(raw, ",") {
-			s = strings.TrimSpace(s)
-			u, err := parseServer(s, "nats", "tls")
-			if err != nil {
-				return busURL{}, fmt.Errorf("server %d: %w", i+1, err)
-			}
-			b.tls = b.tls || u.Scheme == "tls"
-			b.hosts = append(b.hosts, u.Hostname())
-			b.secrets = append(b.secrets, userSecrets(s, u, true)...)
-			if _, hasPassword := u.User.Password(); u.User != nil && !hasPassword {
-				u.User = url.User("xxxxx") // nats://token@host
-			}
-			shown = append(shown, u.Redacted())
-		}
-		b.redacted = strings.Join(shown, ",")
-		return b, nil
-	case "redis", "rediss", "redis+cluster", "rediss+cluster", "redis+sentinel", "rediss+sentinel":
-		return parseRedisURL(raw)
-	}
-	return busURL{}, fmt.Errorf("unknown scheme %q: want nats://, tls://, redis://, rediss://, redis+cluster:// or redis+sentinel://", scheme)
-}
-
-// parseRedisURL checks a Redis cluster.url: one server, several comma-separated (shards),
-// redis+cluster:// (a Redis Cluster) or redis+sentinel:// (a primary behind sentinels), as
-// the engine reads them (redis.ParseTopology).
-func parseRedisURL(raw string) (busURL, error) {
-	topo, err := redis.ParseTopology(raw)
-	if err != nil {
-		return busURL{}, err
-	}
-	scheme, rest, _ := strings.Cut(raw, "://")
-	b := busURL{engine: "redis", tls: strings.HasPrefix(strings.ToLower(scheme), "rediss"), redacted: redis.Redacted(raw)}
-	if topo.Mode == redis.Standalone {
-		var shown []string
-		for _, s := range strings.Split(raw, ",") {
-			s = strings.TrimSpace(s)
-			u, err := parseServer(s, "redis", "rediss")
-			if err != nil {
-				return busURL{}, err
-			}
-			b.tls = b.tls || u.Scheme == "rediss"
-			b.hosts = append(b.hosts, u.Hostname())
-			b.secrets = append(b.secrets, userSecrets(s, u, false)...)
-			shown = append(shown, u.Redacted())
-		}
-		b.redacted = strings.Join(shown, ",")
-		return b, nil
-	}
-	// [user[:password]@]host:port,host:port/...: the password, as written and decoded.
-	authority := rest
-	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
-		authority = rest[:i]
-	}
-	if at := strings.LastIndex(authority, "@"); at >= 0 {
-		if _, pass, ok := strings.Cut(authority[:at], ":"); ok {
-			b.secrets = append(b.secrets, pass)
-			if p, err := url.PathUnescape(pass); err == nil {
-				b.secrets = append(b.secrets, p)
-			}
-		}
-	}
-	for _, spec := range topo.Shards {
-		for _, a := range spec.Option.InitAddress {
-			h, _, _ := net.SplitHostPort(a)
-			b.hosts = append(b.hosts, h)
-		}
-	}
-	return b, nil
-}
-
-// userSecrets returns the password in server URL s (parsed as u), as written and decoded;
-// with token, a user name without a password too (NATS reads it as a token).
-func userSecrets(s string, u *url.URL, token bool) []string {
-	if u.User == nil {
-		return nil
-	}
-	_, authority, _ := strings.Cut(s, "://")
-	if i := strings.IndexAny(authority, "/?#"); i >= 0 {
-		authority = authority[:i]
-	}
-	at := strings.LastIndex(authority, "@") // as url.Parse: the host has no '@'
-	if at < 0 {
-		return nil
-	}
-	user, pass, hasPassword := strings.Cut(authority[:at], ":")
-	if p, ok := u.User.Password(); ok && hasPassword {
-		return []string{pass, p}
-	}
-	if token {
-		return []string{user, u.User.Username()}
-	}
-	return nil
-}
-
-// parseServer parses one server's URL, which must have one of the schemes and a host.
-func parseServer(s string, schemes ...string) (*url.URL, error) {
-	u, err := url.Parse(s)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // without the URL, which may hold a password
-		}
-		return nil, fmt.Errorf("not a URL: %w", err)
-	}
-	ok := false
-	for _, sc := range schemes {
-		ok = ok || u.Scheme == sc
-	}
-	switch {
-	case !ok:
-		return nil, fmt.Errorf("scheme %q: want %s://", u.Scheme, strings.Join(schemes, ":// or "))
-	case u.Host == "" || u.Hostname() == "":
-		return nil, errors.New("no host")
-	}
-	return u, nil
-}
 
 // newNodeID returns a node id for a node started without one: the short host name and eight
 // random characters ("web-3-k2m7qz4d"), readable in logs and unique in the cluster.
@@ -178,7 +32,7 @@ func newNodeID() string {
 	host, _ := os.Hostname()
 	host, _, _ = strings.Cut(host, ".")
 	host = strings.Map(func(r rune) rune {
-		if strings.ContainsRune(nodeIDChars, r) {
+		if strings.ContainsRune(config.NodeIDChars, r) {
 			return r
 		}
 		return -1
@@ -192,12 +46,6 @@ func newNodeID() string {
 	return host + "-" + strings.ToLower(rand.Text()[:8])
 }
 
-// nodeIDChars are the characters of a node id.
-const nodeIDChars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
-
-// maxNodeID is the longest node id: it travels in every bus message.
-const maxNodeID = 64
-
 // busLink is a node's connection to its cluster bus, and the history of its history channels
 // kept on the same server.
 type busLink struct {
@@ -205,8 +53,41 @@ type busLink struct {
 	history        herald.History // on the Broker's connection: redis.History, nats.History
 	mux            *broker.Mux    // routes what the bus brings by kind; the console adds its own
 	engine, nodeID string
-	url            busURL
-	invalid        atomic.Uint64 // event frames from the bus or its store refused (validFrame)
+	url            busurl.URL
+	invalid        atomic.Uint64                      // event frames from the bus or its store refused (validFrame)
+	rep            atomic.Pointer[cluster.Replicated] // the node's State, once built (versions.go)
+}
+
+// newState is how the node shares its state through the bus: a cluster.Replicated, kept for
+// /health and the metrics (versions.go).
+func (c *busLink) newState(cfg cluster.Config, log *slog.Logger) session.NewState {
+	cfg.ValidFrame = c.validFrame
+	newState := cluster.ReplicatedState(cfg, c.Broker, c.history, c.mux.Handle, log)
+	return func(eng *fanout.Engine) cluster.State {
+		st := newState(eng)
+		if r, ok := st.(*cluster.Replicated); ok {
+			c.rep.Store(r)
+		}
+		return st
+	}
+}
+
+// route registers, for a kind of message the bus brings, who receives it.
+func (c *busLink) route() func(herald.BusKind, herald.BusHandler) { return c.mux.Handle }
+
+// broker is the bus.
+func (c *busLink) broker() herald.Broker { return c.Broker }
+
+// store keeps the history channels' events on the bus's server.
+func (c *busLink) store() herald.History { return c.history }
+
+// publisher is where the ingest sources publish: h, which also tells them when the bus
+// connection was replaced (NATS) so that they hand off again what it may have lost.
+func (c *busLink) publisher(h *session.Server) ingest.Publisher {
+	if rc, ok := c.Broker.(ingest.Reconnector); ok {
+		return reconnecting{h, rc}
+	}
+	return h
 }
 
 // validFrame is the cluster layer's check of the event frames the bus brings and its store
@@ -229,22 +110,22 @@ func (c *busLink) InvalidFrames() uint64 { return c.invalid.Load() }
 // observed by reg, its state changes logged on log with the URL's secrets redacted. It
 // returns even when the bus is unreachable: the engines keep trying, and the node serves
 // its own clients meanwhile.
-func startCluster(c ClusterConfig, replicas int, keyWindow time.Duration, reg *metrics.Registry, metricPrefix string, log *slog.Logger) (*busLink, error) {
-	u, err := parseBusURL(c.URL)
+func startCluster(c config.ClusterConfig, replicas int, keyWindow time.Duration, reg *metrics.Registry, metricPrefix string, log *slog.Logger) (*busLink, error) {
+	u, err := busurl.Parse(c.URL)
 	if err != nil { // validated already
 		return nil, fmt.Errorf("cluster.url: %w", err)
 	}
 	mux := new(broker.Mux)
 	common := broker.Common{NodeID: c.NodeID, Prefix: c.Prefix, RoundTrip: reg.BusRoundTrip(metricPrefix), KeyWindow: keyWindow,
-		Logger: redactLogger(log, append(u.secrets, c.Secret, c.AcceptSecret)), Auth: c.auth()}
+		Logger: redactLogger(log, append(u.Secrets, c.Secret, c.AcceptSecret)), Auth: busAuth(c)}
 	if files := (broker.TLSFiles{CA: c.TLSCAFile, Cert: c.TLSCertFile, Key: c.TLSKeyFile}); files.Set() {
 		if common.TLS, err = files.Config(""); err != nil { // validated already
 			return nil, fmt.Errorf("cluster.tls_*: %w", err)
 		}
 	}
 	warnUnsafe(c, u, log)
-	link := &busLink{mux: mux, engine: u.engine, nodeID: c.NodeID, url: u}
-	switch u.engine {
+	link := &busLink{mux: mux, engine: u.Engine, nodeID: c.NodeID, url: u}
+	switch u.Engine {
 	case "nats":
 		var b *nats.Broker
 		cfg := nats.Config{URL: c.URL, Common: common, CredsFile: c.NATSCredsFile, NKeySeedFile: c.NATSNKeyFile, HistoryReplicas: replicas,
@@ -262,7 +143,7 @@ func startCluster(c ClusterConfig, replicas int, keyWindow time.Duration, reg *m
 		}
 	}
 	if err != nil {
-		return nil, errors.New(redact(err.Error(), u.secrets))
+		return nil, errors.New(redact(err.Error(), u.Secrets))
 	}
 	reg.AttachBus(metricPrefix, link)
 	unsealed, plain := c.Secret == "", plaintext(c, u)
@@ -275,9 +156,9 @@ func startCluster(c ClusterConfig, replicas int, keyWindow time.Duration, reg *m
 
 // plaintext reports whether the bus is reached without TLS on a server off this machine:
 // neither rediss:// nor tls://, nor TLS files for a NATS server (which turn TLS on).
-func plaintext(c ClusterConfig, u busURL) bool {
-	secured := u.tls || u.engine == "nats" && (c.TLSCAFile != "" || c.TLSCertFile != "")
-	return !secured && !u.loopback()
+func plaintext(c config.ClusterConfig, u busurl.URL) bool {
+	secured := u.TLS || u.Engine == "nats" && (c.TLSCAFile != "" || c.TLSCertFile != "")
+	return !secured && !u.Loopback()
 }
 
 func b2f(b bool) float64 {
@@ -289,13 +170,13 @@ func b2f(b bool) float64 {
 
 // warnUnsafe warns, loudly, of a cluster run without a secret (cluster.insecure), and of a
 // bus reached in clear across the network.
-func warnUnsafe(c ClusterConfig, u busURL, log *slog.Logger) {
+func warnUnsafe(c config.ClusterConfig, u busurl.URL, log *slog.Logger) {
 	if c.Secret == "" {
 		log.Warn("CLUSTER BUS UNSEALED: cluster.insecure is set and cluster.secret is not; "+
 			"whoever can publish on the bus can send any event to any client, add presence members and close connections, "+
 			"and whoever can read it reads every private and presence event: make a secret (openssl rand -hex 32), "+
 			"set cluster.secret on every node and drop cluster.insecure (docs/security.md)",
-			"engine", u.engine, "url", u.redacted, "on_this_machine", u.loopback())
+			"engine", u.Engine, "url", u.Redacted, "on_this_machine", u.Loopback())
 	}
 	if plaintext(c, u) {
 		why := "its traffic (every event, private and presence ones included, unless cluster.encrypt) crosses the network in clear"
@@ -303,12 +184,12 @@ func warnUnsafe(c ClusterConfig, u busURL, log *slog.Logger) {
 			why = "its payloads are encrypted (cluster.encrypt) but channel names, node ids and the bus's own credentials cross the network in clear"
 		}
 		log.Warn("cluster bus without TLS on a host off this machine: "+why+"; use rediss:// or tls:// (docs/cluster.md)",
-			"engine", u.engine, "url", u.redacted)
+			"engine", u.Engine, "url", u.Redacted)
 	}
 }
 
-// auth is the bus's authentication: none without a secret.
-func (c ClusterConfig) auth() broker.AuthConfig {
+// busAuth is the bus's authentication: none without a secret.
+func busAuth(c config.ClusterConfig) broker.AuthConfig {
 	if c.Secret == "" {
 		return broker.AuthConfig{}
 	}
@@ -319,10 +200,12 @@ func (c ClusterConfig) auth() broker.AuthConfig {
 	return a
 }
 
-// health is the bus's part of /health: with several Redis shards, each one's state.
+// health is the bus's part of /health: with several Redis shards, each one's state; the
+// cluster's nodes and the features in use.
 func (c *busLink) health() *httpapi.ClusterHealth {
 	st := c.Stats()
 	h := &httpapi.ClusterHealth{Engine: c.engine, NodeID: c.nodeID, Connected: st.Connected, Interests: st.Interests}
+	h.Nodes, h.FeaturesInUse = c.nodes()
 	if rb, ok := c.Broker.(*redis.Broker); ok && len(rb.Shards()) > 1 {
 		h.Mode = string(rb.Mode())
 		for _, s := range rb.Shards() {
@@ -348,9 +231,9 @@ func (c *busLink) ShardsConnected() (connected, total int) {
 	return connected, total
 }
 
-// logAttr describes the cluster in the start line.
-func (c *busLink) logAttr() slog.Attr {
-	return slog.Group("cluster", "engine", c.engine, "node_id", c.nodeID, "url", c.url.redacted)
+// startLine adds the cluster to the start line's attributes.
+func (c *busLink) startLine(attrs []any) []any {
+	return append(attrs, slog.Group("cluster", "engine", c.engine, "node_id", c.nodeID, "url", c.url.Redacted))
 }
 
 // close disconnects from the bus within ctx, and logs and returns what it could not do.

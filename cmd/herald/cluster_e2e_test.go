@@ -281,7 +281,7 @@ func (n *node) checkStartLine(t *testing.T, engine, url string) {
 }
 
 // restApp signs the REST calls: the nodes run the built-in development app.
-var restApp = &herald.App{ID: devApp.ID, Key: devApp.Key, Secret: devApp.Secret}
+var restApp = &herald.App{ID: "app-id", Key: "app-key", Secret: "app-secret"}
 
 // publish triggers event "tick" on channel through the node's REST API.
 func (n *node) publish(t *testing.T, channel, data string) (int, http.Header, []byte) {

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/herald-rt/herald/internal/busurl"
 )
 
 // TestParseRedisTopologies: cluster.url's Redis forms past one server, their hosts,
@@ -20,17 +22,17 @@ func TestParseRedisTopologies(t *testing.T) {
 		{"redis+sentinel://:p%40ss@s1:26379,s2:26379,s3:26379/mymaster/1", "redis+sentinel://:xxxxx@s1:26379,s2:26379,s3:26379/mymaster/1",
 			[]string{"s1", "s2", "s3"}, []string{"p%40ss", "p@ss"}},
 	} {
-		u, err := parseBusURL(c.raw)
+		u, err := busurl.Parse(c.raw)
 		if err != nil {
 			t.Errorf("%s: %v", c.raw, err)
 			continue
 		}
-		if u.engine != "redis" || u.redacted != c.redacted || !slices.Equal(u.hosts, c.hosts) {
-			t.Errorf("%s: engine %q, redacted %q, hosts %q; want redis, %q, %q", c.raw, u.engine, u.redacted, u.hosts, c.redacted, c.hosts)
+		if u.Engine != "redis" || u.Redacted != c.redacted || !slices.Equal(u.Hosts, c.hosts) {
+			t.Errorf("%s: engine %q, redacted %q, hosts %q; want redis, %q, %q", c.raw, u.Engine, u.Redacted, u.Hosts, c.redacted, c.hosts)
 		}
 		for _, s := range c.secrets {
-			if !slices.Contains(u.secrets, s) {
-				t.Errorf("%s: secrets %q lack %q", c.raw, u.secrets, s)
+			if !slices.Contains(u.Secrets, s) {
+				t.Errorf("%s: secrets %q lack %q", c.raw, u.Secrets, s)
 			}
 		}
 	}

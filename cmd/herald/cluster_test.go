@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -11,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/herald-rt/herald/config"
+	"github.com/herald-rt/herald/internal/busurl"
 	"github.com/herald-rt/herald/internal/poll"
 	"github.com/herald-rt/herald/internal/servicetest"
 	"github.com/herald-rt/herald/metrics"
@@ -30,21 +33,21 @@ func TestParseBusURL(t *testing.T) {
 		{"rediss://herald:pw@redis.example:6380", "redis", "rediss://herald:xxxxx@redis.example:6380", []string{"pw"}},
 		{"redis://herald@bus", "redis", "redis://herald@bus", nil},
 	} {
-		u, err := parseBusURL(c.raw)
+		u, err := busurl.Parse(c.raw)
 		if err != nil {
 			t.Errorf("%s: %v", c.raw, err)
 			continue
 		}
-		if u.engine != c.engine || u.redacted != c.redacted {
-			t.Errorf("%s: engine %q, redacted %q; want %q, %q", c.raw, u.engine, u.redacted, c.engine, c.redacted)
+		if u.Engine != c.engine || u.Redacted != c.redacted {
+			t.Errorf("%s: engine %q, redacted %q; want %q, %q", c.raw, u.Engine, u.Redacted, c.engine, c.redacted)
 		}
 		for _, s := range c.secrets {
-			if !slices.Contains(u.secrets, s) {
-				t.Errorf("%s: secrets %q lack %q", c.raw, u.secrets, s)
+			if !slices.Contains(u.Secrets, s) {
+				t.Errorf("%s: secrets %q lack %q", c.raw, u.Secrets, s)
 			}
 		}
-		if len(c.secrets) == 0 && len(u.secrets) != 0 {
-			t.Errorf("%s: secrets %q, want none", c.raw, u.secrets)
+		if len(c.secrets) == 0 && len(u.Secrets) != 0 {
+			t.Errorf("%s: secrets %q, want none", c.raw, u.Secrets)
 		}
 	}
 }
@@ -120,7 +123,7 @@ func TestStartClusterLogsNoSecret(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var logs syncBuffer
 			log := slog.New(slog.NewTextHandler(&logs, nil))
-			bus, err := startCluster(ClusterConfig{URL: c.url, NodeID: "n1", Prefix: "herald"}, 0, 0,
+			bus, err := startCluster(config.ClusterConfig{URL: c.url, NodeID: "n1", Prefix: "herald"}, 0, 0,
 				metrics.New("herald_", nil), "herald_", log)
 			if err != nil {
 				t.Fatal(err)
@@ -137,7 +140,7 @@ func TestStartClusterLogsNoSecret(t *testing.T) {
 			if strings.Contains(logs.String(), "s3cret-pw") {
 				t.Fatalf("the log shows the password:\n%s", logs.String())
 			}
-			if attr := bus.logAttr().String(); strings.Contains(attr, "s3cret-pw") || !strings.Contains(attr, "xxxxx") {
+			if attr := fmt.Sprint(bus.startLine(nil)...); strings.Contains(attr, "s3cret-pw") || !strings.Contains(attr, "xxxxx") {
 				t.Errorf("start line attribute %s: want the URL redacted", attr)
 			}
 		})

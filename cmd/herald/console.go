@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/config"
 	"github.com/herald-rt/herald/console"
 	"github.com/herald-rt/herald/session"
 )
@@ -20,7 +21,7 @@ import (
 // console.token is set. It starts last and stops first: its pages would only watch the
 // connections go.
 type consolePages struct {
-	cfg  console.Config // but what the hub, the API port and the bus give once started
+	cfg  console.Config // but what the node, the API port and the bus give once started
 	node *sessionServer
 	api  *apiPort
 	bus  *clusterBus
@@ -31,7 +32,7 @@ type consolePages struct {
 	sessions time.Duration // console.session_lifetime
 }
 
-func newConsolePages(cfg Config, h *sessionServer, api *apiPort, bus *clusterBus, apps *appStore, log *slog.Logger) *consolePages {
+func newConsolePages(cfg config.Config, h *sessionServer, api *apiPort, bus *clusterBus, apps *appStore, log *slog.Logger) *consolePages {
 	var ids []string
 	for _, a := range cfg.Apps {
 		ids = append(ids, a.ID)

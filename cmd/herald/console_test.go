@@ -130,7 +130,7 @@ func tryConsoleCall(n *node, method, path, body string, bearer bool) (int, strin
 
 // TestConsoleServe runs `herald serve` with and without console.token: without, /console is
 // 404 on the metrics listener; with, it is 401 without the token, its stream shows a
-// client's connection, its debug log the client's connection and subscription (the hub's
+// client's connection, its debug log the client's connection and subscription (the node's
 // activity through the console's observer), its event creator publishes as REST does, and
 // SIGTERM with a page open still stops the node cleanly.
 func TestConsoleServe(t *testing.T) {

@@ -2,13 +2,13 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/herald-rt/herald/config"
 	"gopkg.in/yaml.v3"
 )
 
@@ -72,12 +72,9 @@ func dockerfileEnv(t *testing.T) map[string]string {
 
 // knownEnv is every environment variable herald serve reads.
 func knownEnv() map[string]bool {
-	known := map[string]bool{"HERALD_CONFIG": true}
-	for _, s := range settings {
-		known[s.env()] = true
-	}
-	for _, f := range appFields[:appCredentials] {
-		known[f.env()] = true
+	known := map[string]bool{}
+	for _, v := range config.EnvVars() {
+		known[v] = true
 	}
 	return known
 }
@@ -134,7 +131,7 @@ func TestComposeFiles(t *testing.T) {
 				if !composeRequired.MatchString(s.Environment["HERALD_CLUSTER_SECRET"]) {
 					t.Errorf("%s: %s: HERALD_CLUSTER_SECRET %q; want it required from the operator (${HERALD_CLUSTER_SECRET:?...})", file, name, s.Environment["HERALD_CLUSTER_SECRET"])
 				}
-				cfg, err := loadConfig(nil, func(k string) string { return env[k] }, io.Discard)
+				cfg, err := config.Load(nil, func(k string) string { return env[k] }, runtimeChecks())
 				if err != nil {
 					t.Errorf("%s: %s: herald serve refuses its environment: %v", file, name, err)
 					continue

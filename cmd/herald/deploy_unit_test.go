@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/herald-rt/herald/config"
 )
 
 // TestSystemdUnitSecrets: deploy/herald.service keeps secrets out of world-readable files, the
@@ -28,12 +30,10 @@ func TestSystemdUnitSecrets(t *testing.T) {
 			t.Errorf("deploy/herald.service lacks %q", strings.TrimSpace(want))
 		}
 	}
-	known := map[string]bool{fileVar(appSecretField.env()): true}
-	for _, k := range secretKeys {
-		known[fileVar(secretSetting(k).env())] = true
+	known := map[string]bool{}
+	for _, v := range config.SecretFileVars() { // the cluster secret's file has a setting of its own
+		known[v] = true
 	}
-	// The cluster secret has a setting of its own for its file.
-	known[secretSetting("cluster.secret_file").env()] = true
 	vars := regexp.MustCompile(`Environment=(HERALD_[A-Z_]+)=%d/`).FindAllStringSubmatch(unit, -1)
 	if len(vars) != len(known) {
 		t.Errorf("the unit shows %d secret-file variables, herald reads %d", len(vars), len(known))

@@ -8,10 +8,13 @@ import (
 	"strings"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/broker"
+	"github.com/herald-rt/herald/config"
 	"github.com/herald-rt/herald/httpapi"
 	"github.com/herald-rt/herald/ingest"
 	"github.com/herald-rt/herald/ingest/kafka"
 	"github.com/herald-rt/herald/ingest/redis"
+	"github.com/herald-rt/herald/internal/busurl"
 	"github.com/herald-rt/herald/metrics"
 )
 
@@ -19,7 +22,7 @@ import (
 // They start after the server and stop before it: each commits what it handed on, then leaves
 // its group.
 type ingestSources struct {
-	cfg    []IngestConfig
+	cfg    []config.IngestConfig
 	nodeID string // names this node to the brokers (Kafka client id, Redis consumer name)
 	node   *sessionServer
 	apps   herald.AppStore
@@ -30,7 +33,7 @@ type ingestSources struct {
 	list []ingest.Source // set by start
 }
 
-func newIngestSources(cfg Config, nodeID string, node *sessionServer, apps herald.AppStore, reg *metrics.Registry, log *slog.Logger) *ingestSources {
+func newIngestSources(cfg config.Config, nodeID string, node *sessionServer, apps herald.AppStore, reg *metrics.Registry, log *slog.Logger) *ingestSources {
 	return &ingestSources{cfg: cfg.Ingest, nodeID: nodeID, node: node, apps: apps, reg: reg, prefix: cfg.Metrics.Prefix, log: log}
 }
 
@@ -53,14 +56,7 @@ func (s *ingestSources) start() error {
 
 // publisher is where the sources publish: the server, which also tells them when the bus
 // connection was replaced (NATS) so that they hand off again what it may have lost.
-func (s *ingestSources) publisher() ingest.Publisher {
-	if c := s.node.bus.c; c != nil {
-		if rc, ok := c.Broker.(ingest.Reconnector); ok {
-			return reconnecting{s.node.h, rc}
-		}
-	}
-	return s.node.h
-}
+func (s *ingestSources) publisher() ingest.Publisher { return s.node.bus.c.publisher(s.node.h) }
 
 // reconnecting is a Publisher whose bus is an ingest.Reconnector.
 type reconnecting struct {
@@ -76,7 +72,7 @@ func (s *ingestSources) build(pub ingest.Publisher) error {
 		if !ok { // an app store's apps are checked here, not with the configuration
 			return fmt.Errorf("ingest %s: app %q is not in the app store", c.Name, c.App)
 		}
-		t := c.templates()
+		t := compileTemplates(&c)
 		pc := ingest.Config{Name: c.Name, App: app, Format: t.format, Channel: t.channel, Event: t.event, Data: t.data,
 			AllowChannels: c.AllowChannels, Handoff: handoff(c.Name), Logger: s.log}
 		var src ingest.Source
@@ -88,7 +84,7 @@ func (s *ingestSources) build(pub ingest.Publisher) error {
 				Start: c.Kafka.Start, DeadLetter: c.DeadLetter, ClientID: s.nodeID, SessionTimeout: c.Kafka.SessionTimeout.Duration,
 				SASL: kafka.SASL{Mechanism: c.Kafka.SASLMechanism, User: c.Kafka.SASLUser, Password: c.Kafka.SASLPassword}}
 			if c.Kafka.TLS {
-				kc.TLS, err = c.Kafka.tlsFiles().Config("") // validated already
+				kc.TLS, err = broker.TLSFiles{CA: c.Kafka.TLSCAFile, Cert: c.Kafka.TLSCertFile, Key: c.Kafka.TLSKeyFile}.Config("") // validated already
 			}
 			if err == nil {
 				pc.Logger = redactLogger(s.log, []string{c.Kafka.SASLPassword})
@@ -102,14 +98,14 @@ func (s *ingestSources) build(pub ingest.Publisher) error {
 			if len(c.Redis.Subscribe) > 0 {
 				pc.Kind = "redis_pubsub"
 			}
-			u, _ := parseBusURL(c.Redis.URL)
-			pc.Logger = redactLogger(s.log, u.secrets)
+			u, _ := busurl.Parse(c.Redis.URL)
+			pc.Logger = redactLogger(s.log, u.Secrets)
 			var p *ingest.Pipeline
 			if p, err = ingest.New(pc, pub); err == nil {
 				src, err = redis.New(redis.Config{URL: c.Redis.URL, Stream: c.Redis.Stream, Group: c.Redis.Group,
 					Subscribe: c.Redis.Subscribe, Start: c.Redis.Start, Consumer: s.nodeID, ClaimIdle: c.Redis.ClaimIdle.Duration, DeadLetter: c.DeadLetter}, p)
 				if err != nil {
-					err = fmt.Errorf("%s", redact(err.Error(), u.secrets))
+					err = fmt.Errorf("%s", redact(err.Error(), u.Secrets))
 				}
 			}
 		}
@@ -123,15 +119,15 @@ func (s *ingestSources) build(pub ingest.Publisher) error {
 }
 
 // describeSource says where a source reads, for the log; never a URL's password.
-func describeSource(c IngestConfig) string {
+func describeSource(c config.IngestConfig) string {
 	if c.Kafka != nil {
 		return "kafka " + strings.Join(c.Kafka.Brokers, ",") + " topics " + strings.Join(c.Kafka.Topics, ",") + " group " + c.Kafka.Group
 	}
-	u, _ := parseBusURL(c.Redis.URL)
+	u, _ := busurl.Parse(c.Redis.URL)
 	if c.Redis.Stream != "" {
-		return "redis " + u.redacted + " stream " + c.Redis.Stream + " group " + c.Redis.Group
+		return "redis " + u.Redacted + " stream " + c.Redis.Stream + " group " + c.Redis.Group
 	}
-	return "redis " + u.redacted + " subscribe " + strings.Join(c.Redis.Subscribe, ",")
+	return "redis " + u.Redacted + " subscribe " + strings.Join(c.Redis.Subscribe, ",")
 }
 
 func (s *ingestSources) stats() []ingest.Stats {
@@ -165,4 +161,24 @@ func (s *ingestSources) stop(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// compileTemplates compiles a validated source's templates.
+func compileTemplates(s *config.IngestConfig) ingestTemplates {
+	if s.Format == "pusher" {
+		return ingestTemplates{format: ingest.FormatPusher}
+	}
+	t := ingestTemplates{}
+	t.channel, _ = ingest.ParseTemplate(s.Channel)
+	t.event, _ = ingest.ParseTemplate(s.Event)
+	if s.Data != "" {
+		t.data, _ = ingest.ParseTemplate(s.Data)
+	}
+	return t
+}
+
+// ingestTemplates are one source's compiled templates.
+type ingestTemplates struct {
+	format               ingest.Format
+	channel, event, data *ingest.Template
 }

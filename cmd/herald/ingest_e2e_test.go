@@ -135,7 +135,7 @@ ingest:
 		})
 	}
 	if handedOff < 200 {
-		t.Errorf("record → hub latency observed %v times, want one per good record (200)", handedOff)
+		t.Errorf("record → node latency observed %v times, want one per good record (200)", handedOff)
 	}
 
 	// Phase 2: produce without pause; kill node-a mid-stream and start it again.

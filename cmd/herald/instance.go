@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/herald-rt/herald/config"
 	"github.com/herald-rt/herald/metrics"
 )
 
@@ -19,7 +20,7 @@ type instance struct {
 // configure builds every component of a node from cfg (validated): each is allocated and
 // given the components it uses; nothing listens, connects or runs yet. leave is the drain
 // that /health and /ready report.
-func configure(cfg Config, leave *leaving, log *slog.Logger) *instance {
+func configure(cfg config.Config, leave *leaving, log *slog.Logger) *instance {
 	if cfg.Cluster.URL != "" && cfg.Cluster.NodeID == "" {
 		cfg.Cluster.NodeID = newNodeID()
 	}
@@ -36,8 +37,7 @@ func configure(cfg Config, leave *leaving, log *slog.Logger) *instance {
 	srv := newSessionServer(cfg, fd.capacity, store, mem, bus, hooks, reg, log)
 	ingest := newIngestSources(cfg, cmp.Or(cfg.Cluster.NodeID, newNodeID()), srv, apps, reg, log)
 	certs := newTLSCerts(cfg, log)
-	api := newAPIPort(cfg, fd, store, srv, bus, ingest, leave, reg, version, log)
-	api.certs = certs
+	api := newAPIPort(cfg, fd, store, srv, bus, ingest, certs, leave, reg, version, log)
 	con := newConsolePages(cfg, srv, api, bus, store, log)
 	var pages http.Handler // the console's, on the metrics listener
 	if con.on() {
@@ -64,7 +64,7 @@ func configure(cfg Config, leave *leaving, log *slog.Logger) *instance {
 
 // newRegistry is the node's metrics registry, with the build's version. The apps of the
 // configuration are listed from the start; those of an app store from their first call.
-func newRegistry(prefix string, cfg Config, version string) *metrics.Registry {
+func newRegistry(prefix string, cfg config.Config, version string) *metrics.Registry {
 	var ids []string
 	for _, a := range cfg.Apps {
 		ids = append(ids, a.ID)

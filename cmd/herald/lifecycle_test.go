@@ -154,7 +154,7 @@ func TestLifecycleStartFailure(t *testing.T) {
 func TestLifecycleDeadline(t *testing.T) {
 	j := &journal{}
 	fs := fakes(j, "a", "b", "c")
-	fs[2].onStop = func(ctx context.Context) error { // the hub, with clients that never go
+	fs[2].onStop = func(ctx context.Context) error { // the node, with clients that never go
 		<-ctx.Done()
 		return ctx.Err()
 	}
@@ -222,15 +222,15 @@ func TestLifecycleStopIdempotent(t *testing.T) {
 // stop waits for it.
 func TestLifecycleAlongside(t *testing.T) {
 	j := &journal{}
-	fs := fakes(j, "bus", "hub", "api", "console")
-	hubStopped := make(chan struct{})
-	fs[1].onStop = func(context.Context) error { close(hubStopped); return nil }
+	fs := fakes(j, "bus", "session", "api", "console")
+	serverStopped := make(chan struct{})
+	fs[1].onStop = func(context.Context) error { close(serverStopped); return nil }
 	fs[2].onStop = func(ctx context.Context) error { // srv.Shutdown, waiting for a request
 		select {
-		case <-hubStopped:
+		case <-serverStopped:
 			return nil
 		case <-ctx.Done():
-			return errors.New("api: the hub did not stop while the API port was stopping")
+			return errors.New("api: the node did not stop while the API port was stopping")
 		}
 	}
 	l := newLifecycle(time.Second, fs[0], fs[1], alongside{fs[2]}, fs[3])
@@ -243,10 +243,10 @@ func TestLifecycleAlongside(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := j.get()
-	if !slices.Equal(got[:5], []string{"start bus", "start hub", "start api", "start console", "stop console"}) {
+	if !slices.Equal(got[:5], []string{"start bus", "start session", "start api", "start console", "stop console"}) {
 		t.Fatalf("journal %q: want the starts in order, then the console's stop", got)
 	}
-	if i, k := slices.Index(got, "stop hub"), slices.Index(got, "stop bus"); i < 0 || k < i || !slices.Contains(got, "stop api") || len(got) != 8 {
-		t.Fatalf("journal %q: want the hub's stop before the bus's, and the API port's", got)
+	if i, k := slices.Index(got, "stop session"), slices.Index(got, "stop bus"); i < 0 || k < i || !slices.Contains(got, "stop api") || len(got) != 8 {
+		t.Fatalf("journal %q: want the node's stop before the bus's, and the API port's", got)
 	}
 }

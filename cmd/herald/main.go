@@ -2,7 +2,7 @@
 //
 //	herald [serve] [flags]         run a node (the default)
 //	herald check-config [flags]    validate the configuration and exit
-//	herald bench <scenario>        load a Pusher-protocol server and report
+//	herald bench <scenario>        run herald-bench (the load generator, its own command)
 //	herald version                 print the version (also --version)
 //	herald help                    list the commands (also -h)
 //
@@ -13,8 +13,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"strings"
+
+	"github.com/herald-rt/herald/internal/buildinfo"
 )
 
 // version is set at build time with -ldflags "-X main.version=v1.2.3"; left empty,
@@ -27,44 +28,14 @@ const usage = `usage: herald <command> [flags]
 Commands:
   serve          run a node (the default command; "herald serve -h" lists its flags)
   check-config   validate the configuration (file, environment, flags) and exit
-  bench          load a Pusher-protocol server and report latency ("herald bench -h")
+  bench          run herald-bench, the load generator ("herald-bench -h")
   version        print the version (also "herald --version")
   help           print this list (also "herald -h")
 `
 
 // buildVersion is herald's version: the one set at build time, else the main module's
 // version or VCS revision recorded by the go command, else "dev".
-func buildVersion() string {
-	info, _ := debug.ReadBuildInfo()
-	return versionOf(version, info)
-}
-
-// versionOf picks the version from the ldflags value and the build information (nil when
-// the binary has none).
-func versionOf(ldflags string, info *debug.BuildInfo) string {
-	if ldflags != "" {
-		return ldflags
-	}
-	if info == nil {
-		return "dev"
-	}
-	if v := info.Main.Version; v != "" && v != "(devel)" {
-		return v
-	}
-	var rev, dirty string
-	for _, s := range info.Settings {
-		switch {
-		case s.Key == "vcs.revision":
-			rev = s.Value[:min(len(s.Value), 12)]
-		case s.Key == "vcs.modified" && s.Value == "true":
-			dirty = "-dirty"
-		}
-	}
-	if rev == "" {
-		return "dev"
-	}
-	return rev + dirty
-}
+func buildVersion() string { return buildinfo.Version(version) }
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
@@ -81,7 +52,7 @@ func run(args []string, env func(string) string, stdout, stderr io.Writer) int {
 	case "check-config":
 		return serve(args, env, stderr, true)
 	case "bench":
-		return benchCmd(args, stdout, stderr)
+		return benchAlias(args, stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, "herald", buildVersion())
 		return 0

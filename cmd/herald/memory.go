@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/herald-rt/herald/config"
 	"github.com/herald-rt/herald/guard"
 )
 
@@ -17,7 +18,7 @@ type memoryGuard struct {
 	guard *guard.Memory // set by start; nil when off
 }
 
-func newMemoryGuard(c MemoryConfig, log *slog.Logger) *memoryGuard {
+func newMemoryGuard(c config.MemoryConfig, log *slog.Logger) *memoryGuard {
 	return &memoryGuard{on: c.RefuseAbovePercent > 0, log: log, cfg: guard.MemoryConfig{
 		Limit:       uint64(c.LimitBytes),
 		RefuseAbove: float64(c.RefuseAbovePercent) / 100,

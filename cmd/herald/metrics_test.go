@@ -19,13 +19,13 @@ import (
 	"github.com/herald-rt/herald/session"
 )
 
-// These tests check the wiring of the hub to metrics as serve does it (nodeMetrics,
-// observers) against a real hub; what each metric is called and reads is metrics'
+// These tests check the wiring of the node to metrics as serve does it (nodeMetrics,
+// observers) against a real session server; what each metric is called and reads is metrics'
 // TestSourceExposition.
 
-// TestMetricsFromTheHub: the hub's counters, refusals, queues and publish latency, read
+// TestMetricsFromTheServer: the node's counters, refusals, queues and publish latency, read
 // through nodeMetrics at each scrape.
-func TestMetricsFromTheHub(t *testing.T) {
+func TestMetricsFromTheServer(t *testing.T) {
 	app := &herald.App{ID: "a1", Key: "k1", Secret: "s1", Limits: herald.DefaultLimits}
 	reg := metrics.New("herald_", []string{"a1"})
 	h, err := session.New(session.Config{Workers: 2, MaxConnections: 50, PublishLatency: observers(reg.PublishLatency)}, herald.NewStaticApps([]herald.App{*app}), cluster.LocalState(cluster.Config{}), nil)
@@ -35,7 +35,7 @@ func TestMetricsFromTheHub(t *testing.T) {
 	t.Cleanup(func() { _ = h.Shutdown(t.Context()) })
 	reg.Attach("herald_", nodeMetrics{h})
 
-	c, addr := serveHub(t, h, "k1", "prices")
+	c, addr := serveNode(t, h, "k1", "prices")
 	if err := h.Publish("a1", herald.Event{Name: "tick", Channel: "prices", Data: "{}"}); err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestMetricsFromTheHub(t *testing.T) {
 			t.Errorf("%s = %v, %v; want > 0", name, v, ok)
 		}
 	}
-	// nodeMetrics copies each of the hub's counters to the field of the same name.
+	// nodeMetrics copies each of the node's counters to the field of the same name.
 	hm, counters := h.AppMetrics(), nodeMetrics{h}.AppCounters()
 	if len(hm) != len(counters) {
 		t.Fatalf("%d apps' counters from %d apps", len(counters), len(hm))
@@ -86,11 +86,11 @@ func TestMetricsFromTheHub(t *testing.T) {
 		for f := range got.NumField() {
 			name := got.Type().Field(f).Name
 			if w := want.FieldByName(name); !w.IsValid() || !w.Equal(got.Field(f)) {
-				t.Errorf("app %s: %s = %v, the hub's is %v", hm[i].AppID, name, got.Field(f), w)
+				t.Errorf("app %s: %s = %v, the node's is %v", hm[i].AppID, name, got.Field(f), w)
 			}
 		}
 	}
-	// Every reason of the hub's has its series.
+	// Every reason of the node's has its series.
 	for i := range len(h.Refusals()) {
 		if _, ok := sample(t, fams, "herald_refused_connections_total", "reason", session.Refusal(i).String()); !ok {
 			t.Errorf("herald_refused_connections_total{reason=%q} missing", session.Refusal(i).String())
@@ -98,9 +98,9 @@ func TestMetricsFromTheHub(t *testing.T) {
 	}
 }
 
-// TestMetricsCacheFromTheHub: three 10 KB events to cache channels where the app's bound
+// TestMetricsCacheFromTheServer: three 10 KB events to cache channels where the app's bound
 // holds two.
-func TestMetricsCacheFromTheHub(t *testing.T) {
+func TestMetricsCacheFromTheServer(t *testing.T) {
 	const bound = 24 << 10
 	app := &herald.App{ID: "a1", Key: "k1", Secret: "s1", Limits: herald.DefaultLimits}
 	reg := metrics.New("herald_", []string{"a1"})
@@ -127,10 +127,10 @@ func TestMetricsCacheFromTheHub(t *testing.T) {
 	}
 }
 
-// TestMetricsIngestLatencyFromTheHub: herald_ingest_latency_seconds is what the hub observes
+// TestMetricsIngestLatencyFromTheServer: herald_ingest_latency_seconds is what the node observes
 // for an event with an origin, from that origin to its frames queued, by app; an app's series
 // appears with its first such event, and events without an origin add nothing.
-func TestMetricsIngestLatencyFromTheHub(t *testing.T) {
+func TestMetricsIngestLatencyFromTheServer(t *testing.T) {
 	app := &herald.App{ID: "a1", Key: "k1", Secret: "s1", Limits: herald.DefaultLimits}
 	reg := metrics.New("herald_", []string{"a1"})
 	h, err := session.New(session.Config{Workers: 2, OriginLatency: observers(reg.IngestLatency("herald_"))}, herald.NewStaticApps([]herald.App{*app}), cluster.LocalState(cluster.Config{}), nil)
@@ -138,7 +138,7 @@ func TestMetricsIngestLatencyFromTheHub(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = h.Shutdown(t.Context()) })
-	c, _ := serveHub(t, h, "k1", "prices")
+	c, _ := serveNode(t, h, "k1", "prices")
 	latency := func() (count uint64, sum float64, ok bool) {
 		for _, f := range gather(t, reg) {
 			if f.GetName() == "herald_ingest_latency_seconds" {
@@ -172,9 +172,9 @@ func TestMetricsIngestLatencyFromTheHub(t *testing.T) {
 	})
 }
 
-// serveHub serves h's WebSocket endpoint on a free port and returns a client of app key
+// serveNode serves h's WebSocket endpoint on a free port and returns a client of app key
 // subscribed to channel, and the endpoint's address.
-func serveHub(t *testing.T, h *session.Server, key, channel string) (*wstest.Client, string) {
+func serveNode(t *testing.T, h *session.Server, key, channel string) (*wstest.Client, string) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/config"
 	"github.com/herald-rt/herald/httpapi"
 	"github.com/herald-rt/herald/metrics"
 )
@@ -22,7 +23,7 @@ const fdReserve = 100
 // starts the node's components (see configure) and, after the drain, stops them within
 // shutdown_timeout.
 func serve(args []string, env func(string) string, stderr io.Writer, checkOnly bool) int {
-	cfg, err := LoadConfig(args, env)
+	cfg, err := config.Load(args, env, runtimeChecks())
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -124,7 +125,7 @@ func exportPort(reg *metrics.Registry, prefix string, port *httpapi.Port) {
 
 // newLogger builds the logger c configures, writing to w. Durations are written as Go
 // durations ("10s") in both formats; JSON would otherwise write nanoseconds.
-func newLogger(c LogConfig, w io.Writer) *slog.Logger {
+func newLogger(c config.LogConfig, w io.Writer) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(c.Level))
 	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: durationString}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/herald-rt/herald/config"
 	"github.com/herald-rt/herald/httpapi"
 	"github.com/herald-rt/herald/metrics"
 )
@@ -22,8 +23,8 @@ import (
 // port or of these leaves the others answering. The metrics listener also serves the console
 // and the detailed /health.
 type sideListeners struct {
-	metrics MetricsConfig
-	pprof   PprofConfig
+	metrics config.MetricsConfig
+	pprof   config.PprofConfig
 	reg     *metrics.Registry
 	console http.Handler // nil: no console
 	health  http.Handler // the detailed /health; nil: none
@@ -44,7 +45,7 @@ var (
 const sideStopWait = 2 * time.Second
 
 // sideConns is how many descriptors the side listeners' connections may hold.
-func sideConns(cfg Config) int {
+func sideConns(cfg config.Config) int {
 	n := 0
 	if cfg.Metrics.Enabled {
 		n += metricsPort.MaxConns
@@ -57,7 +58,7 @@ func sideConns(cfg Config) int {
 
 // newSideListeners configures the metrics listener (unless disabled), serving reg and, when
 // console is not nil, the console; and the pprof listener (only when configured).
-func newSideListeners(cfg Config, reg *metrics.Registry, console, health http.Handler, log *slog.Logger) *sideListeners {
+func newSideListeners(cfg config.Config, reg *metrics.Registry, console, health http.Handler, log *slog.Logger) *sideListeners {
 	return &sideListeners{metrics: cfg.Metrics, pprof: cfg.Pprof, reg: reg, console: console, health: health, log: log}
 }
 

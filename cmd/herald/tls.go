@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/herald-rt/herald/config"
 	"golang.org/x/crypto/acme"
 	"golang.org/x/crypto/acme/autocert"
 )
@@ -23,7 +24,7 @@ import (
 // established keep the certificate they were made with: a reload only changes what new
 // handshakes get, and drops nobody.
 type tlsCerts struct {
-	cfg   TLSConfig
+	cfg   config.TLSConfig
 	log   *slog.Logger
 	every time.Duration // how often the files are checked for a change
 
@@ -39,11 +40,11 @@ type tlsCerts struct {
 // watchEvery is how often the certificate files are checked: a stat of each, nothing more.
 const watchEvery = time.Second
 
-func newTLSCerts(cfg Config, log *slog.Logger) *tlsCerts {
+func newTLSCerts(cfg config.Config, log *slog.Logger) *tlsCerts {
 	return &tlsCerts{cfg: cfg.TLS, log: log, every: watchEvery, stopc: make(chan struct{}), done: make(chan struct{})}
 }
 
-func (t *tlsCerts) on() bool { return t.cfg.on() }
+func (t *tlsCerts) on() bool { return t.cfg.On() }
 
 // start loads the certificate (or sets ACME up) and starts the watcher.
 func (t *tlsCerts) start() error {
@@ -63,7 +64,7 @@ func (t *tlsCerts) start() error {
 			return err
 		}
 		t.acme = m
-		t.log.Info("tls: certificates from ACME", "domains", t.cfg.ACME.domains(), "directory", m.Client.DirectoryURL,
+		t.log.Info("tls: certificates from ACME", "domains", t.cfg.ACME.DomainList(), "directory", m.Client.DirectoryURL,
 			"cache_dir", t.cfg.ACME.CacheDir)
 	}
 	return nil
@@ -177,7 +178,7 @@ func (t *tlsCerts) newACME() (*autocert.Manager, error) {
 		client.HTTPClient = &http.Client{Transport: tr, Timeout: time.Minute}
 	}
 	return &autocert.Manager{Prompt: autocert.AcceptTOS, Cache: autocert.DirCache(a.CacheDir),
-		HostPolicy: autocert.HostWhitelist(a.domains()...), Email: a.Email, Client: client}, nil
+		HostPolicy: autocert.HostWhitelist(a.DomainList()...), Email: a.Email, Client: client}, nil
 }
 
 // fileStamps tell whether the certificate or key file changed: size and modification time

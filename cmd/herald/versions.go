@@ -8,8 +8,8 @@ import (
 // nodes lists the cluster's nodes with their releases, state stream versions and wire
 // features, this node first (named by its own id), and the features in use: for /health.
 // Nil before the node's State is built.
-func (b *clusterBus) nodes() ([]httpapi.ClusterNode, []string) {
-	r := b.rep.Load()
+func (c *busLink) nodes() ([]httpapi.ClusterNode, []string) {
+	r := c.rep.Load()
 	if r == nil {
 		return nil, nil
 	}
@@ -17,7 +17,7 @@ func (b *clusterBus) nodes() ([]httpapi.ClusterNode, []string) {
 	for _, n := range r.Nodes() {
 		id := n.ID
 		if n.Self {
-			id = b.c.nodeID
+			id = c.nodeID
 		}
 		out = append(out, httpapi.ClusterNode{NodeID: id, Self: n.Self, Release: n.Release, StateVersion: n.StateVersion,
 			Features: n.Features.Names()})
@@ -26,8 +26,8 @@ func (b *clusterBus) nodes() ([]httpapi.ClusterNode, []string) {
 }
 
 // versions is what the metrics export of the cluster's versions and features.
-func (b *clusterBus) versions() metrics.ClusterVersions {
-	r := b.rep.Load()
+func (c *busLink) versions() metrics.ClusterVersions {
+	r := c.rep.Load()
 	if r == nil {
 		return metrics.ClusterVersions{}
 	}

@@ -6,8 +6,10 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/config"
 	"github.com/herald-rt/herald/metrics"
 	"github.com/herald-rt/herald/session"
 	"github.com/herald-rt/herald/webhook"
@@ -22,7 +24,7 @@ import (
 type webhookSender struct {
 	apps   *appStore
 	opts   webhook.Options
-	cfg    WebhooksConfig // for the log
+	cfg    config.WebhooksConfig // for the log
 	reg    *metrics.Registry
 	prefix string // of the metrics
 	log    *slog.Logger
@@ -34,8 +36,8 @@ type webhookSender struct {
 	detached map[string]func() // app id -> detach of its observer, attached to srv; under mu
 }
 
-func newWebhookSender(cfg Config, apps *appStore, reg *metrics.Registry, log *slog.Logger) *webhookSender {
-	return &webhookSender{apps: apps, opts: cfg.webhookOptions(), cfg: cfg.Webhooks, reg: reg, prefix: cfg.Metrics.Prefix, log: log,
+func newWebhookSender(cfg config.Config, apps *appStore, reg *metrics.Registry, log *slog.Logger) *webhookSender {
+	return &webhookSender{apps: apps, opts: webhookOptions(cfg.Webhooks), cfg: cfg.Webhooks, reg: reg, prefix: cfg.Metrics.Prefix, log: log,
 		detached: map[string]func(){}}
 }
 
@@ -133,4 +135,15 @@ func (w *webhookSender) stop(ctx context.Context) error {
 		w.log.Warn("webhooks", "err", err)
 	}
 	return err
+}
+
+// webhookOptions is webhooks.* for webhook.New.
+func webhookOptions(w config.WebhooksConfig) webhook.Options {
+	leave := w.LeaveDelay.Duration
+	if leave == 0 {
+		leave = -1 // configured as none; the package's zero means its default
+	}
+	return webhook.Options{BatchInterval: w.BatchInterval.Duration, MaxBatch: w.MaxBatch, LeaveDelay: leave,
+		Timeout: w.Timeout.Duration, RetryFor: w.RetryFor.Duration, RetryMaxBackoff: w.RetryMaxBackoff.Duration,
+		RetryMinBackoff: min(500*time.Millisecond, w.RetryMaxBackoff.Duration), QueueSize: w.QueueSize}
 }

@@ -73,7 +73,7 @@ func TestStreamClaimsDeadConsumersEntries(t *testing.T) {
 	})
 }
 
-// TestPubSubPatterns: messages on the channels matching the patterns reach the hub, each
+// TestPubSubPatterns: messages on the channels matching the patterns reach the node, each
 // as it was published ({value}) on the channel it came on ({topic}); others are not received.
 func TestPubSubPatterns(t *testing.T) {
 	srv := servicetest.Redis(t)

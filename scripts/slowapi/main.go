@@ -1,11 +1,11 @@
 // Command slowapi stands in front of a Pusher-protocol server and holds every REST publish
 // (POST .../events) for -delay before forwarding it, as a server whose API is slow under load
 // does; everything else (WebSocket upgrades included) passes straight through. It shows what
-// `herald bench` reports when the publisher is throttled (coordinated omission), for the
+// `herald-bench` reports when the publisher is throttled (coordinated omission), for the
 // measurements in docs/benchmarks-archive.md:
 //
 //	go run ./scripts/slowapi -addr 127.0.0.1:6102 -to http://127.0.0.1:6101 -delay 150ms &
-//	herald bench multichannel --ws ws://127.0.0.1:6101 --rest http://127.0.0.1:6102 ...
+//	herald-bench multichannel --ws ws://127.0.0.1:6101 --rest http://127.0.0.1:6102 ...
 package main
 
 import (

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # replay.sh BINARY PORT [herald flags]: starts herald BINARY on 127.0.0.1:PORT (metrics on
-# PORT+1), publishes for 20 s with `BINARY bench publish` (8 publishers, every request signed
+# PORT+1), publishes for 20 s with `BINARY bench publish` (the herald-bench beside BINARY; an older herald's built-in one) (8 publishers, every request signed
 # afresh), and prints the server's RSS, descriptors and goroutines before, at their peak and
 # after. Run it with and without --rest-replay-protection to see what remembering costs.
 bin=$1 port=$2; shift 2; mport=$((port+1))

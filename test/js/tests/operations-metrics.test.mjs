@@ -306,7 +306,7 @@ test('refusals are counted by reason, and refused connections are not counted as
 
 // BUG (reported to the lead): a publish that excludes one connection (a client event's sender,
 // the SDK's socket_id, the joiner of a presence channel's member_added) still counts a frame
-// for the excluded connection: hub/worker.go opPublish adds len(subs) to `sent` although it
+// for the excluded connection: fanout/worker.go opPublish adds len(subs) to `sent` although it
 // skips c.num == m.excl. Unskip once fixed.
 test('herald_ws_messages_sent_total does not count a frame for the connection a publish excludes', async () => {
   const A = A_EXCL;
