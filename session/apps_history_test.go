@@ -1,12 +1,14 @@
 package session_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/cluster"
+	"github.com/herald-rt/herald/internal/poll"
 	"github.com/herald-rt/herald/session"
 )
 
@@ -69,6 +71,12 @@ func TestAppHistoryChangeWhileServing(t *testing.T) {
 	}
 	early.Close()
 	late.Close()
+	// The node closes the channel once it has read both connections' ends: a subscription
+	// before that would find it open, without history.
+	poll.Until(t, patience, "auction-1 to close with its last subscriber", func() (bool, string) {
+		st, occupied := store.h.Channel("app-id", "auction-1")
+		return !occupied, fmt.Sprintf("%d subscriptions", st.SubscriptionCount)
+	})
 
 	// Closed and opened again: the new rule.
 	auction := missed(t, publish("app-id"), addr, "app-key", "auction-1")
