@@ -218,10 +218,19 @@ func (h *History) replicas() int { return max(h.b.cfg.HistoryReplicas, 1) }
 // (offsetID). It is the broker's KeyWindow, at most half the rule's TTL, so that the IDs of a
 // channel's events are forgotten before the channel can have none left and start again at
 // offset 1 (an ID has no epoch), and at least JetStream's least, 100 ms (and at most the TTL).
-// Every server of the stream keeps each ID of the window in memory.
+// A replicated stream keeps them at most maxDupWindow: every event of it has an ID, which
+// every server of the stream keeps in memory for the window, and its publishes race each other
+// in flight the longer the window (seen with nats-server 2.11: TestClusterHistoryRaceR3Newer).
 func (h *History) dupWindow(rule herald.HistoryRule) time.Duration {
-	return min(max(min(h.b.cfg.KeyWindow, rule.TTL/2), 100*time.Millisecond), rule.TTL)
+	w := min(h.b.cfg.KeyWindow, rule.TTL/2)
+	if h.replicas() > 1 {
+		w = min(w, maxDupWindow)
+	}
+	return min(max(w, 100*time.Millisecond), rule.TTL)
 }
+
+// maxDupWindow bounds dupWindow on a replicated stream.
+const maxDupWindow = 30 * time.Second
 
 // sameStream reports whether a stream configured as have is what want asks for (its
 // duplicate window only when want sets one).
