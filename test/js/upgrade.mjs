@@ -230,7 +230,7 @@ export async function rollingUpgrade(engine, t) {
     const after = (await bundles()).sent;
     assert.ok(after - before >= 3, `bundles sent: ${before} before three batches, ${after} after`);
     const names = (await nodes[0].detail()).body.cluster.nodes.map((n) => `${n.node_id}:${n.state_version}:${n.features}`);
-    assert.deepEqual(names, ['node-0:2:bundles', 'node-1:2:bundles', 'node-2:2:bundles'], "node-0's /health lists the nodes");
+    assert.deepEqual(names, ['node-0:2:bundles,keys', 'node-1:2:bundles,keys', 'node-2:2:bundles,keys'], "node-0's /health lists the nodes");
     t.diagnostic(`${engine}: ${round} batches, ${users.length} clients; ${after} bundles sent by the end`);
   } finally {
     cleanupAll();

@@ -293,11 +293,6 @@ test('raw REST: an auth_timestamp 700 s old is refused with 401', async () => {
   assert.equal(get.status, 401, get.text);
 });
 
-test('shutdown: SIGTERM stops the server with exit status 0', async () => {
-  const info = await stopServer(server);
-  assert.equal(info.code, 0);
-});
-
 test('trigger and triggerBatch with an idempotency_key, repeated, deliver each event once', async () => {
   const name = uniq('idem-');
   const a = await RawClient.connect(server);
@@ -318,4 +313,9 @@ test('trigger and triggerBatch with an idempotency_key, repeated, deliver each e
   const err = await sdkError(() => sdk.trigger(name, 'paid', 'x', { idempotency_key: 'has space' }));
   assert.equal(err.status, 400);
   assert.match(err.body, /idempotency_key/);
+});
+
+test('shutdown: SIGTERM stops the server with exit status 0', async () => {
+  const info = await stopServer(server);
+  assert.equal(info.code, 0);
 });
