@@ -42,6 +42,9 @@ type Config struct {
 	FrameTimeout Duration
 	// Workers is the number of fan-out workers; 0 means GOMAXPROCS.
 	Workers int
+	// WriteDelay is the longest a busy node holds the frames of a connection it wrote very
+	// recently, so that a burst leaves in one write; 0: never.
+	WriteDelay Duration
 	// RESTTimestampWindow is how far a REST request's auth_timestamp may be from now.
 	RESTTimestampWindow Duration
 	// HandshakeTimeout bounds reading a connection's HTTP upgrade request and writing the
@@ -232,6 +235,7 @@ func defaultConfig() Config {
 		PongTimeout:          Duration{30 * time.Second},
 		MaxMessageBytes:      64 << 10,
 		OutboundBufferBytes:  1 << 20,
+		WriteDelay:           Duration{2 * time.Millisecond},
 		RESTTimestampWindow:  Duration{600 * time.Second},
 		HandshakeTimeout:     Duration{5 * time.Second},
 		RESTRequestTimeout:   Duration{10 * time.Second},
@@ -321,6 +325,7 @@ var settings = slices.Concat([]setting{
 	{"socket_send_buffer_bytes", "kernel send buffer per connection (SO_SNDBUF); 0 = the kernel's autotuning", func(c *Config) any { return &c.SocketSendBufferBytes }},
 	{"frame_timeout", "longest a client may take from a frame's first byte to its last (close 1008 over it)", func(c *Config) any { return &c.FrameTimeout }},
 	{"workers", "fan-out workers; 0 = GOMAXPROCS", func(c *Config) any { return &c.Workers }},
+	{"write_delay", "longest a busy node holds frames for a connection it wrote very recently, so a burst leaves in one write; 0 = never", func(c *Config) any { return &c.WriteDelay }},
 	{"rest_timestamp_window", "how far a REST request's auth_timestamp may be from now", func(c *Config) any { return &c.RESTTimestampWindow }},
 	{"handshake_timeout", "longest a client may take to send its upgrade request (slow-loris guard)", func(c *Config) any { return &c.HandshakeTimeout }},
 	{"rest_request_timeout", "longest an HTTP request may take to arrive, headers and body, and its response to leave", func(c *Config) any { return &c.RESTRequestTimeout }},

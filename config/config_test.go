@@ -45,6 +45,7 @@ func TestLoadConfigDefaults(t *testing.T) {
 		PongTimeout:          secs(30),
 		MaxMessageBytes:      65536,
 		OutboundBufferBytes:  1048576,
+		WriteDelay:           Duration{2 * time.Millisecond},
 		RESTTimestampWindow:  secs(600),
 		HandshakeTimeout:     secs(5),
 		RESTRequestTimeout:   secs(10),
@@ -92,6 +93,7 @@ outbound_buffer_bytes: 65536
 socket_send_buffer_bytes: 32768
 frame_timeout: 5s
 workers: 4
+write_delay: 3ms
 rest_timestamp_window: 300
 handshake_timeout: 3s
 rest_request_timeout: 4s
@@ -138,6 +140,7 @@ outbound_buffer_bytes = 65536
 socket_send_buffer_bytes = 32768
 frame_timeout = "5s"
 workers = 4
+write_delay = "3ms"
 rest_timestamp_window = 300
 handshake_timeout = "3s"
 rest_request_timeout = "4s"
@@ -214,6 +217,7 @@ var fullWant = Config{
 	PongTimeout:         secs(15),
 	MaxMessageBytes:     32768,
 	OutboundBufferBytes: 65536,
+	WriteDelay:          Duration{3 * time.Millisecond},
 	Workers:             4,
 	RESTTimestampWindow: secs(300),
 	HandshakeTimeout:    secs(3),
@@ -302,7 +306,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 		{"every env var", nil, map[string]string{
 			"HERALD_HOST": "h", "HERALD_PORT": "1", "HERALD_MAX_CONNECTIONS": "2", "HERALD_SHUTDOWN_TIMEOUT": "3",
 			"HERALD_ACTIVITY_TIMEOUT": "4s", "HERALD_PONG_TIMEOUT": "5s", "HERALD_MAX_MESSAGE_BYTES": "6000",
-			"HERALD_OUTBOUND_BUFFER_BYTES": "7000", "HERALD_WORKERS": "8", "HERALD_REST_TIMESTAMP_WINDOW": "9",
+			"HERALD_OUTBOUND_BUFFER_BYTES": "7000", "HERALD_WORKERS": "8", "HERALD_WRITE_DELAY": "1ms", "HERALD_REST_TIMESTAMP_WINDOW": "9",
 			"HERALD_HANDSHAKE_TIMEOUT": "10", "HERALD_CONNECTION_RATE_PER_IP": "11", "HERALD_CONNECTION_BURST_PER_IP": "12",
 			"HERALD_MEMORY_LIMIT_BYTES": "13000", "HERALD_MEMORY_REFUSE_ABOVE_PERCENT": "14", "HERALD_MEMORY_ACCEPT_BELOW_PERCENT": "13",
 			"HERALD_CACHE_MAX_BYTES": "1000000", "HERALD_CACHE_MAX_BYTES_PER_APP": "500000", "HERALD_CACHE_TTL": "19", "HERALD_HISTORY_MAX_BYTES_PER_APP": "700000",
@@ -317,7 +321,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 			"HERALD_CLUSTER_HEARTBEAT": "1", "HERALD_CLUSTER_NODE_TIMEOUT": "3500ms", "HERALD_SHUTDOWN_DRAIN_DELAY": "24", "HERALD_CLUSTER_INSECURE": "true",
 		}, func(c *Config) {
 			*c = Config{Host: "h", Port: 1, MaxConnections: 2, ShutdownTimeout: secs(3), ActivityTimeout: secs(4),
-				PongTimeout: secs(5), MaxMessageBytes: 6000, OutboundBufferBytes: 7000, Workers: 8,
+				PongTimeout: secs(5), MaxMessageBytes: 6000, OutboundBufferBytes: 7000, Workers: 8, WriteDelay: Duration{time.Millisecond},
 				RESTTimestampWindow: secs(9), HandshakeTimeout: secs(10), ConnectionRatePerIP: 11, ConnectionBurstPerIP: 12,
 				RESTRequestTimeout: secs(19), RESTIdleTimeout: secs(20), MaxHTTPConnections: 21, RESTReplayProtection: true,
 				RESTReplayMaxPerApp: 4096, ConnectionIPv6Prefix: 48, Console: ConsoleConfig{SessionLifetime: secs(3600)},
@@ -335,7 +339,7 @@ func TestLoadConfigPrecedence(t *testing.T) {
 		}},
 		{"every flag", []string{"--host", "h", "--port", "1", "--max-connections", "2", "--shutdown-timeout", "3",
 			"--activity-timeout", "4s", "--pong-timeout", "5s", "--max-message-bytes", "6000",
-			"--outbound-buffer-bytes", "7000", "--workers", "8", "--rest-timestamp-window", "9",
+			"--outbound-buffer-bytes", "7000", "--workers", "8", "--write-delay", "0", "--rest-timestamp-window", "9",
 			"--handshake-timeout", "10", "--connection-rate-per-ip", "11", "--connection-burst-per-ip", "12",
 			"--memory-limit-bytes", "13000", "--memory-refuse-above-percent", "14", "--memory-accept-below-percent", "13",
 			"--cache-max-bytes", "1000000", "--cache-max-bytes-per-app", "500000", "--cache-ttl", "19s", "--history-max-bytes-per-app", "700000",
@@ -526,6 +530,7 @@ func TestLoadConfigProblems(t *testing.T) {
 			"apps[0].allowed_origins: "},
 		{"negative max_connections", "", []string{"--max-connections", "-1"}, nil, "max_connections: -1 must not be negative (from flag --max-connections)"},
 		{"negative workers", "", nil, map[string]string{"HERALD_WORKERS": "-2"}, "workers: -2 must not be negative (from env HERALD_WORKERS)"},
+		{"write delay too long", "", nil, map[string]string{"HERALD_WRITE_DELAY": "1s"}, "write_delay: 1s out of range 0..50ms (from env HERALD_WRITE_DELAY)"},
 		{"zero shutdown_timeout", "c.yaml:shutdown_timeout: 0s", nil, nil, "shutdown_timeout: 0s must be positive (from file "},
 		{"negative shutdown_timeout", "", []string{"--shutdown-timeout", "-5s"}, nil, "shutdown_timeout: -5s must be positive (from flag --shutdown-timeout)"},
 		{"bad duration", "", []string{"--shutdown-timeout", "soon"}, nil, `shutdown_timeout: invalid duration "soon"`},

@@ -20,6 +20,9 @@ func (l *loader) validate() {
 	}
 	l.notNegative("max_connections", c.MaxConnections)
 	l.notNegative("workers", c.Workers)
+	if c.WriteDelay.Duration < 0 || c.WriteDelay.Duration > 50*time.Millisecond {
+		l.problem("write_delay", "%v out of range 0..50ms", c.WriteDelay)
+	}
 	l.atLeast("max_message_bytes", c.MaxMessageBytes, 1024)
 	l.atLeast("outbound_buffer_bytes", c.OutboundBufferBytes, 4096)
 	if c.SocketSendBufferBytes != 0 {

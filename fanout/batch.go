@@ -71,13 +71,50 @@ func (b *Batch) Send() {
 }
 
 // publishBatch queues the frames of every publish in l for the worker's subscribers, in
-// order, then recycles l.
+// order, then recycles l. A run of publishes to one channel (what a node drains from the bus
+// at once for it) is one pass over the channel's subscribers, each given the run's frames.
 func (w *worker) publishBatch(l *[]pub) {
-	for _, p := range *l {
-		w.publish(p.ch, p.frame, p.excl)
-		p.track.done()
+	ps := *l
+	for i := 0; i < len(ps); {
+		j := i + 1
+		for j < len(ps) && ps[j].ch == ps[i].ch {
+			j++
+		}
+		if j == i+1 {
+			w.publish(ps[i].ch, ps[i].frame, ps[i].excl)
+		} else {
+			w.publishRun(ps[i:j])
+		}
+		for _, p := range ps[i:j] {
+			p.track.done()
+		}
+		i = j
 	}
-	clear(*l)
-	*l = (*l)[:0]
+	clear(ps)
+	*l = ps[:0]
 	pubLists.Put(l)
+}
+
+// publishRun queues the frames of run, publishes to one channel, for each of its
+// subscribers here in one pass, as publish does for one.
+func (w *worker) publishRun(run []pub) {
+	ch := run[0].ch
+	subs := w.subs[ch]
+	n := 0
+	for _, c := range subs {
+		for _, p := range run {
+			if c.num != p.excl {
+				w.enqueue(c, p.frame)
+				n++
+			}
+		}
+	}
+	if n > 0 {
+		subs[0].m.Sent.Add(int64(n))
+	}
+	if len(w.replays) > 0 {
+		for _, p := range run {
+			w.holdAll(ch, p.frame, p.excl)
+		}
+	}
 }

@@ -137,3 +137,57 @@ func BenchmarkBatch(b *testing.B) {
 		})
 	}
 }
+
+// TestBatchRunsOfOneChannel: consecutive publishes to one channel (what a cluster node
+// drains from its bus at once) reach each subscriber in order, each skipping only the
+// connection it excludes, with the other channels' publishes between runs in their place.
+func TestBatchRunsOfOneChannel(t *testing.T) {
+	e := newEngine(t, fanout.Config{Workers: 2})
+	g := e.NewGroup("app", fanout.Latencies{})
+	a, b := e.NewChannel(), e.NewChannel()
+	var ws [4]*writes
+	var cs [4]*fanout.Conn
+	for i := range ws {
+		ws[i] = &writes{}
+		cs[i] = attach(e, g, ws[i])
+		e.Subscribe(cs[i], &a, nil, nil)
+		if i >= 2 {
+			e.Subscribe(cs[i], &b, nil, nil)
+		}
+	}
+	e.Sync()
+	var before [4]string
+	for i, w := range ws {
+		_, before[i] = w.got()
+	}
+	batch := e.NewBatch()
+	var want [4]string
+	add := func(ch *fanout.Channel, name string, excl int) {
+		var num uint64
+		if excl >= 0 {
+			num = cs[excl].Num()
+		}
+		batch.Add(ch, []byte(name+";"), num, fanout.Measure{})
+		for i := range want {
+			if i != excl && (ch == &a || i >= 2) {
+				want[i] += name + ";"
+			}
+		}
+	}
+	for j, excl := range []int{-1, 0, -1, 2, -1} { // -1: none excluded
+		add(&a, "a"+strconv.Itoa(j), excl)
+	}
+	for j, excl := range []int{-1, -1, 3} {
+		add(&b, "b"+strconv.Itoa(j), excl)
+	}
+	add(&a, "a5", 1)
+	add(&a, "a6", -1)
+	batch.Send()
+	e.Sync()
+	for i, w := range ws {
+		_, got := w.got()
+		if got[len(before[i]):] != want[i] {
+			t.Errorf("connection %d got %q, want %q", i, got[len(before[i]):], want[i])
+		}
+	}
+}

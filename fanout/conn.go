@@ -57,6 +57,7 @@ type Conn struct {
 	sid       string       // socket id "prefix.num"
 	lastSeen  atomic.Int64 // engine clock (ms) of the last frame received
 	closeCode atomic.Int32 // the first close code sent or received; 0: none yet (see ClosedWith)
+	wrote     uint32       // when the worker last wrote to it (stamp); in what closeCode leaves of its word
 }
 
 // ID returns the connection's socket id.

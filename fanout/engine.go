@@ -26,11 +26,18 @@ type Config struct {
 	CloseGrace          time.Duration // how long a close frame may take to leave; default 2s
 	SweepInterval       time.Duration // how often workers check timeouts; default 1s
 	InboxSize           int           // commands queued per worker; default 8192
+	// WriteDelay is the longest a busy worker holds the frames of a connection it wrote
+	// very recently, so that a burst leaves in one write (coalesce.go); default 2ms,
+	// negative: never hold.
+	WriteDelay time.Duration
 
 	Ping     []byte // the frame sent to a silent connection
 	Slow     Close  // how a slow consumer is closed
 	PongLost Close  // how a connection that did not answer Ping is closed
 }
+
+// DefaultWriteDelay is Config.WriteDelay's default.
+const DefaultWriteDelay = 2 * time.Millisecond
 
 // Close is how the engine closes a connection of its own accord: the close code recorded
 // (Conn.CloseCode) and the frames written last (an error and a close frame).
@@ -53,6 +60,12 @@ func (c Config) withDefaults() Config {
 	def(&c.PublishTimeout, time.Second)
 	def(&c.CloseGrace, 2*time.Second)
 	def(&c.SweepInterval, time.Second)
+	switch {
+	case c.WriteDelay == 0:
+		c.WriteDelay = DefaultWriteDelay
+	case c.WriteDelay < 0:
+		c.WriteDelay = 0
+	}
 	if c.OutboundBufferBytes <= 0 {
 		c.OutboundBufferBytes = 1 << 20
 	}

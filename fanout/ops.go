@@ -80,7 +80,7 @@ func (e *Engine) Sync() {
 		}
 	}
 	for _, c := range e.syncs {
-		c.w.inbox <- cmd{op: opSend, c: c, frame: syncFrame}
+		c.w.inbox <- cmd{op: opSync, c: c, frame: syncFrame}
 		<-c.t.(*syncTransport).done
 	}
 }

@@ -7,6 +7,7 @@ type op uint8
 const (
 	opAttach     op = iota // start owning c
 	opSend                 // queue frame for c
+	opSync                 // queue frame for c, and hold nothing: write every held and dirty connection (Sync)
 	opSub                  // add c to ch's subscribers here, then queue frame and extra
 	opSubReplay            // queue frame for c, then replay rep before adding c to ch's subscribers here
 	opUnsub                // remove c from ch's subscribers here
@@ -50,6 +51,15 @@ type worker struct {
 	dirty []*Conn
 	spare []*Conn // the dirty list flushDirty is not using: a flush may dirty a connection again
 	done  chan struct{}
+	// Write coalescing (coalesce.go): the dirty connections whose frames wait, the earliest
+	// time one of them is due and the timer set for it, and the load that sets the delay.
+	held      []*Conn
+	heldSpare []*Conn
+	heldUntil int64
+	holdTimer *time.Timer
+	pace      pace
+	now       int64 // mono when the worker last woke or last began to flush
+	unheld    bool  // the next flush holds nothing (Sync)
 	// replays are the replays in progress here, by channel (replay.go); a channel's entry
 	// goes with its last replay, so a publish looks them up only while there is one.
 	replays map[*Channel][]*replay
@@ -63,6 +73,12 @@ func newWorker(e *Engine, idx int) *worker {
 		slots: make(chan struct{}, e.cfg.InboxSize),
 		subs:  map[*Channel][]*Conn{},
 		done:  make(chan struct{}),
+		holdTimer: func() *time.Timer {
+			t := time.NewTimer(time.Hour)
+			t.Stop()
+			return t
+		}(),
+		pace: pace{max: int64(e.cfg.WriteDelay), from: mono()},
 	}
 }
 
@@ -72,17 +88,32 @@ const maxBatch = 4096
 
 func (w *worker) run(stop <-chan struct{}) {
 	defer close(w.done)
+	defer w.holdTimer.Stop()
 	tick := time.NewTicker(w.e.cfg.SweepInterval)
 	defer tick.Stop()
 	for {
+		var held <-chan time.Time // nil, never ready, while nothing is held
+		if len(w.held) > 0 {
+			held = w.holdTimer.C
+		}
 		select {
 		case c := <-w.inbox:
+			woke := w.wake()
 			w.handle(c)
 			w.take()
 			if !w.flushAll(tick.C, stop) {
 				return
 			}
+			w.pace.awake(woke, mono())
+		case <-held:
+			woke := w.wake()
+			w.release()
+			if !w.flushAll(tick.C, stop) {
+				return
+			}
+			w.pace.awake(woke, mono())
 		case <-tick.C:
+			w.wake()
 			w.sweep(w.e.Now())
 			if !w.flushAll(tick.C, stop) {
 				return
@@ -93,11 +124,18 @@ func (w *worker) run(stop <-chan struct{}) {
 	}
 }
 
+// wake notes the time the worker woke (mono) and returns it.
+func (w *worker) wake() int64 {
+	w.now = mono()
+	return w.now
+}
+
 // flushAll flushes the dirty connections, then goes on while replays whose page was written
 // whole queued their next one, taking the commands that came meanwhile (and the sweep when
 // tick says it is due), until their sockets are full or they end. It reports false when stop
 // closed meanwhile.
 func (w *worker) flushAll(tick <-chan time.Time, stop <-chan struct{}) bool {
+	w.now = mono() // what the worker handled since it woke may have taken a while
 	w.flushDirty()
 	for len(w.dirty) > 0 {
 		select {
@@ -138,6 +176,10 @@ func (w *worker) handle(m cmd) {
 	case opSend:
 		w.enqueue(m.c, m.frame)
 		m.c.m.Sent.Add(1)
+	case opSync:
+		w.release()
+		w.unheld = true // and the connections dirty now are written in this flush
+		w.enqueue(m.c, m.frame)
 	case opSub:
 		w.subs[m.ch] = append(w.subs[m.ch], m.c)
 		w.enqueue(m.c, m.frame)
@@ -305,9 +347,16 @@ func (w *worker) close(c *Conn, frame []byte) {
 func (w *worker) flushDirty() {
 	list := w.dirty
 	w.dirty = w.spare[:0] // a replay's next page dirties its connection again (feed)
+	hold := !w.unheld
+	w.unheld = false
 	for _, c := range list {
-		c.dirty = false
-		if !c.blocked {
+		switch {
+		case c.blocked:
+			c.dirty = false
+		case hold && w.holds(c, w.now):
+			w.holdBack(c, w.now) // stays dirty
+		default:
+			c.dirty = false
 			w.flush(c)
 		}
 	}
@@ -322,6 +371,7 @@ func (w *worker) flush(c *Conn) {
 	}
 	n, blocked, err := c.t.Writev(c.out)
 	if n > 0 {
+		c.wrote = stamp(w.now)
 		c.consume(n)
 		c.m.SentBytes.Add(int64(n))
 		if c.replays {

@@ -21,6 +21,7 @@ import (
 // Config tunes a Server. Zero values mean the defaults noted.
 type Config struct {
 	Workers             int           // fan-out workers (and WebSocket pollers); default GOMAXPROCS
+	WriteDelay          time.Duration // see fanout.Config; 0: its default, negative: never hold
 	ActivityTimeout     time.Duration // advertised; the server pings a client silent this long; default 120s
 	PongTimeout         time.Duration // close 4201 when a ping stays unanswered this long; default 30s
 	OutboundBufferBytes int           // queued bytes per connection before 4100; default 1 MiB
@@ -87,7 +88,7 @@ func (c Config) withDefaults() Config {
 // accord encoded.
 func (c Config) engineConfig() fanout.Config {
 	return fanout.Config{
-		Workers: c.Workers, ActivityTimeout: c.ActivityTimeout, PongTimeout: c.PongTimeout,
+		Workers: c.Workers, WriteDelay: c.WriteDelay, ActivityTimeout: c.ActivityTimeout, PongTimeout: c.PongTimeout,
 		OutboundBufferBytes: c.OutboundBufferBytes, PublishTimeout: c.PublishTimeout, CloseGrace: c.CloseGrace,
 		SweepInterval: c.SweepInterval, InboxSize: c.InboxSize,
 		Ping:     ws.TextFrame(pusher.PingPayload),

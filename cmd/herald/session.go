@@ -41,6 +41,7 @@ func newSessionServer(cfg config.Config, capacity int, apps *appStore, mem *memo
 	}
 	sc := session.Config{
 		Workers:             cfg.Workers,
+		WriteDelay:          cmp.Or(cfg.WriteDelay.Duration, -1), // 0: never hold
 		ActivityTimeout:     cfg.ActivityTimeout.Duration,
 		PongTimeout:         cfg.PongTimeout.Duration,
 		OutboundBufferBytes: cfg.OutboundBufferBytes,
