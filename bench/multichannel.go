@@ -93,8 +93,10 @@ func (c MultichannelConfig) check() error {
 // RoundReport is one round: how long its burst took to publish and to deliver, and its
 // latencies.
 type RoundReport struct {
-	Round     int     `json:"round"`
-	PublishMs float64 `json:"publish_ms"` // the burst's requests, one after the other
+	Round int `json:"round"`
+	// PublishMs is from the round's first publish request to its last answer: the burst's
+	// requests, one after the other, or with several publishers all of theirs.
+	PublishMs float64 `json:"publish_ms"`
 	// StartLagMs is how late the round's first publish began after its scheduled start: a
 	// burst that outlasts --interval delays the next round.
 	StartLagMs float64 `json:"start_lag_ms"`
