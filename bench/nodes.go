@@ -10,7 +10,7 @@ import (
 
 // A target may be a cluster: Target.WS lists the nodes' WebSocket URLs, comma-separated, and
 // connection i of a run (its index over the whole run, also across child processes) goes to
-// node i mod N. Publishes all go to Target.REST, one node. Target.ServerPIDs names the
+// node i mod N. Publishes all go to Target.REST, one node, but with multichannel's Spread. Target.ServerPIDs names the
 // server's processes, one per node or one for the whole server.
 
 // splitList splits a comma-separated flag value into its elements, trimmed of spaces. An empty

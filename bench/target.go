@@ -19,8 +19,8 @@ type Target struct {
 	// commas: connection i of a run (counted over the whole run, child processes included)
 	// goes to node i mod N. Default ws://127.0.0.1:6001.
 	WS string
-	// REST is the REST base URL of the one node every publish goes to; default
-	// http://127.0.0.1:6001.
+	// REST is the REST base URL of the one node every publish goes to (but multichannel's
+	// Spread, which posts to every node); default http://127.0.0.1:6001.
 	REST string
 	// Publish, when set, sends the scenario's events to a Kafka topic
 	// (kafka://host:port/topic) or a Redis stream or pub/sub channel

@@ -5,7 +5,9 @@
 #   scripts/cluster-bench.sh fanout [nats|redis]        10,000 subscribers: 1 node, then 2 nodes
 #   scripts/cluster-bench.sh big [nats|redis]           3 nodes x 18,000 connections, --procs 3:
 #                                                       fanout, then idle (RSS per connection)
-#   scripts/cluster-bench.sh multichannel [nats|redis]  40 channels x 475: 1 node, then 2 nodes
+#   scripts/cluster-bench.sh multichannel [nats|redis]  40 channels x 475, every publish pattern
+#                                                       (below), each on 1 node then on 2 nodes;
+#                                                       one table at the end
 #   scripts/cluster-bench.sh routing [nats|redis]       bus messages per publish, 3 nodes
 #   scripts/cluster-bench.sh publish [nats|redis] [history]
 #                                                       REST publish throughput: 1 node, then 2;
@@ -27,6 +29,21 @@
 # then one cluster per variant, twice; publish takes history instead (see above):
 #
 #   scripts/cluster-bench.sh fanout nats plain,secret,encrypt
+#
+# multichannel runs herald-bench multichannel's publish patterns (PATTERNS, comma-separated; default
+# all-channels,batch,batch-8,per-channel): all-channels, each event one request naming every
+# channel (the default); batch, each channel's burst one batch_events request (--batch); batch-8,
+# the same with 8 requests in flight, --interval 150ms (--batch --publishers 8); per-channel, one
+# publisher per channel, all at once, each sending its channel's burst one event a request, each
+# after the previous one's answer (--publish-per-channel); and, only when PATTERNS names it,
+# per-channel-spread, the same with channel c's publisher posting to node c mod N
+# (--spread-publishes; every other pattern publishes to the first node). Each runs on 1 node,
+# then on 2 nodes (one cluster per variant), RUNS (1) times; the table at the end gives, per
+# pattern and side, deliveries/s, CPU per delivery (every node's and, on a cluster, the bus
+# server's, over the run's window), the publish requests' P50/P99, the deliveries missing,
+# duplicated and out of order, and each cluster side's ratios to 1 node (deliveries/s, CPU per
+# delivery, publish P50, P99). MC_ARGS go to every pattern after its own flags, e.g.
+# MC_ARGS="--subs 4000 --rounds 2" for a short run.
 #
 # multichannel batch: each channel's burst as one batch_events request (--batch), 1 node then 2,
 # twice (BUNDLES=false: the nodes run with cluster.bundles off; HERALD_SERVER=path: the nodes
@@ -182,7 +199,7 @@ cluster() { # cluster N SCENARIO ARGS...: N fresh nodes on a fresh bus
 	shift
 	node_workers=${NODE_WORKERS:-$(($(nproc) / n > 0 ? $(nproc) / n : 1))}
 	start_bus
-	local ws=() np=() nm=() first=
+	local ws=() np=() nm=() first= p
 	for i in $(seq "$n"); do
 		start_node "node-$i" "$bus_url"
 		ws+=("ws://127.0.0.1:$node_port")
@@ -209,6 +226,82 @@ cluster() { # cluster N SCENARIO ARGS...: N fresh nodes on a fresh bus
 	fi
 	for p in "${np[@]}"; do stop "$p"; done
 	stop "$bus_pid"
+}
+
+# mc_flags PATTERN: the herald-bench multichannel flags of a publish pattern.
+mc_flags() {
+	case $1 in
+	all-channels) echo "" ;;                                      # each event one request naming every channel
+	batch) echo "--batch" ;;                                      # each channel's burst one batch_events request
+	batch-8) echo "--batch --publishers 8 --interval 150ms" ;;    # the same, 8 requests in flight
+	per-channel) echo "--publish-per-channel" ;;                  # one publisher per channel, one event a request
+	per-channel-spread) echo "--publish-per-channel --spread-publishes" ;; # the same, channel c's to node c mod N
+	*)
+		echo "multichannel pattern $1: all-channels, batch, batch-8, per-channel or per-channel-spread" >&2
+		exit 2
+		;;
+	esac
+}
+
+# mc_line FILE: the lines of a multichannel run's output (herald-bench --json between this
+# script's own lines), its JSON report summed up in one line.
+mc_line() {
+	python3 - "$1" <<'PY'
+import json, sys
+text = open(sys.argv[1]).read()
+i = text.find("{")
+rep, end = (json.JSONDecoder().raw_decode(text, i) if i >= 0 else (None, 0))
+for line in (text[:max(i, 0)] + text[end:]).splitlines():
+    if line.strip():
+        print(line)
+if rep is None:
+    print("  no report: the run failed (see above)")
+else:
+    d, u, pl = rep["delivery"], rep.get("server_usage") or {}, rep["publish_latency"]
+    print("  %s: %d of %d delivered, %.0f deliveries/s, %.2f us CPU per delivery, publish P50/P99 %.1f/%.1f ms"
+          % (rep["publish"], d["delivered"], d["expected"], rep["deliveries_per_sec"],
+             u.get("cpu_per_delivery_us", 0), pl["p50_ms"], pl["p99_ms"]))
+PY
+}
+
+# mc_table LIST: the table of the multichannel runs LIST names (pattern, run, side, file;
+# tab-separated): per pattern and run, each side, then each cluster side's ratios to 1 node.
+mc_table() {
+	python3 - "$1" <<'PY'
+import json, sys
+rows = []
+for line in open(sys.argv[1]):
+    pattern, run, side, path = line.rstrip("\n").split("\t")
+    text = open(path).read()
+    i = text.find("{")
+    rep = json.JSONDecoder().raw_decode(text, i)[0] if i >= 0 else None
+    rows.append((pattern, run, side, rep))
+print("== multichannel, every publish pattern: CPU per delivery counts every node and, on a cluster, the bus server")
+hdr = "%-19s %-3s %-16s %13s %12s %10s %10s %16s %19s" % ("pattern", "run", "side", "deliveries/s", "us CPU/del.",
+      "pub P50 ms", "pub P99 ms", "lost/dup/reord.", "delivered")
+print(hdr)
+print("-" * len(hdr))
+def figures(rep):
+    d, u, pl = rep["delivery"], rep.get("server_usage") or {}, rep["publish_latency"]
+    return rep["deliveries_per_sec"], u.get("cpu_per_delivery_us", 0), pl["p50_ms"], pl["p99_ms"], d
+one = {}
+for pattern, run, side, rep in rows:
+    if rep is None:
+        print("%-19s %-3s %-16s %s" % (pattern, run, side, "no report: the run failed"))
+        continue
+    rate, cpu, p50, p99, d = figures(rep)
+    print("%-19s %-3s %-16s %13.0f %12.2f %10.1f %10.1f %16s %19s" % (pattern, run, side, rate, cpu, p50, p99,
+          "%d/%d/%d" % (d["missing"], d["duplicated"], d["out_of_order"]), "%d of %d" % (d["delivered"], d["expected"])))
+    if side == "1 node":
+        one[(pattern, run)] = (rate, cpu, p50, p99)
+        continue
+    base = one.get((pattern, run))
+    if base is None:
+        continue
+    ratio = lambda a, b: "%.2f" % (a / b) if b else "-"
+    print("%-19s %-3s %-16s %13s %12s %10s %10s" % ("", "", side.replace("2 nodes", "2 / 1", 1), ratio(rate, base[0]),
+          ratio(cpu, base[1]), ratio(p50, base[2]), ratio(p99, base[3])))
+PY
 }
 
 case $scenario in
@@ -258,10 +351,29 @@ multichannel)
 		done
 		exit 0
 	fi
-	for run in 1 2; do
-		single multichannel ${MC_ARGS:-}
-		for variant in ${variants//,/ }; do cluster 2 multichannel ${MC_ARGS:-}; done
+	# Every publish pattern of herald-bench multichannel, each on 1 node, then on 2 nodes (one
+	# cluster per variant), RUNS times; one table at the end.
+	patterns=${PATTERNS:-all-channels,batch,batch-8,per-channel}
+	for pattern in ${patterns//,/ }; do mc_flags "$pattern" >/dev/null; done # an unknown pattern fails before any run
+	: >"$tmp/mc-runs"
+	for run in $(seq "${RUNS:-1}"); do
+		for pattern in ${patterns//,/ }; do
+			read -ra flags <<<"$(mc_flags "$pattern")"
+			out=$tmp/mc-$run-$pattern-1
+			single multichannel "${flags[@]}" ${MC_ARGS:-} --json >"$out"
+			mc_line "$out"
+			printf '%s\t%s\t1 node\t%s\n' "$pattern" "$run" "$out" >>"$tmp/mc-runs"
+			for variant in ${variants//,/ }; do
+				out=$tmp/mc-$run-$pattern-2-$variant
+				cluster 2 multichannel "${flags[@]}" ${MC_ARGS:-} --json >"$out"
+				mc_line "$out"
+				side="2 nodes"
+				[ "$variant" = plain ] || side="2 nodes $variant"
+				printf '%s\t%s\t%s\t%s\n' "$pattern" "$run" "$side" "$out" >>"$tmp/mc-runs"
+			done
+		done
 	done
+	mc_table "$tmp/mc-runs"
 	;;
 publish)
 	if [ "$mode" = history ]; then

@@ -59,7 +59,7 @@ func parseBench(scenario string, args []string, stderr io.Writer) (*benchJob, in
 func (j *benchJob) define(fs *flag.FlagSet) {
 	t := &j.target
 	fs.StringVar(&t.WS, "ws", "ws://127.0.0.1:6001", "WebSocket base URL of the server or, comma-separated, of each node of a cluster (`urls`): connection i of the run goes to node i mod N")
-	fs.StringVar(&t.REST, "rest", "http://127.0.0.1:6001", "REST base URL of the node every publish goes to (one URL, also with several --ws nodes)")
+	fs.StringVar(&t.REST, "rest", "http://127.0.0.1:6001", "REST base URL of the node every publish goes to (one URL, also with several --ws nodes; multichannel --spread-publishes posts to every node instead)")
 	fs.StringVar(&t.Publish, "publish", "", "send the events to Kafka (kafka://host:port/topic) or Redis (redis://host:port/db?stream=name or ?channel=name) instead of the REST API, one pusher-format record per event, for a herald ingest source with format: pusher; latency is then produce → client")
 	fs.StringVar(&t.CAFile, "ca-file", "", "PEM roots trusted for wss:// and https:// besides the system's (a server whose certificate a private CA signed)")
 	fs.StringVar(&t.AppID, "app-id", "app-id", "app id")

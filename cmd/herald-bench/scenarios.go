@@ -77,6 +77,8 @@ func multichannelScenario(fs *flag.FlagSet) benchRunner {
 	fs.DurationVar(&cfg.Wait, "wait", 10*time.Second, "after the last publish, how long to wait for every delivery")
 	fs.BoolVar(&cfg.Batch, "batch", false, "publish each channel's burst as one batch_events request (--burst at most 10) instead of one request per event naming every channel")
 	fs.IntVar(&cfg.Publishers, "publishers", 1, "with --batch: requests in flight at once (each channel's bursts from one of them, in order)")
+	fs.BoolVar(&cfg.PerChannel, "publish-per-channel", false, "one publisher per channel (--channels at most 256), all at once: each round, each sends its channel's burst as --burst single-event requests, each after the previous one's answer (excludes --batch and --publishers)")
+	fs.BoolVar(&cfg.Spread, "spread-publishes", false, "with --publish-per-channel and several --ws nodes: channel c's publisher posts to node c mod N (its --ws URL with http for ws, https for wss) instead of --rest")
 	return func(ctx context.Context, t bench.Target) (benchReport, bool, error) {
 		cfg.Target = t
 		rep, err := bench.Multichannel(ctx, cfg)

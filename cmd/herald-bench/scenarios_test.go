@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -213,5 +214,54 @@ func TestBuiltProcs(t *testing.T) {
 	}
 	if !strings.Contains(stdout.String(), "idle: 20 connections over 2 channels") {
 		t.Errorf("the report does not show the 20 connections over 2 channels:\n%s", stdout.String())
+	}
+}
+
+// TestBenchMultichannelPublishFlags: the multichannel publish patterns' flags that exclude each
+// other fail the run before any connection (nothing listens on the target), naming the flags.
+func TestBenchMultichannelPublishFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--publish-per-channel", "--batch"}, "--publish-per-channel and --batch exclude each other"},
+		{[]string{"--publish-per-channel", "--publishers", "4"}, "more than 1 only with --batch (--publish-per-channel runs one publisher per channel)"},
+		{[]string{"--publish-per-channel", "--channels", "300"}, "--publish-per-channel: --channels must be at most 256"},
+		{[]string{"--batch", "--spread-publishes"}, "--spread-publishes needs --publish-per-channel"},
+	} {
+		args := append([]string{"multichannel", "--quiet", "--ws", "ws://127.0.0.1:1", "--rest", "http://127.0.0.1:1"}, c.args...)
+		var stdout, stderr bytes.Buffer
+		if code := benchCmd(args, &stdout, &stderr); code == 0 || !strings.Contains(stderr.String(), "herald-bench multichannel: ") ||
+			!strings.Contains(stderr.String(), c.want) {
+			t.Errorf("%q: exit %d, stderr %q; want a failure saying %q", c.args, code, stderr.String(), c.want)
+		}
+	}
+}
+
+// TestBenchMultichannelPerChannel: herald-bench multichannel --publish-per-channel --json
+// reports the pattern, its publishers and each request's latency, every event delivered.
+func TestBenchMultichannelPerChannel(t *testing.T) {
+	args := append([]string{"multichannel"}, benchServer(t, nil)...)
+	args = append(args, "--publish-per-channel", "--subs", "6", "--channels", "3", "--burst", "2", "--rounds", "2",
+		"--interval", "50ms", "--wait", "30s", "--json")
+	var stdout, stderr bytes.Buffer
+	if code := benchCmd(args, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d; want 0\nstdout:\n%s\nstderr:\n%s", code, stdout.String(), stderr.String())
+	}
+	var rep struct {
+		Publish        string `json:"publish"`
+		Publishers     int    `json:"publishers"`
+		PublishLatency struct {
+			Count int64 `json:"count"`
+		} `json:"publish_latency"`
+		Delivery struct {
+			Delivered int64 `json:"delivered"`
+		} `json:"delivery"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		t.Fatalf("%v: %s", err, stdout.String())
+	}
+	if rep.Publish != "per-channel" || rep.Publishers != 3 || rep.PublishLatency.Count != 12 || rep.Delivery.Delivered != 24 {
+		t.Fatalf("report %+v; want per-channel, 3 publishers, 12 requests, 24 deliveries", rep)
 	}
 }
