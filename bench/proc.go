@@ -44,6 +44,23 @@ func (p proc) cpu() (time.Duration, error) {
 	return time.Duration(ut+st) * time.Second / clockTicks, nil
 }
 
+// writes returns how many write system calls (write, writev and the like) the process has
+// made: syscw in /proc/<pid>/io; -1 when it cannot be read (another user's process).
+func (p proc) writes() int64 {
+	b, err := os.ReadFile(p.dir + "/io")
+	if err != nil {
+		return -1
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "syscw:"); ok {
+			if n, err := strconv.ParseInt(strings.TrimSpace(rest), 10, 64); err == nil {
+				return n
+			}
+		}
+	}
+	return -1
+}
+
 // rss returns the process's resident set size in bytes (VmRSS).
 func (p proc) rss() (int64, error) {
 	b, err := os.ReadFile(p.dir + "/status")
@@ -75,6 +92,11 @@ type Usage struct {
 	// per connection (idle only).
 	RSSPerConnBytes float64 `json:"rss_per_conn_bytes,omitempty"`
 	Procs           int     `json:"procs,omitempty"` // processes measured together (with --procs)
+	// WriteCalls are the server's write system calls over the window (its nodes', not the
+	// bus servers'; 0: not known), and DeliveriesPerWrite the deliveries over them: how many
+	// frames the server gets out per write.
+	WriteCalls         int64   `json:"write_calls,omitempty"`
+	DeliveriesPerWrite float64 `json:"deliveries_per_write,omitempty"`
 	// Nodes are the server's figures per node, with one --server-pid per node; CPUSeconds and
 	// RSSBytes are then their sums.
 	Nodes []NodeUsage `json:"nodes,omitempty"`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sync/atomic"
 	"testing"
@@ -120,5 +121,29 @@ func TestIdleProcs(t *testing.T) {
 	}
 	if rep.Setup.Established != 40 || rep.Lost.Count != 0 || rep.Generator.Procs != 3 || rep.Generator.RSSBytes <= 0 {
 		t.Fatalf("setup %+v, lost %+v, generator %+v", rep.Setup, rep.Lost, rep.Generator)
+	}
+}
+
+// TestProcWrites: a process's write calls are read from /proc and count a write.
+func TestProcWrites(t *testing.T) {
+	before := self().writes()
+	if before < 0 {
+		t.Skip("/proc/self/io cannot be read here")
+	}
+	f, err := os.Create(filepath.Join(t.TempDir(), "w"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for range 3 {
+		if _, err := f.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := self().writes(); after < before+3 {
+		t.Fatalf("write calls %d then %d after 3 writes", before, after)
+	}
+	if n := procOf(1 << 30).writes(); n != -1 {
+		t.Fatalf("a process that does not exist: %d write calls, want -1", n)
 	}
 }

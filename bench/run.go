@@ -74,6 +74,9 @@ func runPublished(ctx context.Context, t Target, spec subSpec, wait time.Duratio
 	if d := float64(r.Tally.Delivery.Delivered); d > 0 {
 		if r.Server != nil {
 			r.Server.CPUPerDeliveryMicros = r.Server.CPUSeconds * 1e6 / d
+			if r.Server.WriteCalls > 0 {
+				r.Server.DeliveriesPerWrite = d / float64(r.Server.WriteCalls)
+			}
 		}
 		r.Generator.CPUPerDeliveryMicros = r.Generator.CPUSeconds * 1e6 / d
 	}

@@ -73,9 +73,10 @@ type BusUsage struct {
 
 // serverWindow measures the server's CPU time between startCPU and stop, process by process.
 type serverWindow struct {
-	s   serverProcs
-	w   []*cpuWindow
-	bus []*cpuWindow
+	s      serverProcs
+	w      []*cpuWindow
+	bus    []*cpuWindow
+	writes []int64 // each process's write calls at the start
 }
 
 // startCPU starts measuring; nil without pids.
@@ -86,6 +87,7 @@ func (s serverProcs) startCPU() *serverWindow {
 	sw := &serverWindow{s: s}
 	for _, p := range s.procs() {
 		sw.w = append(sw.w, startCPU(p))
+		sw.writes = append(sw.writes, p.writes())
 	}
 	for _, pid := range s.bus {
 		sw.bus = append(sw.bus, startCPU(procOf(pid)))
@@ -98,16 +100,23 @@ func (s serverProcs) startCPU() *serverWindow {
 // is not (it is in Bus).
 func (sw *serverWindow) stop() (*Usage, error) {
 	u := &Usage{}
+	known := true
 	for k, w := range sw.w {
 		n, err := w.stop()
 		if err != nil {
 			return nil, err
 		}
+		end := sw.s.procs()[k].writes()
+		known = known && end >= 0 && sw.writes[k] >= 0
+		u.WriteCalls += end - sw.writes[k]
 		u.CPUSeconds += n.CPUSeconds
 		u.RSSBytes += n.RSSBytes
 		if sw.s.perNode() {
 			u.Nodes = append(u.Nodes, NodeUsage{WS: sw.s.nodes[k], PID: sw.s.pids[k], CPUSeconds: n.CPUSeconds, RSSBytes: n.RSSBytes})
 		}
+	}
+	if !known {
+		u.WriteCalls = 0
 	}
 	for k, w := range sw.bus {
 		n, err := w.stop()

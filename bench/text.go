@@ -80,6 +80,9 @@ func writeUsage(b io.Writer, server *Usage, gen Usage) {
 	if u := server; u != nil {
 		fmt.Fprintf(b, "  server CPU   %.2f s from first publish to end of delivery = %.1f us per delivery; RSS %s%s\n",
 			u.CPUSeconds, u.CPUPerDeliveryMicros, mib(u.RSSBytes), u.summedNote())
+		if u.WriteCalls > 0 {
+			fmt.Fprintf(b, "               %d write calls = %.2f deliveries per write\n", u.WriteCalls, u.DeliveriesPerWrite)
+		}
 		writeProcs(b, u)
 	} else {
 		fmt.Fprintf(b, "  server CPU   not measured (no --server-pid)\n")

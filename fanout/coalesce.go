@@ -13,8 +13,8 @@ import "time"
 // delay after that write, and writes them with what comes for the connection meanwhile. A
 // connection not written lately is written at once, so an event's first frame to each
 // subscriber never waits; and an idle worker holds nothing. The delay adapts to the worker's
-// load (pace): none while the worker is busy less than paceIdle of the time, growing towards
-// Config.WriteDelay while it is busier than paceBusy, shrinking in between.
+// load (pace): none while the worker is busy less than paceIdle of the time, growing fast
+// to Config.WriteDelay while it is busier than paceBusy, shrinking slowly in between.
 
 const (
 	paceWindow = 5 * time.Millisecond // the span a worker's load is measured over
@@ -45,7 +45,7 @@ func (p *pace) awake(woke, now int64) {
 	case p.max == 0 || load < paceIdle:
 		p.delay = 0
 	case load > paceBusy:
-		p.delay = min(p.max, max(2*p.delay, int64(paceStep)))
+		p.delay = min(p.max, max(2*p.delay, p.max/4)) // at its bound within 3 windows
 	default:
 		p.delay = max(p.delay-int64(paceStep), 0)
 	}

@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// TestPaceAdapts: a window busy more than paceBusy of the time doubles the delay up to its
-// bound; one between paceIdle and paceBusy shrinks it a step; one busy less than paceIdle
+// TestPaceAdapts: a window busy more than paceBusy of the time doubles the delay (from a
+// quarter of its bound) up to its bound; one between paceIdle and paceBusy shrinks it a step; one busy less than paceIdle
 // (an idle worker) ends it; with no bound there is never a delay.
 func TestPaceAdapts(t *testing.T) {
 	const ms = int64(time.Millisecond)
@@ -18,7 +18,7 @@ func TestPaceAdapts(t *testing.T) {
 		at += int64(paceWindow)
 		p.awake(at-busy, at)
 	}
-	want := []int64{100_000, 200_000, 400_000, 800_000, 1_600_000, 2_000_000, 2_000_000}
+	want := []int64{500_000, 1_000_000, 2_000_000, 2_000_000}
 	for i, w := range want {
 		window(int64(paceWindow)) // awake the whole window
 		if p.delay != w {

@@ -277,8 +277,8 @@ for line in open(sys.argv[1]):
     rep = json.JSONDecoder().raw_decode(text, i)[0] if i >= 0 else None
     rows.append((pattern, run, side, rep))
 print("== multichannel, every publish pattern: CPU per delivery counts every node and, on a cluster, the bus server")
-hdr = "%-19s %-3s %-16s %13s %12s %10s %10s %16s %19s" % ("pattern", "run", "side", "deliveries/s", "us CPU/del.",
-      "pub P50 ms", "pub P99 ms", "lost/dup/reord.", "delivered")
+hdr = "%-19s %-3s %-16s %13s %12s %9s %10s %10s %10s %10s %16s %19s" % ("pattern", "run", "side", "deliveries/s", "us CPU/del.",
+      "del/write", "pub P50 ms", "pub P99 ms", "lat P50 ms", "lat P99 ms", "lost/dup/reord.", "delivered")
 print(hdr)
 print("-" * len(hdr))
 def figures(rep):
@@ -290,8 +290,9 @@ for pattern, run, side, rep in rows:
         print("%-19s %-3s %-16s %s" % (pattern, run, side, "no report: the run failed"))
         continue
     rate, cpu, p50, p99, d = figures(rep)
-    print("%-19s %-3s %-16s %13.0f %12.2f %10.1f %10.1f %16s %19s" % (pattern, run, side, rate, cpu, p50, p99,
-          "%d/%d/%d" % (d["missing"], d["duplicated"], d["out_of_order"]), "%d of %d" % (d["delivered"], d["expected"])))
+    lat, perw = rep["latency"], (rep.get("server_usage") or {}).get("deliveries_per_write", 0)
+    print("%-19s %-3s %-16s %13.0f %12.2f %9.2f %10.1f %10.1f %10.1f %10.1f %16s %19s" % (pattern, run, side, rate, cpu, perw, p50, p99,
+          lat["p50_ms"], lat["p99_ms"], "%d/%d/%d" % (d["missing"], d["duplicated"], d["out_of_order"]), "%d of %d" % (d["delivered"], d["expected"])))
     if side == "1 node":
         one[(pattern, run)] = (rate, cpu, p50, p99)
         continue
@@ -299,8 +300,8 @@ for pattern, run, side, rep in rows:
     if base is None:
         continue
     ratio = lambda a, b: "%.2f" % (a / b) if b else "-"
-    print("%-19s %-3s %-16s %13s %12s %10s %10s" % ("", "", side.replace("2 nodes", "2 / 1", 1), ratio(rate, base[0]),
-          ratio(cpu, base[1]), ratio(p50, base[2]), ratio(p99, base[3])))
+    print("%-19s %-3s %-16s %13s %12s %9s %10s %10s" % ("", "", side.replace("2 nodes", "2 / 1", 1), ratio(rate, base[0]),
+          ratio(cpu, base[1]), "", ratio(p50, base[2]), ratio(p99, base[3])))
 PY
 }
 
