@@ -28,8 +28,8 @@ type appStore struct {
 	store  *appstore.Store    // with one
 	log    *slog.Logger
 
-	srv   atomic.Pointer[session.Server]           // told of every change, once watch attaches it
-	hooks atomic.Pointer[func([]herald.AppChange)] // told of every change (before srv), once follow sets it: the webhooks
+	srv   atomic.Pointer[session.Server]           // told of every change, once it tells the store of it (watch)
+	hooks atomic.Pointer[func([]herald.AppChange)] // told of every change (before srv), once the webhooks follow (follow)
 }
 
 func newAppStore(cfg config.Config, log *slog.Logger) *appStore {
@@ -103,9 +103,9 @@ func (a *appStore) stop(context.Context) error {
 	return nil
 }
 
-// watch attaches the server, once started: from then on it is told of every change, and
-// now of every app as the store has it (a change between the server's start and this
-// would otherwise be missed).
+// watch attaches the server, once started (a serverWatcher): from then on it is told of every
+// change, and now of every app as the store has it (a change between the server's start and
+// this would otherwise be missed).
 func (a *appStore) watch(h *session.Server) {
 	if a.store == nil {
 		return

@@ -20,7 +20,7 @@ import (
 const fdReserve = 100
 
 // serve runs a node until SIGINT or SIGTERM, or only validates the configuration. It
-// starts the node's components (see configure) and, after the drain, stops them within
+// starts the node's components (see startInstance) and, after the drain, stops them within
 // shutdown_timeout.
 func serve(args []string, env func(string) string, stderr io.Writer, checkOnly bool) int {
 	cfg, err := config.Load(args, env, runtimeChecks())
@@ -38,8 +38,8 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 	log := newLogger(cfg.Log, stderr)
 	leave := notifyLeaving()
 	defer leave.stop()
-	n := configure(cfg, leave, log)
-	if n.start() != nil {
+	n, err := startInstance(cfg, leave, log)
+	if err != nil {
 		return 1 // the component logged why; those started before it are stopped
 	}
 	code := 0
