@@ -12,6 +12,7 @@ import (
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/config"
 	"github.com/herald-rt/herald/httpapi"
+	"github.com/herald-rt/herald/internal/runtimechecks"
 	"github.com/herald-rt/herald/metrics"
 )
 
@@ -23,7 +24,7 @@ const fdReserve = 100
 // starts the node's components (see startInstance) and, after the drain, stops them within
 // shutdown_timeout.
 func serve(args []string, env func(string) string, stderr io.Writer, checkOnly bool) int {
-	cfg, err := config.Load(args, env, runtimeChecks())
+	cfg, err := config.Load(args, env, runtimechecks.Checks())
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
