@@ -257,3 +257,132 @@ func packageImports(t *testing.T, dir string) map[string]string {
 	}
 	return imports
 }
+
+// TestCompositionRoot: cmd/herald's components (its types with start and stop methods) are
+// each handed what they use at construction, and only the root builds and starts them. No
+// component's field holds another component (only values, small interfaces and funcs: what
+// a component started before it gave, a method of one), so that none reads what another's
+// start set; and only a component's own methods and constructor (newX of type x) assign its
+// fields, so that none pokes another's after construction.
+func TestCompositionRoot(t *testing.T) {
+	const dir = "cmd/herald"
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("%s: no Go files (%v): run the test from the repository root", dir, err)
+	}
+	fset := token.NewFileSet()
+	var parsed []*ast.File
+	structs := map[string]*ast.StructType{}
+	methods := map[string]map[string]bool{} // type -> its methods' names
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		af, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parsed = append(parsed, af)
+		for _, d := range af.Decls {
+			switch d := d.(type) {
+			case *ast.GenDecl:
+				for _, s := range d.Specs {
+					if ts, ok := s.(*ast.TypeSpec); ok {
+						if st, ok := ts.Type.(*ast.StructType); ok {
+							structs[ts.Name.Name] = st
+						}
+					}
+				}
+			case *ast.FuncDecl:
+				if d.Recv != nil {
+					recv := receiverType(d.Recv.List[0].Type)
+					if methods[recv] == nil {
+						methods[recv] = map[string]bool{}
+					}
+					methods[recv][d.Name.Name] = true
+				}
+			}
+		}
+	}
+	components := map[string]bool{}
+	fieldOf := map[string][]string{} // field name -> the components that have it
+	for name, st := range structs {
+		if !methods[name]["start"] || !methods[name]["stop"] {
+			continue
+		}
+		components[name] = true
+		for _, fl := range st.Fields.List {
+			for _, n := range fl.Names {
+				fieldOf[n.Name] = append(fieldOf[n.Name], name)
+			}
+		}
+	}
+	if len(components) < 8 {
+		t.Fatalf("%s: only %d components (types with start and stop): update TestCompositionRoot", dir, len(components))
+	}
+	for name := range components {
+		for _, fl := range structs[name].Fields.List {
+			for _, other := range typeNames(fl.Type) {
+				if components[other] && other != name {
+					t.Errorf("%s: a field of component %s holds component %s: hand it what %s gives (a value, a small interface, a func) at construction",
+						dir, name, other, other)
+				}
+			}
+		}
+	}
+	for _, af := range parsed {
+		for _, d := range af.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Body == nil {
+				continue
+			}
+			recv, recvType := "", ""
+			if fd.Recv != nil && len(fd.Recv.List[0].Names) > 0 {
+				recv, recvType = fd.Recv.List[0].Names[0].Name, receiverType(fd.Recv.List[0].Type)
+			}
+			ast.Inspect(fd.Body, func(n ast.Node) bool {
+				as, ok := n.(*ast.AssignStmt)
+				if !ok {
+					return true
+				}
+				for _, lhs := range as.Lhs {
+					root, field := rootField(lhs)
+					if root == "" {
+						continue
+					}
+					owners := fieldOf[field]
+					if root == recv && slices.Contains(owners, recvType) {
+						continue // a component's own method
+					}
+					ctor := slices.ContainsFunc(owners, func(c string) bool { return strings.EqualFold(fd.Name.Name, "new"+c) })
+					if len(owners) > 0 && !ctor {
+						t.Errorf("%s: %s assigns %s.%s, a field of component %s: only its own methods and constructor may",
+							fset.Position(as.Pos()), fd.Name.Name, root, field, strings.Join(owners, " or "))
+					}
+				}
+				return true
+			})
+		}
+	}
+}
+
+// rootField is, for an assignment's left side x.f (or x.f.g...), the variable x and its field f.
+func rootField(e ast.Expr) (root, field string) {
+	for {
+		switch s := e.(type) {
+		case *ast.SelectorExpr:
+			if id, ok := s.X.(*ast.Ident); ok {
+				return id.Name, s.Sel.Name
+			}
+			e = s.X
+		case *ast.IndexExpr:
+			e = s.X
+		case *ast.StarExpr:
+			e = s.X
+		case *ast.ParenExpr:
+			e = s.X
+		default:
+			return "", ""
+		}
+	}
+}
