@@ -92,10 +92,6 @@ var streamParts = map[string][]string{
 
 func TestStreamParts(t *testing.T) {
 	const dir = "cluster"
-	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("%s: no Go files (%v): run the test from the repository root", dir, err)
-	}
 	guarded := map[string]bool{"Replicated": true, "node": true, "Local": true}
 	for part := range streamParts {
 		guarded[part] = true
@@ -107,14 +103,8 @@ func TestStreamParts(t *testing.T) {
 	}
 	uses := map[string][]use{} // part -> the type expressions of its fields and methods
 	fset := token.NewFileSet()
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		af, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, af := range parseDir(t, fset, dir) {
+		f := fset.File(af.Package).Name()
 		for _, d := range af.Decls {
 			switch d := d.(type) {
 			case *ast.GenDecl:
@@ -167,6 +157,27 @@ func TestStreamParts(t *testing.T) {
 			}
 		}
 	}
+}
+
+// parseDir parses dir's Go files but its tests into fset, in the order of their names.
+func parseDir(t *testing.T, fset *token.FileSet, dir string) []*ast.File {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("%s: no Go files (%v): run the test from the repository root", dir, err)
+	}
+	var parsed []*ast.File
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		af, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parsed = append(parsed, af)
+	}
+	return parsed
 }
 
 // receiverType is the name of a method's receiver type.
@@ -266,23 +277,11 @@ func packageImports(t *testing.T, dir string) map[string]string {
 // fields, so that none pokes another's after construction.
 func TestCompositionRoot(t *testing.T) {
 	const dir = "cmd/herald"
-	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("%s: no Go files (%v): run the test from the repository root", dir, err)
-	}
 	fset := token.NewFileSet()
-	var parsed []*ast.File
+	parsed := parseDir(t, fset, dir)
 	structs := map[string]*ast.StructType{}
 	methods := map[string]map[string]bool{} // type -> its methods' names
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		af, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
-		}
-		parsed = append(parsed, af)
+	for _, af := range parsed {
 		for _, d := range af.Decls {
 			switch d := d.(type) {
 			case *ast.GenDecl:

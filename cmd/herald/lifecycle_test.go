@@ -83,6 +83,21 @@ func components(fs ...*fake) []component {
 	return out
 }
 
+// wantStopsOnce checks that the started fakes stopped once and the others never.
+func wantStopsOnce(t *testing.T, started, others []*fake) {
+	t.Helper()
+	for _, f := range started {
+		if n, _ := f.stopped(); n != 1 {
+			t.Errorf("%s stopped %d times, want once", f.name, n)
+		}
+	}
+	for _, f := range others {
+		if n, _ := f.stopped(); n != 0 {
+			t.Errorf("%s stopped %d times, but never started", f.name, n)
+		}
+	}
+}
+
 func wantJournal(t *testing.T, j *journal, want ...string) {
 	t.Helper()
 	if got := j.get(); !slices.Equal(got, want) {
@@ -137,15 +152,7 @@ func TestLifecycleStartFailure(t *testing.T) {
 	if err := l.stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	for i, f := range fs {
-		want := 0
-		if i < 2 {
-			want = 1
-		}
-		if n, _ := f.stopped(); n != want {
-			t.Errorf("%s stopped %d times, want %d", f.name, n, want)
-		}
-	}
+	wantStopsOnce(t, fs[:2], fs[2:])
 }
 
 // TestLifecycleDeadline: the deadline is the whole stop's. A component that uses it up
@@ -282,13 +289,5 @@ func TestLifecycleStartInSteps(t *testing.T) {
 	if err := l.stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	for i, f := range fs {
-		want := 0
-		if i < 3 {
-			want = 1
-		}
-		if n, _ := f.stopped(); n != want {
-			t.Errorf("%s stopped %d times, want %d", f.name, n, want)
-		}
-	}
+	wantStopsOnce(t, fs[:3], fs[3:])
 }
