@@ -28,8 +28,8 @@ type appStore struct {
 	store  *appstore.Store    // with one
 	log    *slog.Logger
 
-	srv   atomic.Pointer[session.Server]           // told of every change, once it tells the store of it (watch)
-	hooks atomic.Pointer[func([]herald.AppChange)] // told of every change (before srv), once the webhooks follow (follow)
+	srv   atomic.Pointer[session.Server]           // told of every change, once watch attaches it
+	hooks atomic.Pointer[func([]herald.AppChange)] // told of every change (before srv), once follow sets it: the webhooks
 }
 
 func newAppStore(cfg config.Config, log *slog.Logger) *appStore {

@@ -29,7 +29,7 @@ type consolePages struct {
 
 // newConsolePages configures the console of node's apps (of apps, which admin writes; they
 // change when they come from an app store), publishing through publish (the REST API's) and
-// sharing its figures on bus. Once started it serves at pages; nil when the console is off.
+// sharing its figures on bus. Once started it serves at pages (nil when the console is off).
 func newConsolePages(cfg config.Config, node *session.Server, publish func(http.ResponseWriter, *http.Request, string), bus link,
 	apps herald.AppStore, admin console.AppAdmin, pages *lateHandler, log *slog.Logger) *consolePages {
 	var ids []string
