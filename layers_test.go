@@ -31,6 +31,11 @@ var layerImports = map[string][]string{
 
 const module = "github.com/herald-rt/herald"
 
+// runtimeInternal are the internal/ packages that no layer may import all the same: they link
+// the runtime packages (internal/runtimechecks: config's tests load with it, cmd/herald hands
+// it to config.Load).
+var runtimeInternal = []string{"internal/runtimechecks"}
+
 func TestLayers(t *testing.T) {
 	for dir, allowed := range layerImports {
 		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
@@ -52,7 +57,7 @@ func TestLayers(t *testing.T) {
 			for _, imp := range ast.Imports {
 				path := strings.Trim(imp.Path.Value, `"`)
 				rel, ok := strings.CutPrefix(path, module+"/")
-				if !ok || strings.HasPrefix(rel, "internal/") {
+				if !ok || strings.HasPrefix(rel, "internal/") && !slices.Contains(runtimeInternal, rel) {
 					continue // the standard library, a dependency, the root, or internal/
 				}
 				ok = false
@@ -87,10 +92,6 @@ var streamParts = map[string][]string{
 
 func TestStreamParts(t *testing.T) {
 	const dir = "cluster"
-	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("%s: no Go files (%v): run the test from the repository root", dir, err)
-	}
 	guarded := map[string]bool{"Replicated": true, "node": true, "Local": true}
 	for part := range streamParts {
 		guarded[part] = true
@@ -102,14 +103,8 @@ func TestStreamParts(t *testing.T) {
 	}
 	uses := map[string][]use{} // part -> the type expressions of its fields and methods
 	fset := token.NewFileSet()
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		af, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, af := range parseDir(t, fset, dir) {
+		f := fset.File(af.Package).Name()
 		for _, d := range af.Decls {
 			switch d := d.(type) {
 			case *ast.GenDecl:
@@ -162,6 +157,27 @@ func TestStreamParts(t *testing.T) {
 			}
 		}
 	}
+}
+
+// parseDir parses dir's Go files but its tests into fset, in the order of their names.
+func parseDir(t *testing.T, fset *token.FileSet, dir string) []*ast.File {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("%s: no Go files (%v): run the test from the repository root", dir, err)
+	}
+	var parsed []*ast.File
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		af, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parsed = append(parsed, af)
+	}
+	return parsed
 }
 
 // receiverType is the name of a method's receiver type.
@@ -251,4 +267,121 @@ func packageImports(t *testing.T, dir string) map[string]string {
 		}
 	}
 	return imports
+}
+
+// TestCompositionRoot: cmd/herald's components (its types with start and stop methods) are
+// each handed what they use at construction, and only the root builds and starts them. No
+// component's field holds another component (only values, small interfaces and funcs: what
+// a component started before it gave, a method of one), so that none reads what another's
+// start set; and only a component's own methods and constructor (newX of type x) assign its
+// fields, so that none pokes another's after construction.
+func TestCompositionRoot(t *testing.T) {
+	const dir = "cmd/herald"
+	fset := token.NewFileSet()
+	parsed := parseDir(t, fset, dir)
+	structs := map[string]*ast.StructType{}
+	methods := map[string]map[string]bool{} // type -> its methods' names
+	for _, af := range parsed {
+		for _, d := range af.Decls {
+			switch d := d.(type) {
+			case *ast.GenDecl:
+				for _, s := range d.Specs {
+					if ts, ok := s.(*ast.TypeSpec); ok {
+						if st, ok := ts.Type.(*ast.StructType); ok {
+							structs[ts.Name.Name] = st
+						}
+					}
+				}
+			case *ast.FuncDecl:
+				if d.Recv != nil {
+					recv := receiverType(d.Recv.List[0].Type)
+					if methods[recv] == nil {
+						methods[recv] = map[string]bool{}
+					}
+					methods[recv][d.Name.Name] = true
+				}
+			}
+		}
+	}
+	components := map[string]bool{}
+	fieldOf := map[string][]string{} // field name -> the components that have it
+	for name, st := range structs {
+		if !methods[name]["start"] || !methods[name]["stop"] {
+			continue
+		}
+		components[name] = true
+		for _, fl := range st.Fields.List {
+			for _, n := range fl.Names {
+				fieldOf[n.Name] = append(fieldOf[n.Name], name)
+			}
+		}
+	}
+	if len(components) < 8 {
+		t.Fatalf("%s: only %d components (types with start and stop): update TestCompositionRoot", dir, len(components))
+	}
+	for name := range components {
+		for _, fl := range structs[name].Fields.List {
+			for _, other := range typeNames(fl.Type) {
+				if components[other] && other != name {
+					t.Errorf("%s: a field of component %s holds component %s: hand it what %s gives (a value, a small interface, a func) at construction",
+						dir, name, other, other)
+				}
+			}
+		}
+	}
+	for _, af := range parsed {
+		for _, d := range af.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Body == nil {
+				continue
+			}
+			recv, recvType := "", ""
+			if fd.Recv != nil && len(fd.Recv.List[0].Names) > 0 {
+				recv, recvType = fd.Recv.List[0].Names[0].Name, receiverType(fd.Recv.List[0].Type)
+			}
+			ast.Inspect(fd.Body, func(n ast.Node) bool {
+				as, ok := n.(*ast.AssignStmt)
+				if !ok {
+					return true
+				}
+				for _, lhs := range as.Lhs {
+					root, field := rootField(lhs)
+					if root == "" {
+						continue
+					}
+					owners := fieldOf[field]
+					if root == recv && slices.Contains(owners, recvType) {
+						continue // a component's own method
+					}
+					ctor := slices.ContainsFunc(owners, func(c string) bool { return strings.EqualFold(fd.Name.Name, "new"+c) })
+					if len(owners) > 0 && !ctor {
+						t.Errorf("%s: %s assigns %s.%s, a field of component %s: only its own methods and constructor may",
+							fset.Position(as.Pos()), fd.Name.Name, root, field, strings.Join(owners, " or "))
+					}
+				}
+				return true
+			})
+		}
+	}
+}
+
+// rootField is, for an assignment's left side x.f (or x.f.g...), the variable x and its field f.
+func rootField(e ast.Expr) (root, field string) {
+	for {
+		switch s := e.(type) {
+		case *ast.SelectorExpr:
+			if id, ok := s.X.(*ast.Ident); ok {
+				return id.Name, s.Sel.Name
+			}
+			e = s.X
+		case *ast.IndexExpr:
+			e = s.X
+		case *ast.StarExpr:
+			e = s.X
+		case *ast.ParenExpr:
+			e = s.X
+		default:
+			return "", ""
+		}
+	}
 }

@@ -1,49 +1,14 @@
 package config
 
-import (
-	"github.com/herald-rt/herald/appstore/mysql"
-	"github.com/herald-rt/herald/appstore/postgres"
-	"github.com/herald-rt/herald/broker"
-	"github.com/herald-rt/herald/guard"
-	"github.com/herald-rt/herald/ingest"
-	"github.com/herald-rt/herald/internal/busurl"
-	"github.com/herald-rt/herald/pusher"
-	"github.com/herald-rt/herald/webhook"
-)
+// RuntimeChecks are the runtime packages' checks, as cmd/herald hands them in
+// (internal/runtimechecks). This package's own tests cannot import them, which import this
+// package: the external test package sets them (runtimechecks_test.go) before any test runs.
+var RuntimeChecks Checks
 
-// testChecks are the runtime packages' checks, as cmd/herald hands them in.
+// testChecks are the runtime packages' checks (RuntimeChecks).
 func testChecks() Checks {
-	return Checks{
-		TLSFiles: func(ca, cert, key string) error {
-			_, err := broker.TLSFiles{CA: ca, Cert: cert, Key: key}.Config("")
-			return err
-		},
-		BusPrefix: broker.ValidPrefix,
-		MySQLDSN:  mysql.CheckDSN,
-		TableName: func(pg bool, name string) bool {
-			if pg {
-				return postgres.ValidName(name)
-			}
-			return mysql.ValidName(name)
-		},
-		Origins: func(o []string) error { _, err := guard.ParseOrigins(o); return err },
-		Template: func(v string) (string, bool, error) {
-			t, err := ingest.ParseTemplate(v)
-			if err != nil {
-				return "", false, err
-			}
-			lit, ok := t.Literal()
-			return lit, ok, nil
-		},
-		AllowsChannel: ingest.AllowsChannel,
-		ChannelName:   pusher.ValidateChannelName,
-		EventName:     pusher.ValidateEventName,
-		WebhookURL:    webhook.CheckURL,
-		WebhookEvent:  webhook.CheckEventType,
-		WebhookHeader: webhook.CheckHeader,
-		BusURL: func(raw string) (string, bool, error) {
-			u, err := busurl.Parse(raw)
-			return u.Engine, u.TLS, err
-		},
+	if RuntimeChecks.BusURL == nil {
+		panic("config tests: RuntimeChecks not set (runtimechecks_test.go)")
 	}
+	return RuntimeChecks
 }

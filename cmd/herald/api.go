@@ -3,16 +3,18 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
-	"sync/atomic"
 
+	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/config"
 	"github.com/herald-rt/herald/httpapi"
 	"github.com/herald-rt/herald/metrics"
+	"github.com/herald-rt/herald/session"
 	"github.com/herald-rt/herald/ws"
 )
 
@@ -20,28 +22,34 @@ import (
 // the server takes over. It starts after the server and the ingest sources it reports on, and
 // stops alongside them (see serve).
 type apiPort struct {
-	cfg     config.Config
-	fd      fdShare
-	apps    *appStore
-	node    *sessionServer
-	bus     *clusterBus
-	ingest  *ingestSources
-	certs   *tlsCerts // TLS on the port, when on
-	leave   *leaving
-	reg     *metrics.Registry
-	version string
-	log     *slog.Logger
+	cfg      config.Config
+	fd       fdShare
+	rest     *httpapi.Server // what the port serves
+	node     *session.Server
+	apps     herald.AppStore
+	bus      link        // for the start line
+	tls      *tls.Config // TLS on the port; nil when off
+	detailed *lateHandler
+	reg      *metrics.Registry
+	version  string
+	log      *slog.Logger
 
-	api    *httpapi.Server                // set by start
-	ready  atomic.Pointer[httpapi.Server] // api once started, for the metrics listener's /health
-	srv    *http.Server
-	served chan error // Serve's return
+	srv    *http.Server // the one start started, for stop
+	served chan error   // Serve's return
 }
 
-func newAPIPort(cfg config.Config, fd fdShare, apps *appStore, node *sessionServer, bus *clusterBus, ingest *ingestSources,
-	certs *tlsCerts, leave *leaving, reg *metrics.Registry, version string, log *slog.Logger) *apiPort {
-	return &apiPort{cfg: cfg, fd: fd, apps: apps, node: node, bus: bus, ingest: ingest, certs: certs, leave: leave, reg: reg, version: version, log: log,
+// newAPIPort configures the port serving rest, for node's WebSocket clients, with TLS when
+// tlsConf is not nil; once it listens it sets detailed, the metrics listener's /health.
+func newAPIPort(cfg config.Config, fd fdShare, rest *httpapi.Server, node *session.Server, apps herald.AppStore, bus link, tlsConf *tls.Config,
+	detailed *lateHandler, reg *metrics.Registry, version string, log *slog.Logger) *apiPort {
+	return &apiPort{cfg: cfg, fd: fd, rest: rest, node: node, apps: apps, bus: bus, tls: tlsConf, detailed: detailed, reg: reg, version: version, log: log,
 		served: make(chan error, 1)}
+}
+
+// restConfig is the REST API's configuration.
+func restConfig(cfg config.Config) httpapi.Config {
+	return httpapi.Config{TimestampWindow: cfg.RESTTimestampWindow.Duration, ReplayProtection: cfg.RESTReplayProtection,
+		ReplayMaxPerApp: cfg.RESTReplayMaxPerApp}
 }
 
 // start listens, logs the start line and serves.
@@ -50,9 +58,6 @@ func (p *apiPort) start() error {
 		p.log.Warn("max_http_connections lowered to leave half the descriptors to WebSocket clients",
 			"max_http_connections", p.fd.httpConns, "configured", p.cfg.MaxHTTPConnections, "open_file_limit", p.fd.limit)
 	}
-	p.api = httpapi.New(httpapi.Config{TimestampWindow: p.cfg.RESTTimestampWindow.Duration, ReplayProtection: p.cfg.RESTReplayProtection,
-		ReplayMaxPerApp: p.cfg.RESTReplayMaxPerApp},
-		p.apps.apps(), p.node.h, p.health, p.reg.HTTP, p.log)
 	addr := net.JoinHostPort(p.cfg.Host, strconv.Itoa(p.cfg.Port))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -65,22 +70,22 @@ func (p *apiPort) start() error {
 		HeaderTimeout:  p.cfg.HandshakeTimeout.Duration,
 		RequestTimeout: p.cfg.RESTRequestTimeout.Duration,
 		IdleTimeout:    p.cfg.RESTIdleTimeout.Duration,
-		Spare:          func() int { return p.fd.spare(p.node.h.Connections()) },
+		Spare:          func() int { return p.fd.spare(p.node.Connections()) },
 	}, p.log)
-	p.srv = port.Server(withClientFiles(p.api, p.version))
+	p.srv = port.Server(withClientFiles(p.rest, p.version))
 	exportPort(p.reg, p.cfg.Metrics.Prefix, port)
 	p.warnDevCredentials()
 	p.logStart(port.Addr().String())
 	var serve net.Listener = port
-	if p.certs.on() {
+	if p.tls != nil {
 		// TLS over the port's own accounting: a connection counts from its accept, before
 		// its handshake, and the handshake must finish within the request deadline.
-		serve = ws.NewTLSListener(port, p.certs.config())
+		serve = ws.NewTLSListener(port, p.tls)
 	}
 	go func() { p.served <- p.srv.Serve(serve) }()
 	// Only now does the metrics listener's /health answer: the port listens and the start
 	// line is out, as the public /health would say.
-	p.ready.Store(p.api)
+	p.detailed.set(http.HandlerFunc(p.rest.DetailedHealth))
 	return nil
 }
 
@@ -90,22 +95,6 @@ func (p *apiPort) failed() <-chan error { return p.served }
 // stop closes the listener and waits for the requests in progress within ctx. The server
 // closes the WebSocket connections, which http.Server.Shutdown does not track.
 func (p *apiPort) stop(ctx context.Context) error { return p.srv.Shutdown(ctx) }
-
-// health is what /health (both ports') and /ready report.
-func (p *apiPort) health() httpapi.HealthReport {
-	st := p.node.h.Stats()
-	r := httpapi.HealthReport{Status: "ok", Connections: httpapi.Capacity{Current: st.Connections, Max: st.MaxConnections},
-		Channels: st.Channels, Version: p.version, Cluster: p.bus.health(), Ingest: p.ingest.health(), AppStore: p.apps.health()}
-	switch {
-	case st.Draining || p.leave.draining():
-		r.Status = "draining"
-	case st.Refusing:
-		r.Status = "refusing"
-	case r.Cluster != nil && !r.Cluster.Connected:
-		r.Status = "bus_down"
-	}
-	return r
-}
 
 // warnDevCredentials warns of each app that uses the public built-in credentials.
 func (p *apiPort) warnDevCredentials() {
@@ -123,18 +112,18 @@ func (p *apiPort) warnDevCredentials() {
 // logStart logs the start line: where the node listens, its capacity and apps, its bus.
 func (p *apiPort) logStart(addr string) {
 	scheme := "ws://"
-	if p.certs.on() {
+	if p.tls != nil {
 		scheme = "wss://"
 	}
 	attrs := []any{"addr", addr, "websocket", scheme + addr + "/app/{key}",
 		"max_connections", p.fd.capacity, "max_http_connections", p.fd.httpConns, "open_file_limit", p.fd.limit,
-		"workers", p.node.h.Workers(), "version", p.version, "connection_rate_per_ip", p.ipRate()}
-	if apps := p.apps.apps().Apps(); len(apps) <= 20 {
+		"workers", p.node.Workers(), "version", p.version, "connection_rate_per_ip", p.ipRate()}
+	if apps := p.apps.Apps(); len(apps) <= 20 {
 		attrs = append(attrs, "apps", refsOf(apps))
 	} else {
 		attrs = append(attrs, "apps", len(apps))
 	}
-	attrs = p.bus.c.startLine(attrs)
+	attrs = p.bus.startLine(attrs)
 	p.log.Info("herald listening", attrs...)
 }
 
@@ -144,18 +133,4 @@ func (p *apiPort) ipRate() string {
 		return "off"
 	}
 	return fmt.Sprintf("%d/s, burst %d", p.cfg.ConnectionRatePerIP, cmp.Or(p.cfg.ConnectionBurstPerIP, p.cfg.ConnectionRatePerIP))
-}
-
-// detailedHealth answers the metrics listener's /health: the whole report (the bus and its
-// nodes, the app store, the ingest sources and their errors, the version), of which the
-// public /health gives the status and the counts only. 503 until the port started.
-func (p *apiPort) detailedHealth(w http.ResponseWriter, r *http.Request) {
-	api := p.ready.Load()
-	if api == nil {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusServiceUnavailable)
-		_, _ = w.Write([]byte(`{"status":"starting"}` + "\n"))
-		return
-	}
-	api.DetailedHealth(w, r)
 }

@@ -103,9 +103,9 @@ func (a *appStore) stop(context.Context) error {
 	return nil
 }
 
-// watch attaches the server, once started: from then on it is told of every change, and
-// now of every app as the store has it (a change between the server's start and this
-// would otherwise be missed).
+// watch attaches the server, once started (a serverWatcher): from then on it is told of every
+// change, and now of every app as the store has it (a change between the server's start and
+// this would otherwise be missed).
 func (a *appStore) watch(h *session.Server) {
 	if a.store == nil {
 		return

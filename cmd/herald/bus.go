@@ -20,14 +20,14 @@ import (
 // registered for it (the node's cluster.State, its console): nothing of it passes through
 // here.
 type clusterBus struct {
-	cfg      config.ClusterConfig
-	replicas int // history.replicas
-	state    cluster.Config
-	reg      *metrics.Registry
-	prefix   string // of the metrics
-	log      *slog.Logger
+	cfg       config.ClusterConfig
+	replicas  int           // history.replicas
+	keyWindow time.Duration // publish.idempotency_window
+	reg       *metrics.Registry
+	prefix    string // of the metrics
+	log       *slog.Logger
 
-	c link // alone{} until start connects a *busLink
+	c link // what start connected, for stop; alone{} until then
 }
 
 // link is the node's tie to the other nodes: a *busLink, or alone{} without a bus.
@@ -67,7 +67,13 @@ func (alone) publisher(h *session.Server) ingest.Publisher   { return h }
 func (alone) close(context.Context, *slog.Logger) error      { return nil }
 
 func newClusterBus(cfg config.Config, reg *metrics.Registry, log *slog.Logger) *clusterBus {
-	return &clusterBus{cfg: cfg.Cluster, replicas: cfg.History.Replicas, reg: reg, prefix: cfg.Metrics.Prefix, log: log, c: alone{}, state: cluster.Config{
+	return &clusterBus{cfg: cfg.Cluster, replicas: cfg.History.Replicas, keyWindow: cfg.Publish.IdempotencyWindow.Duration,
+		reg: reg, prefix: cfg.Metrics.Prefix, log: log, c: alone{}}
+}
+
+// clusterState configures the node's cluster.State (link.newState).
+func clusterState(cfg config.Config) cluster.Config {
+	return cluster.Config{
 		CacheMaxBytes:         cfg.Cache.MaxBytes,
 		CacheMaxBytesPerApp:   cfg.Cache.MaxBytesPerApp,
 		CacheTTL:              cfg.Cache.TTL.Duration,
@@ -79,19 +85,20 @@ func newClusterBus(cfg config.Config, reg *metrics.Registry, log *slog.Logger) *
 		NodeTimeout:           cfg.Cluster.NodeTimeout.Duration,
 		Release:               buildVersion(),
 		NoBundles:             !cfg.Cluster.Bundles,
-	}}
+	}
 }
 
 // start connects to the bus. It returns even when the bus is unreachable: the engine keeps
-// trying, and the node serves its own clients meanwhile.
-func (b *clusterBus) start() error {
+// trying, and the node serves its own clients meanwhile. It gives the node's link to the
+// other nodes: alone{} when off.
+func (b *clusterBus) start() (link, error) {
 	if b.cfg.URL == "" {
-		return nil
+		return b.c, nil
 	}
-	c, err := startCluster(b.cfg, b.replicas, b.state.KeyWindow, b.reg, b.prefix, b.log)
+	c, err := startCluster(b.cfg, b.replicas, b.keyWindow, b.reg, b.prefix, b.log)
 	if err != nil {
 		b.log.Error("start cluster bus", "err", err)
-		return err
+		return nil, err
 	}
 	b.c = c
 	b.reg.AttachClusterVersions(b.prefix, c.versions)
@@ -99,28 +106,11 @@ func (b *clusterBus) start() error {
 		b.log.Warn("cluster bus unreachable at start: serving this node's clients, retrying in the background",
 			"engine", c.engine, "url", c.url.Redacted)
 	}
-	return nil
+	return c, nil
 }
-
-// newState is how the node shares its state, once the bus is started: with the other nodes
-// through the bus, or on its own without one.
-func (b *clusterBus) newState() session.NewState { return b.c.newState(b.state, b.log) }
-
-// route registers, for a kind of message the bus brings, who receives it: nil when off.
-func (b *clusterBus) route() func(herald.BusKind, herald.BusHandler) { return b.c.route() }
 
 // stop disconnects from the bus within ctx.
 func (b *clusterBus) stop(ctx context.Context) error { return b.c.close(ctx, b.log) }
-
-// broker is the bus, nil when off.
-func (b *clusterBus) broker() herald.Broker { return b.c.broker() }
-
-// history is where the history channels' events are kept and given their positions, on the
-// bus's server (herald.History): nil when off, where the node keeps its own.
-func (b *clusterBus) history() herald.History { return b.c.store() }
-
-// health is the bus's part of /health: nil when off.
-func (b *clusterBus) health() *httpapi.ClusterHealth { return b.c.health() }
 
 // historyLinger is cluster.Config.HistoryLinger of history.linger: -1 for none.
 func historyLinger(h config.HistoryConfig) time.Duration {

@@ -18,9 +18,9 @@ import (
 // none (it keeps its own).
 func TestClusterBusHistory(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
-	off := newClusterBus(config.Config{}, metrics.New("herald_", nil), log)
-	if err := off.start(); err != nil || off.history() != nil {
-		t.Fatalf("without a bus: start %v, history %v; want no error and no history", err, off.history())
+	off, err := newClusterBus(config.Config{}, metrics.New("herald_", nil), log).start()
+	if err != nil || off.store() != nil {
+		t.Fatalf("without a bus: start %v, history %v; want no error and no history", err, off.store())
 	}
 	for _, engine := range []string{"nats", "redis"} {
 		t.Run(engine, func(t *testing.T) {
@@ -31,14 +31,15 @@ func TestClusterBusHistory(t *testing.T) {
 			var cfg config.Config
 			cfg.Cluster = config.ClusterConfig{URL: srv(t).URL(), NodeID: "n1", Prefix: "herald"}
 			b := newClusterBus(cfg, metrics.New("herald_", nil), log)
-			if err := b.start(); err != nil {
+			c, err := b.start()
+			if err != nil {
 				t.Fatal(err)
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			defer b.stop(ctx)
-			poll.Until(t, 30*time.Second, "the bus to connect", func() (bool, string) { return b.broker().Connected(), "not connected" })
-			h := b.history()
+			poll.Until(t, 30*time.Second, "the bus to connect", func() (bool, string) { return c.broker().Connected(), "not connected" })
+			h := c.store()
 			if h == nil {
 				t.Fatal("no history on a bus")
 			}

@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
-	"sync/atomic"
-	"time"
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/config"
@@ -21,80 +19,70 @@ import (
 // console.token is set. It starts last and stops first: its pages would only watch the
 // connections go.
 type consolePages struct {
-	cfg  console.Config // but what the node, the API port and the bus give once started
-	node *sessionServer
-	api  *apiPort
-	bus  *clusterBus
-	apps *appStore
-	log  *slog.Logger
-	live atomic.Pointer[console.Console] // set by start; the metrics listener reads it
+	cfg   console.Config
+	node  *session.Server
+	pages *lateHandler // where the metrics listener serves the pages, once started
+	log   *slog.Logger
 
-	sessions time.Duration // console.session_lifetime
+	live *console.Console // the one start started, for stop
 }
 
-func newConsolePages(cfg config.Config, h *sessionServer, api *apiPort, bus *clusterBus, apps *appStore, log *slog.Logger) *consolePages {
+// newConsolePages configures the console of node's apps (of apps, which admin writes; they
+// change when they come from an app store), publishing through publish (the REST API's) and
+// sharing its figures on bus. Once started it serves at pages (nil when the console is off).
+func newConsolePages(cfg config.Config, node *session.Server, publish func(http.ResponseWriter, *http.Request, string), bus link,
+	apps herald.AppStore, admin console.AppAdmin, pages *lateHandler, log *slog.Logger) *consolePages {
 	var ids []string
 	for _, a := range cfg.Apps {
 		ids = append(ids, a.ID)
 	}
-	return &consolePages{cfg: console.Config{Token: cfg.Console.Token, Node: cfg.Cluster.NodeID, EventsPerSecond: cfg.Console.EventsPerSecond, Apps: ids},
-		node: h, api: api, bus: bus, apps: apps, log: log, sessions: cfg.Console.SessionLifetime.Duration}
-}
-
-// on reports whether the console is configured.
-func (c *consolePages) on() bool { return c.cfg.Token != "" }
-
-// start starts the console's sampler and attaches it to the server and the bus.
-func (c *consolePages) start() error {
-	if !c.on() {
-		return nil
-	}
-	h := c.node.h
-	cc := c.cfg
-	cc.Source, cc.Publish, cc.Refresh = consoleSource{h}, c.api.api.TrustedEvents, h.RefreshObservers
-	cc.Bus, cc.Route = c.bus.broker(), c.bus.route()
-	cc.Admin = appAdmin{c.apps}
-	if s := c.apps.store; s != nil {
+	cc := console.Config{Token: cfg.Console.Token, Node: cfg.Cluster.NodeID, EventsPerSecond: cfg.Console.EventsPerSecond, Apps: ids,
+		Source: consoleSource{node}, Publish: publish, Refresh: node.RefreshObservers, Bus: bus.broker(), Route: bus.route(), Admin: admin,
+		SessionLifetime: cfg.Console.SessionLifetime.Duration}
+	if cfg.AppStore.On() {
 		// An app store's apps change: the page lists them as they are, and an app's
 		// observer is attached when a page first watches it.
 		cc.Apps = nil
 		cc.AppList = func() []string {
-			apps := s.Apps()
+			apps := apps.Apps()
 			ids := make([]string, len(apps))
 			for i, a := range apps {
 				ids[i] = a.ID
 			}
 			return ids
 		}
-		cc.HasApp = func(id string) bool { _, ok := s.AppByID(id); return ok }
-		cc.Observe = h.Observe
+		cc.HasApp = func(id string) bool { _, ok := apps.AppByID(id); return ok }
+		cc.Observe = node.Observe
 	}
-	cc.SessionLifetime = c.sessions
-	con := console.New(cc, c.log)
-	for _, id := range cc.Apps {
+	return &consolePages{cfg: cc, node: node, pages: pages, log: log}
+}
+
+// consoleStarting answers for the console's pages until it has started.
+func consoleStarting(w http.ResponseWriter, _ *http.Request) {
+	http.Error(w, "the console is starting", http.StatusServiceUnavailable)
+}
+
+// start starts the console's sampler, attaches it to the server and serves its pages.
+func (c *consolePages) start() error {
+	if c.cfg.Token == "" {
+		return nil
+	}
+	con := console.New(c.cfg, c.log)
+	for _, id := range c.cfg.Apps {
 		// Off (Wants 0) until a page watches the app: then one atomic load per report.
-		if _, err := h.Observe(id, con.Observer(id)); err != nil {
+		if _, err := c.node.Observe(id, con.Observer(id)); err != nil {
 			c.log.Error("console: observe", "app_id", id, "err", err)
 		}
 	}
-	c.live.Store(con)
+	c.live = con
+	c.pages.set(con)
 	return nil
 }
 
 // stop stops the sampler and ends every page's stream.
 func (c *consolePages) stop(context.Context) error {
-	c.live.Load().Close()
+	c.live.Close()
 	return nil
-}
-
-// ServeHTTP serves the console's pages, once it has started.
-func (c *consolePages) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	con := c.live.Load()
-	if con == nil {
-		http.Error(w, "the console is starting", http.StatusServiceUnavailable)
-		return
-	}
-	con.ServeHTTP(w, r)
 }
 
 // consoleSource is the server as the console reads it.

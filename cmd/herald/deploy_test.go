@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/herald-rt/herald/config"
+	"github.com/herald-rt/herald/internal/runtimechecks"
 	"gopkg.in/yaml.v3"
 )
 
@@ -131,7 +132,7 @@ func TestComposeFiles(t *testing.T) {
 				if !composeRequired.MatchString(s.Environment["HERALD_CLUSTER_SECRET"]) {
 					t.Errorf("%s: %s: HERALD_CLUSTER_SECRET %q; want it required from the operator (${HERALD_CLUSTER_SECRET:?...})", file, name, s.Environment["HERALD_CLUSTER_SECRET"])
 				}
-				cfg, err := config.Load(nil, func(k string) string { return env[k] }, runtimeChecks())
+				cfg, err := config.Load(nil, func(k string) string { return env[k] }, runtimechecks.Checks())
 				if err != nil {
 					t.Errorf("%s: %s: herald serve refuses its environment: %v", file, name, err)
 					continue

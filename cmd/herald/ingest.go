@@ -23,18 +23,20 @@ import (
 // its group.
 type ingestSources struct {
 	cfg    []config.IngestConfig
-	nodeID string // names this node to the brokers (Kafka client id, Redis consumer name)
-	node   *sessionServer
+	nodeID string           // names this node to the brokers (Kafka client id, Redis consumer name)
+	pub    ingest.Publisher // the started server
 	apps   herald.AppStore
 	reg    *metrics.Registry
 	prefix string // of the metrics
 	log    *slog.Logger
 
-	list []ingest.Source // set by start
+	list []ingest.Source // the ones start started, for stop and health
 }
 
-func newIngestSources(cfg config.Config, nodeID string, node *sessionServer, apps herald.AppStore, reg *metrics.Registry, log *slog.Logger) *ingestSources {
-	return &ingestSources{cfg: cfg.Ingest, nodeID: nodeID, node: node, apps: apps, reg: reg, prefix: cfg.Metrics.Prefix, log: log}
+// newIngestSources configures the sources of the apps of apps, publishing into pub: the
+// started server, as the bus link hands it to them (link.publisher).
+func newIngestSources(cfg config.Config, nodeID string, pub ingest.Publisher, apps herald.AppStore, reg *metrics.Registry, log *slog.Logger) *ingestSources {
+	return &ingestSources{cfg: cfg.Ingest, nodeID: nodeID, pub: pub, apps: apps, reg: reg, prefix: cfg.Metrics.Prefix, log: log}
 }
 
 // start builds the configured sources and starts them.
@@ -42,7 +44,7 @@ func (s *ingestSources) start() error {
 	if len(s.cfg) == 0 {
 		return nil
 	}
-	if err := s.build(s.publisher()); err != nil {
+	if err := s.build(s.pub); err != nil {
 		s.log.Error("start ingest", "err", err)
 		return err
 	}
@@ -53,10 +55,6 @@ func (s *ingestSources) start() error {
 	}
 	return nil
 }
-
-// publisher is where the sources publish: the server, which also tells them when the bus
-// connection was replaced (NATS) so that they hand off again what it may have lost.
-func (s *ingestSources) publisher() ingest.Publisher { return s.node.bus.c.publisher(s.node.h) }
 
 // reconnecting is a Publisher whose bus is an ingest.Reconnector.
 type reconnecting struct {

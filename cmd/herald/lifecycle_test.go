@@ -83,6 +83,21 @@ func components(fs ...*fake) []component {
 	return out
 }
 
+// wantStopsOnce checks that the started fakes stopped once and the others never.
+func wantStopsOnce(t *testing.T, started, others []*fake) {
+	t.Helper()
+	for _, f := range started {
+		if n, _ := f.stopped(); n != 1 {
+			t.Errorf("%s stopped %d times, want once", f.name, n)
+		}
+	}
+	for _, f := range others {
+		if n, _ := f.stopped(); n != 0 {
+			t.Errorf("%s stopped %d times, but never started", f.name, n)
+		}
+	}
+}
+
 func wantJournal(t *testing.T, j *journal, want ...string) {
 	t.Helper()
 	if got := j.get(); !slices.Equal(got, want) {
@@ -95,8 +110,8 @@ func wantJournal(t *testing.T, j *journal, want ...string) {
 func TestLifecycleOrder(t *testing.T) {
 	j := &journal{}
 	fs := fakes(j, "a", "b", "c")
-	l := newLifecycle(time.Second, components(fs...)...)
-	if err := l.start(); err != nil {
+	l := newLifecycle(time.Second)
+	if err := l.start(components(fs...)...); err != nil {
 		t.Fatal(err)
 	}
 	wantJournal(t, j, "start a", "start b", "start c")
@@ -121,9 +136,9 @@ func TestLifecycleStartFailure(t *testing.T) {
 	fs := fakes(j, "a", "b", "c", "d")
 	fs[2].failStart = true
 	const rollback = time.Minute
-	l := newLifecycle(rollback, components(fs...)...)
+	l := newLifecycle(rollback)
 	begun := time.Now()
-	err := l.start()
+	err := l.start(components(fs...)...)
 	if err == nil || err.Error() != "c failed" {
 		t.Fatalf("start: %v, want c's error", err)
 	}
@@ -137,15 +152,7 @@ func TestLifecycleStartFailure(t *testing.T) {
 	if err := l.stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	for i, f := range fs {
-		want := 0
-		if i < 2 {
-			want = 1
-		}
-		if n, _ := f.stopped(); n != want {
-			t.Errorf("%s stopped %d times, want %d", f.name, n, want)
-		}
-	}
+	wantStopsOnce(t, fs[:2], fs[2:])
 }
 
 // TestLifecycleDeadline: the deadline is the whole stop's. A component that uses it up
@@ -159,8 +166,8 @@ func TestLifecycleDeadline(t *testing.T) {
 		return ctx.Err()
 	}
 	fs[1].onStop = func(ctx context.Context) error { return ctx.Err() }
-	l := newLifecycle(time.Second, components(fs...)...)
-	if err := l.start(); err != nil {
+	l := newLifecycle(time.Second)
+	if err := l.start(components(fs...)...); err != nil {
 		t.Fatal(err)
 	}
 	const deadline = 50 * time.Millisecond
@@ -189,8 +196,8 @@ func TestLifecycleStopIdempotent(t *testing.T) {
 	j := &journal{}
 	fs := fakes(j, "a", "b")
 	fs[0].onStop = func(context.Context) error { return errors.New("a: trouble") }
-	l := newLifecycle(time.Second, components(fs...)...)
-	if err := l.start(); err != nil {
+	l := newLifecycle(time.Second)
+	if err := l.start(components(fs...)...); err != nil {
 		t.Fatal(err)
 	}
 	errs := make(chan error, 3)
@@ -233,8 +240,8 @@ func TestLifecycleAlongside(t *testing.T) {
 			return errors.New("api: the node did not stop while the API port was stopping")
 		}
 	}
-	l := newLifecycle(time.Second, fs[0], fs[1], alongside{fs[2]}, fs[3])
-	if err := l.start(); err != nil {
+	l := newLifecycle(time.Second)
+	if err := l.start(fs[0], fs[1], alongside{fs[2]}, fs[3]); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -249,4 +256,38 @@ func TestLifecycleAlongside(t *testing.T) {
 	if i, k := slices.Index(got, "stop session"), slices.Index(got, "stop bus"); i < 0 || k < i || !slices.Contains(got, "stop api") || len(got) != 8 {
 		t.Fatalf("journal %q: want the node's stop before the bus's, and the API port's", got)
 	}
+}
+
+// givingFake is a fake whose start gives its name (a giver).
+type givingFake struct{ *fake }
+
+func (g givingFake) start() (string, error) {
+	if err := g.fake.start(); err != nil {
+		return "", err
+	}
+	return g.name, nil
+}
+
+// TestLifecycleStartInSteps: components start in steps, as the root builds each from what
+// those before it gave (startGiving gives it): a start that fails stops the components of the
+// earlier steps too, in reverse order, and gives nothing.
+func TestLifecycleStartInSteps(t *testing.T) {
+	j := &journal{}
+	fs := fakes(j, "a", "b", "c", "d")
+	fs[3].failStart = true
+	l := newLifecycle(time.Second)
+	if got, err := startGiving(l, givingFake{fs[0]}); err != nil || got != "a" {
+		t.Fatalf("startGiving a: %q, %v; want a's name", got, err)
+	}
+	if err := l.start(fs[1], fs[2]); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := startGiving(l, givingFake{fs[3]}); err == nil || err.Error() != "d failed" || got != "" {
+		t.Fatalf("startGiving d: %q, %v; want d's error and nothing given", got, err)
+	}
+	wantJournal(t, j, "start a", "start b", "start c", "start d", "stop c", "stop b", "stop a")
+	if err := l.stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	wantStopsOnce(t, fs[:3], fs[3:])
 }

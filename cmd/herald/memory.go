@@ -15,7 +15,7 @@ type memoryGuard struct {
 	on  bool
 	log *slog.Logger
 
-	guard *guard.Memory // set by start; nil when off
+	guard *guard.Memory // the one start started, for stop; nil when off
 }
 
 func newMemoryGuard(c config.MemoryConfig, log *slog.Logger) *memoryGuard {
@@ -26,19 +26,20 @@ func newMemoryGuard(c config.MemoryConfig, log *slog.Logger) *memoryGuard {
 	}}
 }
 
-// start detects the memory limit (unless configured) and samples memory until stop.
-func (m *memoryGuard) start() error {
+// start detects the memory limit (unless configured) and samples memory until stop. It gives
+// the guard, for the server; nil when off.
+func (m *memoryGuard) start() (*guard.Memory, error) {
 	if !m.on {
-		return nil
+		return nil, nil
 	}
 	g, err := guard.NewMemory(m.cfg, m.log)
 	if err != nil {
 		m.log.Error("memory guard", "err", err)
-		return err
+		return nil, err
 	}
 	g.Start()
 	m.guard = g
-	return nil
+	return g, nil
 }
 
 func (m *memoryGuard) stop(context.Context) error {

@@ -12,6 +12,7 @@ import (
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/config"
 	"github.com/herald-rt/herald/httpapi"
+	"github.com/herald-rt/herald/internal/runtimechecks"
 	"github.com/herald-rt/herald/metrics"
 )
 
@@ -20,10 +21,10 @@ import (
 const fdReserve = 100
 
 // serve runs a node until SIGINT or SIGTERM, or only validates the configuration. It
-// starts the node's components (see configure) and, after the drain, stops them within
+// starts the node's components (see startInstance) and, after the drain, stops them within
 // shutdown_timeout.
 func serve(args []string, env func(string) string, stderr io.Writer, checkOnly bool) int {
-	cfg, err := config.Load(args, env, runtimeChecks())
+	cfg, err := config.Load(args, env, runtimechecks.Checks())
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -38,8 +39,8 @@ func serve(args []string, env func(string) string, stderr io.Writer, checkOnly b
 	log := newLogger(cfg.Log, stderr)
 	leave := notifyLeaving()
 	defer leave.stop()
-	n := configure(cfg, leave, log)
-	if n.start() != nil {
+	n, err := startInstance(cfg, leave, log)
+	if err != nil {
 		return 1 // the component logged why; those started before it are stopped
 	}
 	code := 0

@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/config"
 	"github.com/herald-rt/herald/guard"
 	"github.com/herald-rt/herald/metrics"
@@ -16,21 +17,29 @@ import (
 // the bus and the webhook sender, which it uses, so that they outlive it; its stop closes
 // every connection with 4200.
 type sessionServer struct {
-	cfg      session.Config // but Memory, which the memory guard has once started
-	apps     *appStore
-	mem      *memoryGuard
-	bus      *clusterBus
-	webhooks *webhookSender
+	cfg      session.Config
+	apps     herald.AppStore
+	state    session.NewState
+	watchers []serverWatcher
 	reg      *metrics.Registry
 	prefix   string // of the metrics
 	log      *slog.Logger
 
-	h *session.Server // set by start
+	h *session.Server // the one start started, for stop
 }
 
-// newSessionServer configures the server for at most capacity WebSocket connections.
-func newSessionServer(cfg config.Config, capacity int, apps *appStore, mem *memoryGuard, bus *clusterBus, webhooks *webhookSender,
-	reg *metrics.Registry, log *slog.Logger) *sessionServer {
+// serverWatcher is told of the server once it has started and before it serves: what
+// observes it or tells it of changes (the webhook sender, the app store) attaches then.
+type serverWatcher interface {
+	watch(h *session.Server)
+}
+
+// newSessionServer configures the server for at most capacity WebSocket connections, on the
+// apps of apps, refusing connections while mem refuses (nil: no memory guard), sharing its
+// state as state builds it (clusterBus's link), and telling watchers of it once started, in
+// order.
+func newSessionServer(cfg config.Config, capacity int, apps herald.AppStore, mem *guard.Memory, state session.NewState,
+	reg *metrics.Registry, log *slog.Logger, watchers ...serverWatcher) *sessionServer {
 	var ipRate *guard.IPRate
 	if cfg.ConnectionRatePerIP > 0 {
 		burst := cfg.ConnectionBurstPerIP
@@ -55,25 +64,26 @@ func newSessionServer(cfg config.Config, capacity int, apps *appStore, mem *memo
 		PublishLatency:      observers(reg.PublishLatency),
 		OriginLatency:       observers(reg.IngestLatency(cfg.Metrics.Prefix)),
 		History:             cfg.AppStore.HistoryRules(), // none without an app store (config validation)
+		Memory:              mem,
 	}
-	return &sessionServer{cfg: sc, apps: apps, mem: mem, bus: bus, webhooks: webhooks, reg: reg, prefix: cfg.Metrics.Prefix, log: log}
+	return &sessionServer{cfg: sc, apps: apps, state: state, watchers: watchers, reg: reg, prefix: cfg.Metrics.Prefix, log: log}
 }
 
 // start starts the server on the node's state (shared with the other nodes through the bus,
-// when there is one), exports its metrics and attaches the webhook sender.
-func (c *sessionServer) start() error {
-	cfg := c.cfg
-	cfg.Memory = c.mem.guard
-	h, err := session.New(cfg, c.apps.apps(), c.bus.newState(), c.log)
+// when there is one), exports its metrics and tells the watchers of it. It gives the server,
+// for the components that use it.
+func (c *sessionServer) start() (*session.Server, error) {
+	h, err := session.New(c.cfg, c.apps, c.state, c.log)
 	if err != nil {
 		c.log.Error("start session server", "err", err)
-		return err
+		return nil, err
 	}
 	c.reg.Attach(c.prefix, nodeMetrics{h})
-	c.webhooks.watch(h)
-	c.apps.watch(h)
+	for _, w := range c.watchers {
+		w.watch(h)
+	}
 	c.h = h
-	return nil
+	return h, nil
 }
 
 // stop closes every connection with 4200 and waits for them to go within ctx, then stops

@@ -11,12 +11,13 @@ import (
 
 	"github.com/herald-rt/herald/config"
 	"github.com/herald-rt/herald/internal/busurl"
+	"github.com/herald-rt/herald/internal/runtimechecks"
 )
 
 // load runs config.Load with the runtime's checks, env as the whole environment.
 func load(t testing.TB, args []string, env map[string]string) (config.Config, error) {
 	t.Helper()
-	return config.Load(args, func(k string) string { return env[k] }, runtimeChecks())
+	return config.Load(args, func(k string) string { return env[k] }, runtimechecks.Checks())
 }
 
 // TestAppStoreWarnsUnencrypted: a node whose app store is on another host and may be reached

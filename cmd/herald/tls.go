@@ -44,16 +44,15 @@ func newTLSCerts(cfg config.Config, log *slog.Logger) *tlsCerts {
 	return &tlsCerts{cfg: cfg.TLS, log: log, every: watchEvery, stopc: make(chan struct{}), done: make(chan struct{})}
 }
 
-func (t *tlsCerts) on() bool { return t.cfg.On() }
-
-// start loads the certificate (or sets ACME up) and starts the watcher.
-func (t *tlsCerts) start() error {
+// start loads the certificate (or sets ACME up) and starts the watcher. It gives the public
+// port's TLS configuration (config); nil when TLS is off.
+func (t *tlsCerts) start() (*tls.Config, error) {
 	close(t.done) // reopened below when a watcher runs
 	switch {
 	case t.cfg.CertFile != "":
 		if err := t.load(); err != nil {
 			t.log.Error("tls: load the certificate", "cert_file", t.cfg.CertFile, "err", err)
-			return err
+			return nil, err
 		}
 		t.done = make(chan struct{})
 		go t.watch()
@@ -61,13 +60,15 @@ func (t *tlsCerts) start() error {
 		m, err := t.newACME()
 		if err != nil {
 			t.log.Error("tls: acme", "err", err)
-			return err
+			return nil, err
 		}
 		t.acme = m
 		t.log.Info("tls: certificates from ACME", "domains", t.cfg.ACME.DomainList(), "directory", m.Client.DirectoryURL,
 			"cache_dir", t.cfg.ACME.CacheDir)
+	default:
+		return nil, nil
 	}
-	return nil
+	return t.config(), nil
 }
 
 // stop stops the watcher.

@@ -22,37 +22,41 @@ import (
 // as they change: an app's observer is attached when it gets webhooks and detached when it
 // has none left or is deleted.
 type webhookSender struct {
-	apps   *appStore
-	opts   webhook.Options
-	cfg    config.WebhooksConfig // for the log
-	reg    *metrics.Registry
-	prefix string // of the metrics
-	log    *slog.Logger
+	apps    herald.AppStore
+	follow  func(func([]herald.AppChange)) // the app store's: tells of every change from now on
+	follows bool                           // the apps come from an app store, and change
+	opts    webhook.Options
+	cfg     config.WebhooksConfig // for the log
+	reg     *metrics.Registry
+	prefix  string // of the metrics
+	log     *slog.Logger
 
-	srv atomic.Pointer[session.Server] // set by watch; the sender's goroutines read it
-	s   *webhook.Sender                // set by start; nil when off
+	srv atomic.Pointer[session.Server] // the server watch is told of; the sender's goroutines read it
+	s   *webhook.Sender                // the one start started; nil when off
 
 	mu       sync.Mutex        // serialises changes
 	detached map[string]func() // app id -> detach of its observer, attached to srv; under mu
 }
 
-func newWebhookSender(cfg config.Config, apps *appStore, reg *metrics.Registry, log *slog.Logger) *webhookSender {
-	return &webhookSender{apps: apps, opts: webhookOptions(cfg.Webhooks), cfg: cfg.Webhooks, reg: reg, prefix: cfg.Metrics.Prefix, log: log,
-		detached: map[string]func(){}}
+// newWebhookSender configures the sender of the webhooks of apps, following their changes
+// through follow (the app store's) when they come from an app store.
+func newWebhookSender(cfg config.Config, apps herald.AppStore, follow func(func([]herald.AppChange)), reg *metrics.Registry, log *slog.Logger) *webhookSender {
+	return &webhookSender{apps: apps, follow: follow, follows: cfg.AppStore.On(), opts: webhookOptions(cfg.Webhooks), cfg: cfg.Webhooks,
+		reg: reg, prefix: cfg.Metrics.Prefix, log: log, detached: map[string]func(){}}
 }
 
 // start starts the sender, with its metrics. It sends nothing until watch attaches it to
-// the server.
-func (w *webhookSender) start() error {
+// the server: it gives itself as the server's watcher.
+func (w *webhookSender) start() (serverWatcher, error) {
 	apps, urls := 0, 0
-	for _, a := range w.apps.apps().Apps() {
+	for _, a := range w.apps.Apps() {
 		if len(a.Webhooks) > 0 {
 			apps++
 			urls += len(a.Webhooks)
 		}
 	}
-	if urls == 0 && w.apps.store == nil {
-		return nil // the file's apps have none, and never will
+	if urls == 0 && !w.follows {
+		return w, nil // the file's apps have none, and never will
 	}
 	opts := w.opts
 	opts.Latency = w.reg.WebhookLatency(w.prefix)
@@ -67,9 +71,9 @@ func (w *webhookSender) start() error {
 	}
 	w.s = webhook.New(nil, opts, w.log)
 	w.reg.AttachWebhooks(w.prefix, w.s)
-	w.log.Info("webhooks on", "apps", apps, "urls", urls, "follows_app_store", w.apps.store != nil,
+	w.log.Info("webhooks on", "apps", apps, "urls", urls, "follows_app_store", w.follows,
 		"leave_delay", w.cfg.LeaveDelay.Duration, "retry_for", w.cfg.RetryFor.Duration)
-	return nil
+	return w, nil
 }
 
 // watch attaches the sender to h as the observer of each app with webhooks, once h is started
@@ -81,11 +85,11 @@ func (w *webhookSender) watch(h *session.Server) {
 	}
 	w.srv.Store(h)
 	var all []herald.AppChange
-	for _, a := range w.apps.apps().Apps() {
+	for _, a := range w.apps.Apps() {
 		all = append(all, herald.AppChange{New: a})
 	}
 	w.changed(all)
-	w.apps.follow(w.changed)
+	w.follow(w.changed)
 }
 
 // changed applies changes of the apps to the sender and to what it observes.

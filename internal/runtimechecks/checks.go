@@ -1,4 +1,7 @@
-package main
+// Package runtimechecks is the configuration checks only herald's runtime packages can make
+// (config.Checks), in one place: cmd/herald hands them to config.Load, and config's tests
+// load with them. config itself imports no runtime package (layers_test.go).
+package runtimechecks
 
 import (
 	"github.com/herald-rt/herald/appstore/mysql"
@@ -12,8 +15,8 @@ import (
 	"github.com/herald-rt/herald/webhook"
 )
 
-// runtimeChecks are the configuration checks the runtime packages make (config.Checks).
-func runtimeChecks() config.Checks {
+// Checks are the configuration checks the runtime packages make.
+func Checks() config.Checks {
 	return config.Checks{
 		TLSFiles: func(ca, cert, key string) error {
 			_, err := broker.TLSFiles{CA: ca, Cert: cert, Key: key}.Config("")
