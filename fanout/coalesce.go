@@ -1,6 +1,9 @@
 package fanout
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // Write coalescing. A worker writes each dirty connection once per batch of commands, so a
 // burst that arrives while the worker is busy leaves in one write. But a burst that arrives
@@ -26,10 +29,11 @@ const (
 // pace measures a worker's load, the fraction of time it is awake (handling commands and
 // writing, or runnable and waiting for a core), and gives the delay that follows from it.
 type pace struct {
-	max   int64 // ns: Config.WriteDelay; 0: never hold
-	from  int64 // ns (mono): the start of the current window
-	busy  int64 // ns awake in the current window
-	delay int64 // ns: how long a recently written connection's frames may wait now
+	max   int64        // ns: Config.WriteDelay; 0: never hold
+	from  int64        // ns (mono): the start of the current window
+	busy  int64        // ns awake in the current window
+	delay int64        // ns: how long a recently written connection's frames may wait now
+	shown atomic.Int64 // delay, for Engine.WriteDelays
 }
 
 // awake records that the worker was awake from woke to now (mono), and at the end of each
@@ -50,6 +54,16 @@ func (p *pace) awake(woke, now int64) {
 		p.delay = max(p.delay-int64(paceStep), 0)
 	}
 	p.from, p.busy = now, 0
+	p.shown.Store(p.delay)
+}
+
+// WriteDelays returns each worker's write delay now (coalesce.go): 0 while it is not busy.
+func (e *Engine) WriteDelays() []time.Duration {
+	out := make([]time.Duration, len(e.workers))
+	for i, w := range e.workers {
+		out[i] = time.Duration(w.pace.shown.Load())
+	}
+	return out
 }
 
 // stamp is a connection's last write time as Conn.wrote keeps it: mono in microseconds,

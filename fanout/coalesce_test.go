@@ -126,6 +126,10 @@ func TestHoldRecentlyWritten(t *testing.T) {
 		t.Fatalf("closing: %d writes, %q; want its close written at once", calls, got)
 	}
 
+	if calls, _ := tr.got(); c.m.Writes.Load() != int64(calls) {
+		t.Fatalf("Writes counted %d, the transport took %d", c.m.Writes.Load(), calls)
+	}
+
 	w2, c2, tr2 := idleWorker(t, 0) // an idle worker: no delay
 	w2.now = mono()
 	for _, f := range []string{"a;", "b;"} {

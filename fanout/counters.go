@@ -16,7 +16,7 @@ type Counters struct {
 	// in bytes and in pages.
 	ReplayedBytes atomic.Int64
 	ReplayPages   atomic.Int64
-	_             [8]byte
+	Writes        atomic.Int64 // write calls to sockets (writev), each of one or more frames
 	// Written by the accept path and the readers.
 	Connects      atomic.Int64
 	Received      atomic.Int64 // messages received (data and control)

@@ -374,6 +374,7 @@ func (w *worker) flush(c *Conn) {
 		c.wrote = stamp(w.now)
 		c.consume(n)
 		c.m.SentBytes.Add(int64(n))
+		c.m.Writes.Add(1)
 		if c.replays {
 			c.rep.at = w.e.Now()
 		}

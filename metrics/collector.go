@@ -12,11 +12,11 @@ type collector struct {
 	http *HTTP
 
 	connected, newConns, disconnects                                  *prometheus.Desc
-	sent, received, sentBytes, receivedBytes                          *prometheus.Desc
+	sent, received, sentBytes, receivedBytes, writes                  *prometheus.Desc
 	httpCalls, httpReceived, httpTransmitted                          *prometheus.Desc
 	slow, eventsLimited, channels, subs                               *prometheus.Desc
 	subsLimited                                                       *prometheus.Desc
-	refused, queueDepth, pongTimeouts, pongsUnread                    *prometheus.Desc
+	refused, queueDepth, writeDelay, pongTimeouts, pongsUnread        *prometheus.Desc
 	capacity, refusing, nodeConns, nodeChans                          *prometheus.Desc
 	cacheBytes, cacheEntries, cacheEvictions                          *prometheus.Desc
 	histBytes, histEntries, histEvictions                             *prometheus.Desc
@@ -40,6 +40,7 @@ func newCollector(prefix string, src Source, http *HTTP) *collector {
 		sent:          d("ws_messages_sent_total", "WebSocket messages queued to clients.", app),
 		received:      d("ws_messages_received_total", "WebSocket messages received from clients (data and control).", app),
 		sentBytes:     d("socket_transmitted_bytes", "Bytes written to WebSocket connections.", app),
+		writes:        d("socket_writes_total", "Write calls to WebSocket connections, each of one or more messages: ws_messages_sent_total over it is the messages per write.", app),
 		receivedBytes: d("socket_received_bytes", "Payload bytes of the WebSocket messages received.", app),
 
 		httpCalls:       d("http_calls_received_total", "REST API calls received.", app),
@@ -77,6 +78,7 @@ func newCollector(prefix string, src Source, http *HTTP) *collector {
 
 		refused:      d("refused_connections_total", "Connections refused at the handshake, by reason.", "reason"),
 		queueDepth:   d("fanout_queue_depth", "Commands waiting in each fan-out worker's queue.", "worker"),
+		writeDelay:   d("fanout_write_delay_seconds", "How long each fan-out worker holds frames for a connection it wrote very recently, now (write_delay): 0 while it is not busy.", "worker"),
 		pongTimeouts: d("pong_timeouts_total", "Connections closed with 4201 for not answering a ping."),
 		pongsUnread:  d("pongs_unread_total", "Pong timeouts that passed while the client's bytes waited in the kernel, unread by this node: the connection was kept."),
 		capacity:     d("max_connections", "Connections this node accepts: the configured limit capped by the open-file limit."),
@@ -88,7 +90,7 @@ func newCollector(prefix string, src Source, http *HTTP) *collector {
 
 // Describe implements prometheus.Collector.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.connected, c.newConns, c.disconnects, c.sent, c.received, c.sentBytes,
+	for _, d := range []*prometheus.Desc{c.connected, c.newConns, c.disconnects, c.sent, c.received, c.sentBytes, c.writes, c.writeDelay,
 		c.receivedBytes, c.httpCalls, c.httpReceived, c.httpTransmitted, c.slow, c.eventsLimited, c.subsLimited, c.channels, c.subs,
 		c.refused, c.queueDepth, c.pongTimeouts, c.pongsUnread, c.capacity, c.refusing, c.nodeConns, c.nodeChans,
 		c.cacheBytes, c.cacheEntries, c.cacheEvictions, c.histBytes, c.histEntries, c.histEvictions,
@@ -113,6 +115,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.sent, m.MessagesSent, m.AppID)
 		counter(c.received, m.MessagesReceived, m.AppID)
 		counter(c.sentBytes, m.BytesSent, m.AppID)
+		counter(c.writes, m.Writes, m.AppID)
 		counter(c.receivedBytes, m.BytesReceived, m.AppID)
 		counter(c.slow, m.SlowConsumers, m.AppID)
 		counter(c.eventsLimited, m.ClientEventsLimited, m.AppID)
@@ -141,6 +144,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for i, n := range st.QueueDepths {
 		gauge(c.queueDepth, float64(n), strconv.Itoa(i))
+	}
+	for i, d := range st.WriteDelays {
+		gauge(c.writeDelay, d.Seconds(), strconv.Itoa(i))
 	}
 	for _, r := range st.Recoveries {
 		counter(c.recoveries, r.Count, r.Outcome)

@@ -1,5 +1,7 @@
 package metrics
 
+import "time"
+
 // Source is what the collector reads at each scrape: the counters of a node's connections
 // and channels, which the server keeps (cmd/herald adapts it).
 type Source interface {
@@ -18,6 +20,7 @@ type AppCounters struct {
 	Disconnections      int64 // new_disconnections_total
 	MessagesSent        int64 // ws_messages_sent_total
 	BytesSent           int64 // socket_transmitted_bytes
+	Writes              int64 // socket_writes_total
 	MessagesReceived    int64 // ws_messages_received_total
 	BytesReceived       int64 // socket_received_bytes
 	SlowConsumers       int64 // slow_consumer_disconnections_total
@@ -37,19 +40,20 @@ type AppCounters struct {
 
 // NodeStats are a node's counters, all apps together.
 type NodeStats struct {
-	Connections    int64     // node_connections
-	MaxConnections int       // max_connections
-	Channels       int64     // node_channels
-	PongTimeouts   int64     // pong_timeouts_total
-	PongsUnread    int64     // pongs_unread_total
-	Refusing       bool      // memory_guard_refusing: the memory guard refuses new connections
-	Refused        []Refusal // refused_connections_total, one series per reason
-	QueueDepths    []int     // fanout_queue_depth: commands waiting in each fan-out worker's queue
-	Recoveries     []Outcome // recoveries_total: recovery requests, one series per outcome
-	GapsRepaired   int64     // history_gaps_repaired_total
-	GapsLost       int64     // history_gaps_lost_total
-	Duplicates     int64     // history_duplicates_total
-	HistoryLoads   int64     // history_loads_total
+	Connections    int64           // node_connections
+	MaxConnections int             // max_connections
+	Channels       int64           // node_channels
+	PongTimeouts   int64           // pong_timeouts_total
+	PongsUnread    int64           // pongs_unread_total
+	Refusing       bool            // memory_guard_refusing: the memory guard refuses new connections
+	Refused        []Refusal       // refused_connections_total, one series per reason
+	QueueDepths    []int           // fanout_queue_depth: commands waiting in each fan-out worker's queue
+	WriteDelays    []time.Duration // fanout_write_delay_seconds: each worker's write delay now
+	Recoveries     []Outcome       // recoveries_total: recovery requests, one series per outcome
+	GapsRepaired   int64           // history_gaps_repaired_total
+	GapsLost       int64           // history_gaps_lost_total
+	Duplicates     int64           // history_duplicates_total
+	HistoryLoads   int64           // history_loads_total
 	// The node's idempotency keys (cluster.KeyStats): idempotency_keys, idempotency_repeats_total,
 	// idempotency_waits_total, idempotency_evictions_total, idempotency_conflicts_total.
 	Keys          KeyStats

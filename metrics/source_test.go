@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/herald-rt/herald/metrics"
 )
@@ -24,11 +25,11 @@ func (fakeSource) AppCounters() []metrics.AppCounters {
 		{AppID: "a1", Connections: 1, NewConnections: 2, Disconnections: 3, MessagesSent: 4, BytesSent: 5,
 			MessagesReceived: 6, BytesReceived: 7, SlowConsumers: 8, ClientEventsLimited: 9, Channels: 10,
 			Subscriptions: 11, CacheBytes: 12, CacheEntries: 13, CacheEvictions: 14, SubscribesLimited: 15,
-			ReplayedBytes: 16, ReplayPages: 17},
+			ReplayedBytes: 16, ReplayPages: 17, Writes: 18},
 		{AppID: "a2", Connections: 101, NewConnections: 102, Disconnections: 103, MessagesSent: 104, BytesSent: 105,
 			MessagesReceived: 106, BytesReceived: 107, SlowConsumers: 108, ClientEventsLimited: 109, Channels: 110,
 			Subscriptions: 111, CacheBytes: 112, CacheEntries: 113, CacheEvictions: 114, SubscribesLimited: 115,
-			ReplayedBytes: 116, ReplayPages: 117},
+			ReplayedBytes: 116, ReplayPages: 117, Writes: 118},
 	}
 }
 
@@ -36,7 +37,7 @@ func (fakeSource) NodeStats() metrics.NodeStats {
 	return metrics.NodeStats{Connections: 41, MaxConnections: 42, Channels: 43, PongTimeouts: 45, PongsUnread: 46, Refusing: true,
 		Refused: []metrics.Refusal{{"app_not_found", 21}, {"draining", 22}, {"origin", 23}, {"ip_rate", 24},
 			{"memory", 25}, {"node_full", 26}, {"app_full", 27}},
-		QueueDepths: []int{31, 0, 33}, HistoryLoads: 47, Keys: metrics.KeyStats{Held: 5, Repeats: 6, Waits: 7, Evicted: 8, Conflicts: 9, Received: 10},
+		QueueDepths: []int{31, 0, 33}, WriteDelays: []time.Duration{0, 1500 * time.Microsecond, 0}, HistoryLoads: 47, Keys: metrics.KeyStats{Held: 5, Repeats: 6, Waits: 7, Evicted: 8, Conflicts: 9, Received: 10},
 		ReplayRefused: []metrics.Refusal{{"connection", 51}, {"address", 52}, {"app", 53}, {"node", 54}}}
 }
 

@@ -9,6 +9,7 @@ type AppMetrics struct {
 	Disconnections      int64
 	MessagesSent        int64
 	BytesSent           int64
+	Writes              int64 // write calls to sockets
 	MessagesReceived    int64
 	BytesReceived       int64
 	SlowConsumers       int64
@@ -53,6 +54,7 @@ func (s *Server) AppMetrics() []AppMetrics {
 			m.Disconnections += c.Disconnects.Load()
 			m.MessagesSent += c.Sent.Load()
 			m.BytesSent += c.SentBytes.Load()
+			m.Writes += c.Writes.Load()
 			m.MessagesReceived += c.Received.Load()
 			m.BytesReceived += c.ReceivedBytes.Load()
 			m.SlowConsumers += c.Slow.Load()

@@ -366,6 +366,9 @@ func (s *Server) Workers() int { return s.eng.Workers() }
 // QueueDepths returns how many commands wait in each fan-out worker's inbox.
 func (s *Server) QueueDepths() []int { return s.eng.QueueDepths() }
 
+// WriteDelays returns each fan-out worker's write delay now (fanout.Engine.WriteDelays).
+func (s *Server) WriteDelays() []time.Duration { return s.eng.WriteDelays() }
+
 // now is the engine's coarse clock, in ms.
 func (s *Server) now() int64 { return s.eng.Now() }
 

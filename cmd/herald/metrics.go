@@ -26,6 +26,7 @@ func (m nodeMetrics) AppCounters() []metrics.AppCounters {
 			Disconnections:      a.Disconnections,
 			MessagesSent:        a.MessagesSent,
 			BytesSent:           a.BytesSent,
+			Writes:              a.Writes,
 			MessagesReceived:    a.MessagesReceived,
 			BytesReceived:       a.BytesReceived,
 			SlowConsumers:       a.SlowConsumers,
@@ -81,6 +82,7 @@ func (m nodeMetrics) NodeStats() metrics.NodeStats {
 		Refusing:       st.Refusing,
 		Refused:        refused,
 		QueueDepths:    m.h.QueueDepths(),
+		WriteDelays:    m.h.WriteDelays(),
 	}
 }
 
