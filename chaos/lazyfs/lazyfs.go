@@ -40,6 +40,7 @@ type FS struct {
 
 	mu      sync.Mutex
 	server  *fuse.Server
+	bound   bool             // mnt is bind-mounted on itself, under the file system
 	records map[uint64]*undo // by the inode number in dir
 }
 
@@ -60,7 +61,20 @@ func Mount(dir, mnt string) (*FS, error) {
 		return nil, err
 	}
 	f := &FS{dir: dir, mnt: mnt, records: map[uint64]*undo{}}
+	// A process started in a new mount namespace (ip netns exec) gets a copy of the mount,
+	// which would keep the file system alive after it is unmounted here. An unmount reaches
+	// such copies when the mount it is on is shared: the file system goes on a shared bind
+	// mount of mnt on itself, whose copies are its peers (slaves, after ip netns exec).
+	if err := syscall.Mount(mnt, mnt, "", syscall.MS_BIND, ""); err != nil {
+		return nil, fmt.Errorf("lazyfs: bind-mounting %s: %w", mnt, err)
+	}
+	if err := syscall.Mount("", mnt, "", syscall.MS_SHARED, ""); err != nil {
+		_ = syscall.Unmount(mnt, 0)
+		return nil, fmt.Errorf("lazyfs: making %s a shared mount: %w", mnt, err)
+	}
+	f.bound = true
 	if err := f.mount(); err != nil {
+		_ = syscall.Unmount(mnt, 0)
 		return nil, err
 	}
 	return f, nil
@@ -111,6 +125,21 @@ func (f *FS) Mountpoint() string { return f.mnt }
 // have a file open in it.
 func (f *FS) Unmount() error {
 	f.mu.Lock()
+	bound := f.bound
+	f.bound = false
+	f.mu.Unlock()
+	err := f.unmountFUSE()
+	if bound && err == nil {
+		if err = syscall.Unmount(f.mnt, 0); err != nil {
+			err = fmt.Errorf("lazyfs: unmounting the bind mount %s: %w", f.mnt, err)
+		}
+	}
+	return err
+}
+
+// unmountFUSE unmounts the file system, leaving the bind mount under it.
+func (f *FS) unmountFUSE() error {
+	f.mu.Lock()
 	srv := f.server
 	f.server = nil
 	f.mu.Unlock()
@@ -129,7 +158,7 @@ func unmount(srv *fuse.Server, mnt string) error {
 		return err
 	case <-time.After(10 * time.Second): // a process still holds it
 		if err := syscall.Unmount(mnt, syscall.MNT_DETACH); err != nil {
-			return fmt.Errorf("lazyfs: unmounting %s: %w", mnt, err)
+			return fmt.Errorf("lazyfs: %s unmounted, but the file system is still in use (a copy of the mount in another mount namespace?): %w", mnt, err)
 		}
 		return <-done
 	}
@@ -139,7 +168,7 @@ func unmount(srv *fuse.Server, mnt string) error {
 // (and removes those created since), and mounts it again, with nothing left to lose. The
 // processes that used it must have been killed: nothing may have a file open in it.
 func (f *FS) Cut() (Loss, error) {
-	if err := f.Unmount(); err != nil {
+	if err := f.unmountFUSE(); err != nil {
 		return Loss{}, err
 	}
 	f.mu.Lock()
