@@ -26,6 +26,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -157,11 +158,23 @@ func unmount(srv *fuse.Server, mnt string) error {
 	case err := <-done:
 		return err
 	case <-time.After(10 * time.Second): // a process still holds it
-		if err := syscall.Unmount(mnt, syscall.MNT_DETACH); err != nil {
-			return fmt.Errorf("lazyfs: %s unmounted, but the file system is still in use (a copy of the mount in another mount namespace?): %w", mnt, err)
-		}
-		return <-done
+		return fmt.Errorf("lazyfs: %s unmounted, but the file system is still in use 10 s later (processes with a copy of the mount: %s)", mnt, holders(mnt))
 	}
+}
+
+// holders lists the processes whose mount namespace has a mount on mnt.
+func holders(mnt string) string {
+	var out []string
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		b, err := os.ReadFile("/proc/" + p.Name() + "/mountinfo")
+		if err != nil || !strings.Contains(string(b), " "+mnt+" ") {
+			continue
+		}
+		comm, _ := os.ReadFile("/proc/" + p.Name() + "/comm")
+		out = append(out, p.Name()+" "+strings.TrimSpace(string(comm)))
+	}
+	return strings.Join(out, ", ")
 }
 
 // Cut is a power cut: it unmounts the file system, takes every file back to its last fsync
