@@ -10,6 +10,7 @@ require (
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.1.2
 	github.com/go-sql-driver/mysql v1.9.3
+	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/jackc/pgx/v5 v5.7.5
 	github.com/nats-io/jwt/v2 v2.7.4
 	github.com/nats-io/nats.go v1.55.0

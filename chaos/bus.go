@@ -32,6 +32,7 @@ type bus struct {
 type busServer struct {
 	name  string
 	addr  string
+	data  string // its data directory
 	proc  *proc
 	ready func() error // answers nil once the server serves
 }
@@ -137,7 +138,7 @@ func newRedis(nw *network, dir, bin, aof string) (*bus, error) {
 	} else {
 		args = append(args, "--appendonly", "yes", "--appendfsync", aof)
 	}
-	s := &busServer{name: "redis-server", addr: addr,
+	s := &busServer{name: "redis-server", addr: addr, data: data,
 		proc:  &proc{name: "redis-server", argv: nw.inBus(args), log: filepath.Join(dir, "redis-server.log")},
 		ready: func() error { return redisPing(addr) }}
 	return &bus{servers: []*busServer{s},
@@ -167,7 +168,7 @@ func redisPing(addr string) error {
 
 // newNATS prepares a cluster of n nats-servers with JetStream on the bus's address, each
 // routed to every other, with its store in dir.
-func newNATS(nw *network, dir, bin string, n int) (*bus, error) {
+func newNATS(nw *network, dir, bin, sync string, n int) (*bus, error) {
 	ps, err := ports(nw, 4222, 3*n)
 	if err != nil {
 		return nil, err
@@ -186,8 +187,16 @@ func newNATS(nw *network, dir, bin string, n int) (*bus, error) {
 		args := []string{bin, "-a", host, "-p", strconv.Itoa(client[i]), "-m", strconv.Itoa(monitor[i]),
 			"-cluster", "nats://" + host + ":" + strconv.Itoa(route[i]), "-routes", strings.Join(routes, ","),
 			"-cluster_name", "herald-chaos", "-server_name", name, "-js", "-sd", filepath.Join(dir, name)}
+		if sync != "" {
+			// The command line's -sd is the store's directory; the file adds the sync.
+			conf, err := writeFile(dir, name+".conf", fmt.Sprintf("jetstream {\n  sync_interval: %q\n}\n", sync))
+			if err != nil {
+				return nil, err
+			}
+			args = append(args, "-c", conf)
+		}
 		addr := host + ":" + strconv.Itoa(client[i])
-		b.servers = append(b.servers, &busServer{name: name, addr: addr,
+		b.servers = append(b.servers, &busServer{name: name, addr: addr, data: filepath.Join(dir, name),
 			proc:  &proc{name: name, argv: nw.inBus(args), log: filepath.Join(dir, name+".log")},
 			ready: func() error { return natsInfo(addr) }})
 	}

@@ -32,6 +32,10 @@ type ChannelReport struct {
 	// ReplayedDropped: events that came again with a position at or below the last one the
 	// subscriber had handled (a replay of what it had), and that it dropped.
 	ReplayedDropped int `json:"replayed_dropped"`
+	// Reused: of those, events that came at a position where the subscriber had handled
+	// another event: the position was given twice (the store went back, as after a power
+	// cut), and the event, never handed on, is lost to the subscriber without a word.
+	Reused int `json:"reused"`
 
 	Recovered    int            `json:"recovered"`               // recoveries answered recovered:true
 	NotRecovered map[string]int `json:"not_recovered,omitempty"` // answered recovered:false, by reason
@@ -59,6 +63,7 @@ func (c *ChannelReport) add(o *ChannelReport) {
 	c.UnackedDelivered += o.UnackedDelivered
 	c.Reorders += o.Reorders
 	c.ReplayedDropped += o.ReplayedDropped
+	c.Reused += o.Reused
 	c.Recovered += o.Recovered
 	c.LostReported = addCounts(c.LostReported, o.LostReported)
 	c.NotRecovered = addCounts(c.NotRecovered, o.NotRecovered)
@@ -155,6 +160,13 @@ func checkOne(c *ChannelReport, sub, ch string, events []Published, log []Entry)
 			}
 		case Received:
 			if e.Publisher == warmUp {
+				continue
+			}
+			if e.Dropped && e.Was != "" {
+				c.ReplayedDropped++
+				c.Reused++
+				c.find("%s: %s-%d came at %v on node-%d with position %s, where it had handled %s: a position given twice, the event dropped as a replay",
+					sub, e.Publisher, e.Seq, e.At.Round(time.Millisecond), e.Node, posText(e.Pos), e.Was)
 				continue
 			}
 			if e.Dropped {

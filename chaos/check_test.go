@@ -163,3 +163,19 @@ func TestCheckDir(t *testing.T) {
 		t.Error("an empty directory checked")
 	}
 }
+
+// A position given twice: the subscriber handled p1-2 at offset 2, then p1-3 came at offset 2
+// too and was dropped as a replay. p1-3 is lost without a word, and counted as reused.
+func TestCheckPositionGivenTwice(t *testing.T) {
+	log := logOf("sub p1-1 p1-2 p1-3! p1-4")
+	log[3].Pos.Offset, log[3].Was = 2, "p1-2"
+	log[4].Pos.Offset = 3
+	var c ChannelReport
+	checkOne(&c, "s1", "c", events(4), log)
+	if c.Reused != 1 || c.ReplayedDropped != 1 || c.Lost != 1 || !c.Failed() {
+		t.Fatalf("reused %d, replayed %d, lost %d: want 1, 1, 1 (%v)", c.Reused, c.ReplayedDropped, c.Lost, c.Findings)
+	}
+	if !strings.Contains(strings.Join(c.Findings, "\n"), "where it had handled p1-2") {
+		t.Fatalf("findings %v do not name the event handled at the position", c.Findings)
+	}
+}

@@ -80,7 +80,7 @@ func (r *run) faults(ctx context.Context) (*Report, error) {
 	if r.kafka != nil {
 		wg.Go(func() { r.kafka.run(publishing, hard) })
 	}
-	m := newNemesis(o.Log, r.start, r.nodes, r.bus, r.net, r.subs)
+	m := newNemesis(o.Log, r.start, r.nodes, r.bus, r.net, r.subs, r.disks, o.Faults)
 	steps := plan(o.Seed, o, scheduleShape{faults: m.faults(), nodes: len(r.nodes), busServers: r.busServers(), subscribers: len(r.subs)})
 	o.Log.Info("faults", "planned", len(steps), "kinds", m.faults())
 	m.run(publishing, steps)
@@ -188,6 +188,19 @@ func (r *run) report(steps []Step) *Report {
 		Faults: map[Fault]int{}, Failures: map[string]int{}, Closes: map[string]int{},
 		Options: fmt.Sprintf("--channels %d --publishers %d --subscribers %d --rate %g --fault-every %s --pause %s --partition %s --down %s --redis-aof %s",
 			o.Channels, o.Publishers, o.Subscribers, o.Rate, o.FaultEvery, o.Pause, o.Partition, o.Down, o.RedisAOF)}
+	if o.PowerCut {
+		rep.Options += " --power-cut"
+	}
+	if o.NATSSync != "" {
+		rep.Options += " --nats-sync " + o.NATSSync
+	}
+	if len(o.Faults) > 0 {
+		var fs []string
+		for _, f := range o.Faults {
+			fs = append(fs, string(f))
+		}
+		rep.Options += " --faults " + strings.Join(fs, ",")
+	}
 	if r.net.isolated {
 		rep.Network = "namespaces"
 	}

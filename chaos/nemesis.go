@@ -6,10 +6,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/herald-rt/herald/chaos/lazyfs"
 )
 
 // nemesis injects the faults of a schedule into the run's processes and links.
@@ -20,14 +23,16 @@ type nemesis struct {
 	bus   *bus // nil on a single node
 	net   *network
 	subs  []*subscriber
+	disks []*lazyfs.FS // the bus servers' data directories, with the power cut on
+	only  []Fault      // the kinds to inject, when not empty
 
 	// turns holds one token per target (node-i, bus): a fault takes it for as long as it
 	// lasts, so that a target takes one fault at a time whatever the timing.
 	turns map[string]chan struct{}
 }
 
-func newNemesis(log *slog.Logger, start time.Time, nodes []*node, b *bus, nw *network, subs []*subscriber) *nemesis {
-	m := &nemesis{log: log, start: start, nodes: nodes, bus: b, net: nw, subs: subs, turns: map[string]chan struct{}{}}
+func newNemesis(log *slog.Logger, start time.Time, nodes []*node, b *bus, nw *network, subs []*subscriber, disks []*lazyfs.FS, only []Fault) *nemesis {
+	m := &nemesis{log: log, start: start, nodes: nodes, bus: b, net: nw, subs: subs, disks: disks, only: only, turns: map[string]chan struct{}{}}
 	for _, n := range nodes {
 		m.turns[n.name] = make(chan struct{}, 1)
 	}
@@ -42,6 +47,8 @@ func (m *nemesis) faults() []Fault {
 		switch {
 		case (f == RestartBus || f == KillBus || f == PartitionBus) && m.bus == nil:
 		case (f == PartitionBus || f == PartitionClients) && !m.net.isolated:
+		case f == PowerCut && len(m.disks) == 0:
+		case len(m.only) > 0 && !slices.Contains(m.only, f):
 		default:
 			fs = append(fs, f)
 		}
@@ -125,6 +132,15 @@ func (m *nemesis) inject(ctx context.Context, s *Step) error {
 			return err
 		}
 		return poll(undo, startWait, nil, m.bus.formed, func() string { return "the bus did not form again" })
+	case PowerCut:
+		lost, err := m.powerCut()
+		s.Lost = lost
+		m.log.Info("power cut", "lost", lost)
+		if err != nil {
+			return err
+		}
+		sleep(ctx, s.For)
+		return m.startBus(undo)
 	case CutClients:
 		var none []string
 		for _, i := range s.Subscribers {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 )
@@ -75,6 +76,18 @@ type Options struct {
 	// nothing acknowledged is lost to a kill), "everysec" or "off" (no persistence: a restart
 	// loses every history).
 	RedisAOF string
+
+	// PowerCut adds the power-cut fault (redis and nats setups): each bus server's data
+	// directory is a lazy file system (package lazyfs, needs FUSE and root), and a power
+	// cut kills every bus server at once, takes back what they had not fsynced, and starts
+	// them again. What it loses depends on the servers' settings: RedisAOF, NATSSync.
+	PowerCut bool
+	// NATSSync is JetStream's sync_interval on every nats-server: "" leaves the server's
+	// default (2 minutes), "always" syncs each write, a duration syncs that often. Needs a
+	// nats-server that has the setting (2.10 or later).
+	NATSSync string
+	// Faults, when not empty, are the only kinds of fault the nemesis injects.
+	Faults []Fault
 
 	Herald      string // the herald binary (required)
 	RedisServer string // redis-server (default: found on PATH, /usr/sbin, /usr/bin)
@@ -169,6 +182,22 @@ func (o Options) withDefaults() (Options, error) {
 	case "always", "everysec", "off":
 	default:
 		bad("redis aof %q: want always, everysec or off", o.RedisAOF)
+	}
+	if o.PowerCut && o.Setup == Single {
+		bad("power cut: only on the redis and nats setups (a single node keeps its history in memory)")
+	}
+	if o.NATSSync != "" && o.NATSSync != "always" {
+		if d, err := time.ParseDuration(o.NATSSync); err != nil || d <= 0 {
+			bad("nats sync %q: want always or a duration", o.NATSSync)
+		}
+	}
+	for _, f := range o.Faults {
+		switch {
+		case !slices.Contains(Faults, f):
+			bad("fault %q: want one of %v", f, Faults)
+		case f == PowerCut && !o.PowerCut:
+			bad("fault power-cut: needs the power cut on (--power-cut)")
+		}
 	}
 	if o.Herald == "" {
 		bad("no herald binary given")

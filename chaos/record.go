@@ -76,6 +76,10 @@ type Entry struct {
 	// Dropped: the event came with a position at or below the last the subscriber handled
 	// in the same epoch (a replay of an event it has), and was not handed on.
 	Dropped bool `json:"dropped,omitempty"`
+	// Was: a dropped event whose position the subscriber had handled with another event
+	// (publisher-number): the position was given twice, to different events (the store went
+	// back, as after a power cut), and the helper drops the second as a replay.
+	Was string `json:"was,omitempty"`
 
 	// A recovery: whether the subscription asked to recover, and herald's answer.
 	Asked     bool   `json:"asked,omitempty"`

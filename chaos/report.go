@@ -67,8 +67,8 @@ func (r *Report) Print(w io.Writer) {
 	} else {
 		r.printRun(w)
 	}
-	fmt.Fprintf(w, "%-14s %8s %8s %9s %9s %5s %13s %5s %6s %8s %8s %9s %s\n", "channel", "publish", "acked",
-		"expected", "delivered", "lost", "lost-reported", "dup", "unack2", "reorder", "replayed", "recovered", "not recovered")
+	fmt.Fprintf(w, "%-14s %8s %8s %9s %9s %5s %13s %5s %6s %8s %8s %6s %9s %s\n", "channel", "publish", "acked",
+		"expected", "delivered", "lost", "lost-reported", "dup", "unack2", "reorder", "replayed", "reused", "recovered", "not recovered")
 	for i := range r.Channels {
 		printLine(w, &r.Channels[i])
 	}
@@ -84,8 +84,8 @@ func (r *Report) Print(w io.Writer) {
 	verdict := "PASS: no acknowledged event lost, no duplicate, no reorder"
 	switch {
 	case r.Totals.Failed():
-		verdict = fmt.Sprintf("FAIL: %d lost, %d duplicates (%d of unacknowledged events), %d reorders, %d replayed",
-			r.Totals.Lost, r.Totals.Duplicates+r.Totals.UnackedDuplicates, r.Totals.UnackedDuplicates, r.Totals.Reorders, r.Totals.ReplayedDropped)
+		verdict = fmt.Sprintf("FAIL: %d lost, %d duplicates (%d of unacknowledged events), %d reorders, %d replayed (%d at a position given twice)",
+			r.Totals.Lost, r.Totals.Duplicates+r.Totals.UnackedDuplicates, r.Totals.UnackedDuplicates, r.Totals.Reorders, r.Totals.ReplayedDropped, r.Totals.Reused)
 	case len(r.Problems) > 0:
 		verdict = "FAIL: the run did not complete (see the problems above)"
 	}
@@ -119,14 +119,19 @@ func (r *Report) printRun(w io.Writer) {
 		fmt.Fprintf(w, "; %d failed", r.FaultErrors)
 	}
 	fmt.Fprintln(w)
+	for _, s := range r.Schedule {
+		if s.Fault == PowerCut && s.Started > 0 {
+			fmt.Fprintf(w, "power cut at %v, not synced and taken back: %s\n", s.Started.Round(time.Millisecond), s.Lost)
+		}
+	}
 	fmt.Fprintf(w, "publishes: %d attempts, %d failed (%s)\n", r.Attempts, sum(r.Failures), counts(r.Failures))
 	fmt.Fprintf(w, "subscribers: %d connections (closes: %s)\n", r.Connections, counts(r.Closes))
 }
 
 func printLine(w io.Writer, c *ChannelReport) {
-	fmt.Fprintf(w, "%-14s %8d %8d %9d %9d %5d %13s %5d %6d %8d %8d %9d %s\n", c.Channel, c.Published, c.Acked,
+	fmt.Fprintf(w, "%-14s %8d %8d %9d %9d %5d %13s %5d %6d %8d %8d %6d %9d %s\n", c.Channel, c.Published, c.Acked,
 		c.Expected, c.Delivered, c.Lost, counts(c.LostReported), c.Duplicates, c.UnackedDuplicates, c.Reorders,
-		c.ReplayedDropped, c.Recovered, counts(c.NotRecovered))
+		c.ReplayedDropped, c.Reused, c.Recovered, counts(c.NotRecovered))
 }
 
 // counts writes a map of counts as "a 2, b 1", largest first; "-" when empty.

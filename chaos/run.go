@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/herald-rt/herald"
+	"github.com/herald-rt/herald/chaos/lazyfs"
 )
 
 // run is one run of the harness: what it started, in the order it stops them.
@@ -24,6 +25,7 @@ type run struct {
 
 	net   *network
 	bus   *bus
+	disks []*lazyfs.FS // with Options.PowerCut: each bus server's data directory
 	kafka *kafkaSource // nil without Options.Kafka
 	app   *herald.App
 	nodes []*node
@@ -91,10 +93,15 @@ func (r *run) setUp(ctx context.Context) error {
 		if lerr != nil {
 			return lerr
 		}
-		r.bus, err = newNATS(r.net, r.dir, bin, 3)
+		r.bus, err = newNATS(r.net, r.dir, bin, o.NATSSync, 3)
 	}
 	if err != nil {
 		return err
+	}
+	if o.PowerCut {
+		if err := r.mountDisks(); err != nil {
+			return err
+		}
 	}
 	if r.bus != nil {
 		for _, s := range r.bus.servers {
@@ -189,6 +196,7 @@ func (r *run) close(failed bool) {
 			s.proc.kill()
 		}
 	}
+	r.unmountDisks()
 	if r.net != nil {
 		r.net.remove()
 	}

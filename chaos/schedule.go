@@ -18,10 +18,14 @@ const (
 	CutClients       Fault = "cut-clients"       // reset the connections of some subscribers
 	PartitionBus     Fault = "partition-bus"     // a node's link to the bus down for Partition
 	PartitionClients Fault = "partition-clients" // a node's link to its clients down for Partition
+	// PowerCut kills every bus server at once, takes back what they wrote and did not fsync
+	// (their data directories are lazy file systems, package lazyfs), and starts them again
+	// after Down: a power cut of the bus's machine. Only with Options.PowerCut.
+	PowerCut Fault = "power-cut"
 )
 
 // Faults lists every fault, in the order reports give them.
-var Faults = []Fault{KillNode, PauseNode, RestartBus, KillBus, CutClients, PartitionBus, PartitionClients}
+var Faults = []Fault{KillNode, PauseNode, RestartBus, KillBus, CutClients, PartitionBus, PartitionClients, PowerCut}
 
 // Step is one fault of the schedule: what, where, when and for how long. The schedule is
 // drawn from the seed alone, so a seed gives the same schedule on every machine; when the
@@ -37,6 +41,8 @@ type Step struct {
 	Started time.Duration `json:"started,omitempty"` // from the run's start; 0: not run
 	Ended   time.Duration `json:"ended,omitempty"`
 	Err     string        `json:"error,omitempty"`
+	// Lost: a power cut's, what it took back of each bus server's files.
+	Lost string `json:"lost,omitempty"`
 }
 
 // margins are what the schedule adds to a fault's For before its target takes another: the
@@ -77,6 +83,10 @@ func plan(seed uint64, o Options, shape scheduleShape) []Step {
 						targets[f] = append(targets[f], t)
 					}
 				}
+			case PowerCut:
+				if free("bus", at) {
+					targets[f] = []int{0} // every server
+				}
 			case CutClients:
 				targets[f] = []int{0}
 			default:
@@ -101,10 +111,13 @@ func plan(seed uint64, o Options, shape scheduleShape) []Step {
 		s := Step{At: at, Fault: f, Target: targets[f][rng.IntN(len(targets[f]))]}
 		key := nodeKey(s.Target)
 		switch f {
-		case RestartBus, KillBus:
+		case RestartBus, KillBus, PowerCut:
 			key = "bus"
 		}
 		switch f {
+		case PowerCut: // the whole bus starts again, and a NATS cluster forms again
+			s.For = draw(o.Down)
+			busyUntil[key] = at + s.For + 3*restartMargin
 		case KillNode, RestartBus, KillBus:
 			s.For = draw(o.Down)
 			busyUntil[key] = at + s.For + restartMargin

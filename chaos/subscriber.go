@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,16 +45,17 @@ type subscriber struct {
 
 	mu        sync.Mutex
 	entries   []Entry
-	positions map[string]Position       // channel -> the position of the last event handled
-	delivered map[string]map[string]int // channel -> publisher -> highest number handed on
-	conn      net.Conn                  // the connection now, nil between two
-	up        bool                      // every channel's subscription answered on the connection now
+	positions map[string]Position         // channel -> the position of the last event handled
+	delivered map[string]map[string]int   // channel -> publisher -> highest number handed on
+	handled   map[string]map[int64]string // channel -> offset -> the event handled there, in the position's epoch
+	conn      net.Conn                    // the connection now, nil between two
+	up        bool                        // every channel's subscription answered on the connection now
 }
 
 func newSubscriber(id int, channels []string, nodes []*node, key string, start time.Time, seed uint64) *subscriber {
 	return &subscriber{id: id, channels: channels, nodes: nodes, key: key, start: start,
 		rng:       rand.New(rand.NewPCG(seed, uint64(id)+1<<32)),
-		positions: map[string]Position{}, delivered: map[string]map[string]int{}}
+		positions: map[string]Position{}, delivered: map[string]map[string]int{}, handled: map[string]map[int64]string{}}
 }
 
 // run connects, and connects again after every drop, until ctx ends.
@@ -272,6 +274,9 @@ func (s *subscriber) recovered(node int, m wstest.Message, asked bool) {
 	case r.Reason == "no_history":
 		delete(s.positions, m.Channel)
 	case r.Epoch != nil:
+		if s.positions[m.Channel].Epoch != *r.Epoch {
+			delete(s.handled, m.Channel) // another epoch: its offsets are new
+		}
 		s.positions[m.Channel] = Position{Epoch: *r.Epoch, Offset: r.Offset}
 		e.Pos = &Position{Epoch: *r.Epoch, Offset: r.Offset}
 	}
@@ -285,9 +290,19 @@ func (s *subscriber) received(node int, channel string, p payload, pos *Position
 	e := Entry{Kind: Received, Node: node, Channel: channel, Publisher: p.P, Seq: p.S, Pos: pos}
 	s.mu.Lock()
 	if pos != nil {
-		if last, ok := s.positions[channel]; ok && last.Epoch == pos.Epoch && pos.Offset <= last.Offset {
+		id := p.P + "-" + strconv.Itoa(p.S)
+		last, ok := s.positions[channel]
+		switch {
+		case ok && last.Epoch == pos.Epoch && pos.Offset <= last.Offset:
 			e.Dropped = true
-		} else {
+			if was, ok := s.handled[channel][pos.Offset]; ok && was != id {
+				e.Was = was
+			}
+		default:
+			if !ok || last.Epoch != pos.Epoch || s.handled[channel] == nil {
+				s.handled[channel] = map[int64]string{}
+			}
+			s.handled[channel][pos.Offset] = id
 			s.positions[channel] = *pos
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/herald-rt/herald/chaos"
@@ -128,6 +129,15 @@ func parse(args []string, stderr io.Writer) (o chaos.Options, out, recheck strin
 	fs.DurationVar(&o.PublishTimeout, "publish-timeout", d.PublishTimeout, "how long one REST publish attempt may take before it is retried")
 	fs.DurationVar(&o.Catchup, "catchup", d.Catchup, "once the faults are over: how long the publishers may take to finish and the subscribers to catch up")
 	fs.StringVar(&o.RedisAOF, "redis-aof", d.RedisAOF, "redis-server persistence: always (appendfsync always), everysec, or off (no persistence)")
+	fs.BoolVar(&o.PowerCut, "power-cut", false, "add the power-cut fault (redis, nats): the bus servers' data directories on lazy file systems (needs FUSE and root); a cut kills every bus server and takes back what they had not fsynced")
+	fs.StringVar(&o.NATSSync, "nats-sync", "", "JetStream's sync_interval on every nats-server: always, or a duration (default: the server's, 2m)")
+	fs.Func("faults", "the only kinds of fault to inject, comma-separated (default: every kind the setup allows)", func(s string) error {
+		o.Faults = nil
+		for _, f := range strings.Split(s, ",") {
+			o.Faults = append(o.Faults, chaos.Fault(strings.TrimSpace(f)))
+		}
+		return nil
+	})
 	fs.StringVar(&o.Herald, "herald", "", "the herald binary (default: go build ./cmd/herald, from inside herald's module)")
 	fs.StringVar(&o.RedisServer, "redis-server", "", "the redis-server binary (default: found on PATH)")
 	fs.StringVar(&o.NATSServer, "nats-server", "", "the nats-server binary (default: found on PATH)")
