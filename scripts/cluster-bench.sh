@@ -45,6 +45,9 @@
 # delivery, publish P50, P99). MC_ARGS go to every pattern after its own flags, e.g.
 # MC_ARGS="--subs 4000 --rounds 2" for a short run.
 #
+# HISTORY=1: every channel keeps history (the nodes read a config with a history rule for "*";
+# NATS runs with JetStream), on both sides.
+#
 # multichannel batch: each channel's burst as one batch_events request (--batch), 1 node then 2,
 # twice (BUNDLES=false: the nodes run with cluster.bundles off; HERALD_SERVER=path: the nodes
 # run that binary, a previous release's, to compare in one run with this one's; MC_ARGS: more
@@ -356,6 +359,10 @@ multichannel)
 	# cluster per variant), RUNS times; one table at the end.
 	patterns=${PATTERNS:-all-channels,batch,batch-8,per-channel}
 	for pattern in ${patterns//,/ }; do mc_flags "$pattern" >/dev/null; done # an unknown pattern fails before any run
+	if [ -n "${HISTORY:-}" ]; then # every channel keeps history (NATS with JetStream)
+		echo "apps: [{id: app-id, key: app-key, secret: app-secret, history: [{channels: \"*\", size: 1000, ttl: 10m}]}]" >"$tmp/history.yaml"
+		js=1 node_config=$tmp/history.yaml
+	fi
 	: >"$tmp/mc-runs"
 	for run in $(seq "${RUNS:-1}"); do
 		for pattern in ${patterns//,/ }; do
