@@ -103,19 +103,20 @@ func (p *poller) parse(c *Conn, data []byte) (used, pending int, finished bool) 
 				p.fail(c, CloseProtocolError, "continuation without a message")
 				return len(data), 0, finished
 			}
-			if len(c.msg)+len(payload) > limit {
+			m := c.msg // set while msgOp is
+			if len(*m)+len(payload) > limit {
 				p.fail(c, CloseTooBig, "message too big")
 				return len(data), 0, finished
 			}
-			if need := len(c.msg) + len(payload); need > cap(c.msg) {
+			if need := len(*m) + len(payload); need > cap(*m) {
 				// Grow by doubling, but never past the message limit.
-				nb := make([]byte, len(c.msg), min(max(need, 2*cap(c.msg)), limit))
-				copy(nb, c.msg)
-				c.msg = nb
+				nb := make([]byte, len(*m), min(max(need, 2*cap(*m)), limit))
+				copy(nb, *m)
+				*m = nb
 			}
-			c.msg = append(c.msg, payload...)
+			*m = append(*m, payload...)
 			if h.fin {
-				p.deliver(c, c.msgOp, c.msg)
+				p.deliver(c, c.msgOp, *m)
 				c.msg, c.msgOp = nil, 0
 			}
 		default:
@@ -126,8 +127,8 @@ func (p *poller) parse(c *Conn, data []byte) (used, pending int, finished bool) 
 			if h.fin {
 				p.deliver(c, h.op, payload)
 			} else {
-				c.msgOp = h.op
-				c.msg = append(make([]byte, 0, min(len(payload)*2, limit)), payload...)
+				m := append(make([]byte, 0, min(len(payload)*2, limit)), payload...)
+				c.msgOp, c.msg = h.op, &m
 			}
 		}
 	}
