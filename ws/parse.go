@@ -48,7 +48,10 @@ func (p *poller) feed(c *Conn, data []byte) {
 		*c.rbuf = b[:copy(b[:len(rest)], rest)]
 	} else {
 		b := append(make([]byte, 0, size), rest...)
-		c.rbuf = &b
+		if c.rbuf == nil {
+			c.rbuf = new([]byte)
+		}
+		*c.rbuf = b
 	}
 }
 
