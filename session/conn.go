@@ -10,21 +10,30 @@ import (
 // owned by the poller goroutine that reads it until the hang-up.
 type conn struct {
 	fanout.Conn
-	app    *appState
-	subs   []sub
-	user   string       // signed-in user id
-	events guard.Bucket // client-event rate
-	joins  guard.Bucket // subscribe rate
+	app   *appState
+	subs  []sub
+	joins guard.Bucket // subscribe rate
 	// x is what few connections use, made by the reader when one first needs it (a
-	// connection's size class is memory every idle connection pays).
+	// connection's size class is memory every idle connection pays: see TestConnSize).
 	x *connExtra
 }
 
-// connExtra is the part of a connection few use.
+// connExtra is the part of a connection few use: a signed-in user, client events, a
+// watchlist, recovery.
 type connExtra struct {
+	user     string       // signed-in user id
+	events   guard.Bucket // client-event rate, from its first client event
 	watching []string     // the user ids of its watchlist (see watchlist.go)
 	rc       replayCharge // its replay budget, from its first recovery request (replaybudget.go)
 	charged  bool         // rc is set up
+}
+
+// user is the user id c signed in as; "" when it has not.
+func (c *conn) user() string {
+	if c.x == nil {
+		return ""
+	}
+	return c.x.user
 }
 
 // extra returns c.x, making it: call it on c's reader goroutine.

@@ -86,7 +86,7 @@ func (s *Server) clientEvent(c *conn, m pusher.Message) {
 		s.sendError(c, herald.CodeTooLarge, "client event data is too large")
 		return
 	}
-	if ok, wait := c.events.Take(cfg.events, s.now()*1e6); !ok {
+	if ok, wait := c.extra().events.Take(cfg.events, s.now()*1e6); !ok {
 		s.slowDown(c, wait)
 		c.Counters().EventsLimited.Add(1)
 		s.sendError(c, herald.CodeRateLimited, "client event rejected: over the rate limit of "+

@@ -61,7 +61,7 @@ func (r reader) OnHangup(wc *ws.Conn) {
 		s.leave(c, sb)
 	}
 	c.subs = nil
-	if c.user != "" {
+	if c.user() != "" {
 		s.forgetUser(c)
 	}
 	if c.app.wants(herald.ConnectionClosed) {

@@ -71,7 +71,7 @@ func (s *Server) subscribe(c *conn, m pusher.Message) {
 			return
 		}
 	case herald.User:
-		if !cfg.EnableUserAuthentication || c.user == "" || name[len(herald.UserChannelPrefix):] != c.user {
+		if !cfg.EnableUserAuthentication || c.user() == "" || name[len(herald.UserChannelPrefix):] != c.user() {
 			s.subError(c, name, "AuthError", "sign in as this user before subscribing to "+name, 401)
 			return
 		}

@@ -28,10 +28,10 @@ func (s *Server) signin(c *conn, m pusher.Message) {
 		s.closeWith(c, herald.CodeUnauthorized, herald.MessageOf(err))
 		return
 	}
-	if c.user != "" {
+	if c.user() != "" {
 		s.forgetUser(c)
 	}
-	c.user = ud.ID
+	c.extra().user = ud.ID
 	a.usersMu.Lock()
 	first := len(a.users[ud.ID]) == 0
 	a.users[ud.ID] = append(a.users[ud.ID], c)
@@ -43,7 +43,7 @@ func (s *Server) signin(c *conn, m pusher.Message) {
 func (s *Server) forgetUser(c *conn) {
 	a := c.app
 	a.usersMu.Lock()
-	list := a.users[c.user]
+	list := a.users[c.user()]
 	for i, x := range list {
 		if x == c {
 			list = append(list[:i], list[i+1:]...)
@@ -51,9 +51,9 @@ func (s *Server) forgetUser(c *conn) {
 		}
 	}
 	if len(list) == 0 {
-		delete(a.users, c.user)
+		delete(a.users, c.user())
 	} else {
-		a.users[c.user] = list
+		a.users[c.user()] = list
 	}
 	s.unwatchLocked(c, len(list) == 0)
 	a.usersMu.Unlock()

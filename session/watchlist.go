@@ -22,16 +22,16 @@ import (
 // any change after it. Users without a watchlist, and everyone else, pay one map lookup per
 // first sign-in and last sign-out of a user.
 
-// watchLocked follows c's signing in as c.user with watchlist: it tells the user's watchers
+// watchLocked follows c's signing in as c.user() with watchlist: it tells the user's watchers
 // that it is online when first (c is its first signed-in connection), registers c as a
 // watcher and sends c its watchlist's status. Called with c.app.usersMu held, after c joined
 // the app's users.
 func (s *Server) watchLocked(c *conn, watchlist []string, first bool) {
 	a := c.app
 	if first {
-		s.st.SignedIn(a.st, c.user, true)
-		if a.remoteUsers[c.user] == 0 {
-			s.tellWatchersLocked(a, c.user, "online")
+		s.st.SignedIn(a.st, c.user(), true)
+		if a.remoteUsers[c.user()] == 0 {
+			s.tellWatchersLocked(a, c.user(), "online")
 		}
 	}
 	if len(watchlist) == 0 {
@@ -82,9 +82,9 @@ func (s *Server) unwatchLocked(c *conn, last bool) {
 		}
 	}
 	if last {
-		s.st.SignedIn(a.st, c.user, false)
-		if a.remoteUsers[c.user] == 0 {
-			s.tellWatchersLocked(a, c.user, "offline")
+		s.st.SignedIn(a.st, c.user(), false)
+		if a.remoteUsers[c.user()] == 0 {
+			s.tellWatchersLocked(a, c.user(), "offline")
 		}
 	}
 }

@@ -102,18 +102,18 @@ func TestMemoryPerConnectionBounded(t *testing.T) {
 	worst := 0
 	for _, p := range held {
 		c := p.c
-		if c.broken || len(c.msg) != limit-1 || len(c.rbuf) != 14+limit-1 {
+		if c.broken || len(c.fragments()) != limit-1 || len(c.partial()) != 14+limit-1 {
 			t.Fatalf("fd %d: broken %v, holding msg %d and rbuf %d bytes; the test did not build what it meant to",
-				c.fd, c.broken, len(c.msg), len(c.rbuf))
+				c.fd, c.broken, len(c.fragments()), len(c.partial()))
 		}
-		if cap(c.rbuf) > rbufCap || cap(c.msg) > msgCap {
-			t.Errorf("fd %d: rbuf cap %d (bound %d), msg cap %d (bound %d)", c.fd, cap(c.rbuf), rbufCap, cap(c.msg), msgCap)
+		if cap(c.partial()) > rbufCap || cap(c.fragments()) > msgCap {
+			t.Errorf("fd %d: rbuf cap %d (bound %d), msg cap %d (bound %d)", c.fd, cap(c.partial()), rbufCap, cap(c.fragments()), msgCap)
 		}
-		worst = max(worst, cap(c.rbuf)+cap(c.msg))
+		worst = max(worst, cap(c.partial())+cap(c.fragments()))
 	}
 	for _, p := range huge {
 		if c := p.c; !c.broken || c.rbuf != nil || c.msg != nil {
-			t.Errorf("fd %d declared 2^63-1 bytes: broken %v, holding rbuf %d msg %d", c.fd, c.broken, len(c.rbuf), len(c.msg))
+			t.Errorf("fd %d declared 2^63-1 bytes: broken %v, holding rbuf %d msg %d", c.fd, c.broken, len(c.partial()), len(c.fragments()))
 		}
 	}
 	if code := h.code.Load(); code != CloseTooBig {

@@ -22,8 +22,8 @@ type Conn struct {
 	// hmu orders the handler's calls for this connection (reader and writer goroutines)
 	// and guards the read state below.
 	hmu    sync.Mutex
-	rbuf   []byte // unparsed bytes of a frame that has not fully arrived
-	msg    []byte // fragments of a message in progress
+	rbuf   *[]byte // unparsed bytes of a frame that has not fully arrived (see conn.go)
+	msg    *[]byte // fragments of a message in progress (set while msgOp is; see conn.go)
 	msgOp  Opcode
 	broken bool   // a protocol error was reported: input is discarded
 	gone   bool   // hang-up reported

@@ -118,16 +118,16 @@ func FuzzParseBounded(f *testing.F) {
 			n := min(size, len(data))
 			p.feed(c, slices.Clone(data[:n]))
 			data = data[n:]
-			if len(c.rbuf) > rbufLen || cap(c.rbuf) > rbufCap || len(c.msg) > fuzzMax || cap(c.msg) > msgCap {
+			if len(c.partial()) > rbufLen || cap(c.partial()) > rbufCap || len(c.fragments()) > fuzzMax || cap(c.fragments()) > msgCap {
 				t.Fatalf("holding rbuf %d (cap %d, bound %d/%d) and msg %d (cap %d, bound %d/%d)",
-					len(c.rbuf), cap(c.rbuf), rbufLen, rbufCap, len(c.msg), cap(c.msg), fuzzMax, msgCap)
+					len(c.partial()), cap(c.partial()), rbufLen, rbufCap, len(c.fragments()), cap(c.fragments()), fuzzMax, msgCap)
 			}
 		}
 		if len(rec.bad) > 0 {
 			t.Fatal(rec.bad)
 		}
 		if c.broken && (c.rbuf != nil || c.msg != nil) {
-			t.Fatalf("a broken connection still holds rbuf %d and msg %d bytes", len(c.rbuf), len(c.msg))
+			t.Fatalf("a broken connection still holds rbuf %d and msg %d bytes", len(c.partial()), len(c.fragments()))
 		}
 	})
 }
@@ -167,7 +167,7 @@ func TestHugeDeclaredLengthAllocatesNoPayload(t *testing.T) {
 			perRun := float64(after.TotalAlloc-before.TotalAlloc) / 101
 			if h.code.Load() != CloseTooBig || !c.broken || c.rbuf != nil || c.msg != nil {
 				t.Errorf("declared %d (op %d): close %d, broken %v, holding rbuf %d msg %d; want 1009 and nothing held",
-					n, op, h.code.Load(), c.broken, len(c.rbuf), len(c.msg))
+					n, op, h.code.Load(), c.broken, len(c.partial()), len(c.fragments()))
 			}
 			// The Conn itself, the error and, for a continuation, the first fragment.
 			if allocs > 4 || perRun > 1024 {
@@ -175,4 +175,12 @@ func TestHugeDeclaredLengthAllocatesNoPayload(t *testing.T) {
 			}
 		}
 	}
+}
+
+// fragments is what c holds of a fragmented message in progress (nil when none).
+func (c *Conn) fragments() []byte {
+	if c.msg == nil {
+		return nil
+	}
+	return *c.msg
 }

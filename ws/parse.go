@@ -10,7 +10,7 @@ import "strconv"
 // fragmented message is incomplete; a new one (finished says one ended in this parse)
 // restarts the clock.
 func (p *poller) track(c *Conn, finished bool) {
-	busy := !c.broken && (len(c.rbuf) > 0 || c.msgOp != 0)
+	busy := !c.broken && (c.rbuf != nil || c.msgOp != 0)
 	switch {
 	case !busy || p.e.cfg.FrameTimeout < 0:
 		if c.since != 0 {
@@ -27,9 +27,9 @@ func (p *poller) track(c *Conn, finished bool) {
 
 // feed parses data (appended to any partial frame c holds) and delivers what is complete.
 func (p *poller) feed(c *Conn, data []byte) {
-	if len(c.rbuf) > 0 {
-		c.rbuf = appendExact(c.rbuf, data)
-		data = c.rbuf
+	if c.rbuf != nil {
+		*c.rbuf = appendExact(*c.rbuf, data)
+		data = *c.rbuf
 	}
 	used, pending, finished := p.parse(c, data)
 	defer p.track(c, finished)
@@ -42,12 +42,25 @@ func (p *poller) feed(c *Conn, data []byte) {
 	// arrives without the buffer doubling: a connection holds at most one frame's bytes here
 	// plus what one read adds.
 	size := max(len(rest), pending)
-	if cp := cap(c.rbuf); cp >= size && cp <= size+rbufSlack {
-		// Reuse: rest may overlap c.rbuf, which copy handles.
-		c.rbuf = c.rbuf[:copy(c.rbuf[:len(rest)], rest)]
+	if c.rbuf != nil && cap(*c.rbuf) >= size && cap(*c.rbuf) <= size+rbufSlack {
+		// Reuse: rest may overlap *c.rbuf, which copy handles.
+		b := *c.rbuf
+		*c.rbuf = b[:copy(b[:len(rest)], rest)]
 	} else {
-		c.rbuf = append(make([]byte, 0, size), rest...)
+		b := append(make([]byte, 0, size), rest...)
+		if c.rbuf == nil {
+			c.rbuf = new([]byte)
+		}
+		*c.rbuf = b
 	}
+}
+
+// partial is the incomplete frame c holds (nil when none).
+func (c *Conn) partial() []byte {
+	if c.rbuf == nil {
+		return nil
+	}
+	return *c.rbuf
 }
 
 // rbufSlack is how much larger than its incomplete frame a partial-frame buffer may stay
@@ -103,19 +116,20 @@ func (p *poller) parse(c *Conn, data []byte) (used, pending int, finished bool) 
 				p.fail(c, CloseProtocolError, "continuation without a message")
 				return len(data), 0, finished
 			}
-			if len(c.msg)+len(payload) > limit {
+			m := c.msg // set while msgOp is
+			if len(*m)+len(payload) > limit {
 				p.fail(c, CloseTooBig, "message too big")
 				return len(data), 0, finished
 			}
-			if need := len(c.msg) + len(payload); need > cap(c.msg) {
+			if need := len(*m) + len(payload); need > cap(*m) {
 				// Grow by doubling, but never past the message limit.
-				nb := make([]byte, len(c.msg), min(max(need, 2*cap(c.msg)), limit))
-				copy(nb, c.msg)
-				c.msg = nb
+				nb := make([]byte, len(*m), min(max(need, 2*cap(*m)), limit))
+				copy(nb, *m)
+				*m = nb
 			}
-			c.msg = append(c.msg, payload...)
+			*m = append(*m, payload...)
 			if h.fin {
-				p.deliver(c, c.msgOp, c.msg)
+				p.deliver(c, c.msgOp, *m)
 				c.msg, c.msgOp = nil, 0
 			}
 		default:
@@ -126,8 +140,8 @@ func (p *poller) parse(c *Conn, data []byte) (used, pending int, finished bool) 
 			if h.fin {
 				p.deliver(c, h.op, payload)
 			} else {
-				c.msgOp = h.op
-				c.msg = append(make([]byte, 0, min(len(payload)*2, limit)), payload...)
+				m := append(make([]byte, 0, min(len(payload)*2, limit)), payload...)
+				c.msgOp, c.msg = h.op, &m
 			}
 		}
 	}

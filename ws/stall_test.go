@@ -175,9 +175,9 @@ func FuzzFrameTimeoutTracking(f *testing.F) {
 			k := min(size, len(data))
 			p.feed(c, slices.Clone(data[:k]))
 			data = data[k:]
-			busy := !c.broken && (len(c.rbuf) > 0 || c.msgOp != 0)
+			busy := !c.broken && (len(c.partial()) > 0 || c.msgOp != 0)
 			if busy != (c.since != 0) {
-				t.Fatalf("busy %v (rbuf %d, message op %d, broken %v) but since %d", busy, len(c.rbuf), c.msgOp, c.broken, c.since)
+				t.Fatalf("busy %v (rbuf %d, message op %d, broken %v) but since %d", busy, len(c.partial()), c.msgOp, c.broken, c.since)
 			}
 			want := int32(0)
 			if busy {
