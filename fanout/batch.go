@@ -65,7 +65,7 @@ func (b *Batch) Send() {
 			continue
 		}
 		b.per[i] = nil
-		b.e.workers[i].inbox <- cmd{op: opBatch, pubs: l}
+		b.e.workers[i].inbox <- cmd{op: opBatch, p: l}
 	}
 	b.n = 0
 }

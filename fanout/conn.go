@@ -48,11 +48,13 @@ type Conn struct {
 	replays  bool      // rep is not nil: flush feeds its replays
 
 	// Owned by the worker, touched less often.
-	w       *worker
-	widx    int     // index in worker.conns
-	pingAt  int64   // when the engine pinged; 0 when no ping is outstanding
-	closeAt int64   // when closing: the deadline for the close frame to leave
-	rep     *replay // its replays in progress (replay.go), in subscription order
+	w    *worker
+	widx int // index in worker.conns
+	// at is, until closing, when the engine pinged (0 when no ping is outstanding); once
+	// closing, the deadline for the close frame to leave. One field: a closing connection is
+	// not pinged.
+	at  int64
+	rep *replay // its replays in progress (replay.go), in subscription order
 
 	sid       string       // socket id "prefix.num"
 	lastSeen  atomic.Int64 // engine clock (ms) of the last frame received

@@ -50,7 +50,11 @@ func (e *Engine) Hangup(c *Conn) { c.w.inbox <- cmd{op: opHangup, c: c} }
 // c receives whatever is dispatched to ch after frame.
 func (e *Engine) Subscribe(c *Conn, ch *Channel, frame, extra []byte) {
 	ch.wcount[c.w.idx].Add(1)
-	c.w.inbox <- cmd{op: opSub, c: c, ch: ch, frame: frame, extra: extra}
+	n := uint64(1)
+	if extra != nil { // one frame after the other on the wire: one slice in the queue
+		frame, n = append(append(make([]byte, 0, len(frame)+len(extra)), frame...), extra...), 2
+	}
+	c.w.inbox <- cmd{op: opSub, c: c, ch: ch, frame: frame, excl: n}
 }
 
 // CloseChannel closes every connection subscribed to ch on this node with how, as the
@@ -111,6 +115,6 @@ func (e *Engine) Local(sid string) uint64 { return parseSocketID(e.prefix, sid) 
 // again after Attach.
 func (e *Engine) CloseGroup(g *Group, code int, frame []byte) {
 	for _, w := range e.workers {
-		w.inbox <- cmd{op: opCloseGroup, g: g, frame: frame, excl: uint64(code)}
+		w.inbox <- cmd{op: opCloseGroup, p: g, frame: frame, excl: uint64(code)}
 	}
 }

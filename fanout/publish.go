@@ -109,7 +109,7 @@ func (e *Engine) Dispatch(ch *Channel, frame []byte, excl uint64, s *Slots, m Me
 		if ch.wcount[i].Load() <= 0 {
 			continue
 		}
-		c := cmd{op: opPublish, ch: ch, frame: frame, excl: excl, track: track}
+		c := cmd{op: opPublish, ch: ch, frame: frame, excl: excl, p: track}
 		if s != nil {
 			if held := s.held(i); *held > 0 {
 				*held--

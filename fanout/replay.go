@@ -46,7 +46,7 @@ type replay struct {
 func (e *Engine) SubscribeReplay(c *Conn, ch *Channel, frame []byte, r *Replay) {
 	ch.wcount[c.w.idx].Add(1)
 	rp := &replay{c: c, ch: ch, frames: r.Frames, tail: r.Tail}
-	c.w.inbox <- cmd{op: opSubReplay, c: c, ch: ch, frame: frame, rep: rp}
+	c.w.inbox <- cmd{op: opSubReplay, c: c, ch: ch, frame: frame, p: rp}
 }
 
 // pageBytes is how much of a replay one connection has queued at most (unless one frame is

@@ -21,19 +21,21 @@ const (
 	opHangup               // c is gone: forget it and release its socket
 )
 
-// cmd is one instruction to a worker. Frames are shared and never modified.
+// cmd is one instruction to a worker. Frames are shared and never modified. A worker's
+// inbox holds InboxSize of them, resident once the queue has cycled: each byte of cmd is
+// 16 KiB of a node's memory with two workers, so the fields that only some ops use share p.
 type cmd struct {
 	op    op
 	slot  bool // opPublish: holds one of the worker's slots, given back when handled
 	c     *Conn
 	ch    *Channel
 	frame []byte
-	extra []byte
-	excl  uint64    // opPublish: Conn.num not to deliver to
-	track *pubTrack // opPublish: measures publish → last frame queued; may be nil
-	g     *Group    // opCloseGroup
-	pubs  *[]pub    // opBatch
-	rep   *replay   // opSubReplay
+	// excl is, for opPublish, the Conn.num not to deliver to; for opCloseGroup and
+	// opCloseSubs, the close code; for opSub, the frames frame holds (1 or 2).
+	excl uint64
+	// p is, for opPublish, a *pubTrack measuring publish → last frame queued (may be nil);
+	// for opBatch, the *[]pub; for opSubReplay, the *replay; for opCloseGroup, the *Group.
+	p any
 }
 
 // worker owns a fixed share of the connections: their outbound queues, their writes and
@@ -170,9 +172,10 @@ func (w *worker) handle(m cmd) {
 			<-w.slots
 		}
 		w.publish(m.ch, m.frame, m.excl)
-		m.track.done()
+		track, _ := m.p.(*pubTrack)
+		track.done()
 	case opBatch:
-		w.publishBatch(m.pubs)
+		w.publishBatch(m.p.(*[]pub))
 	case opSend:
 		w.enqueue(m.c, m.frame)
 		m.c.m.Sent.Add(1)
@@ -183,15 +186,11 @@ func (w *worker) handle(m cmd) {
 	case opSub:
 		w.subs[m.ch] = append(w.subs[m.ch], m.c)
 		w.enqueue(m.c, m.frame)
-		m.c.m.Sent.Add(1)
-		if m.extra != nil {
-			w.enqueue(m.c, m.extra)
-			m.c.m.Sent.Add(1)
-		}
+		m.c.m.Sent.Add(int64(m.excl))
 	case opSubReplay:
 		w.enqueue(m.c, m.frame)
 		m.c.m.Sent.Add(1)
-		w.startReplay(m.rep)
+		w.startReplay(m.p.(*replay))
 	case opUnsub:
 		if m.c.rep == nil || !w.unsubReplay(m.c, m.ch) {
 			w.unsub(m.c, m.ch)
@@ -218,8 +217,9 @@ func (w *worker) handle(m cmd) {
 			w.close(c, m.frame)
 		}
 	case opCloseGroup:
+		g := m.p.(*Group)
 		for _, c := range w.conns {
-			if c.m.g == m.g {
+			if c.m.g == g {
 				c.ClosedWith(int(m.excl))
 				w.close(c, m.frame)
 			}
@@ -338,7 +338,7 @@ func (w *worker) close(c *Conn, frame []byte) {
 	if c.rep != nil {
 		w.dropReplays(c)
 	}
-	c.closeAt = w.e.Now() + w.e.cfg.CloseGrace.Milliseconds()
+	c.at = w.e.Now() + w.e.cfg.CloseGrace.Milliseconds()
 	c.out = append(c.out, frame)
 	c.outBytes += len(frame)
 	w.markDirty(c)
@@ -428,7 +428,7 @@ func (w *worker) sweep(now int64) {
 	pong := w.e.cfg.PongTimeout.Milliseconds()
 	for _, c := range w.conns {
 		if c.closing {
-			if !c.shut && now >= c.closeAt {
+			if !c.shut && now >= c.at {
 				w.shutdown(c)
 			}
 			continue
@@ -438,15 +438,15 @@ func (w *worker) sweep(now int64) {
 			continue
 		}
 		last := c.lastSeen.Load()
-		if c.pingAt != 0 {
-			if last >= c.pingAt {
-				c.pingAt = 0
-			} else if now-c.pingAt >= pong && w.missedPong(c, now) {
+		if c.at != 0 {
+			if last >= c.at {
+				c.at = 0
+			} else if now-c.at >= pong && w.missedPong(c, now) {
 				continue // closed
 			}
 		}
-		if c.pingAt == 0 && now-last >= act {
-			c.pingAt = now
+		if c.at == 0 && now-last >= act {
+			c.at = now
 			w.enqueue(c, w.e.cfg.Ping)
 		}
 	}
