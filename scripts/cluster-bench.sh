@@ -261,9 +261,10 @@ if rep is None:
     print("  no report: the run failed (see above)")
 else:
     d, u, pl = rep["delivery"], rep.get("server_usage") or {}, rep["publish_latency"]
-    print("  %s: %d of %d delivered, %.0f deliveries/s, %.2f us CPU per delivery, publish P50/P99 %.1f/%.1f ms"
+    print("  %s: %d of %d delivered, %.0f deliveries/s, %.2f us CPU per delivery (the generator's %.2f), %.2f deliveries per write, publish P50/P99 %.1f/%.1f ms"
           % (rep["publish"], d["delivered"], d["expected"], rep["deliveries_per_sec"],
-             u.get("cpu_per_delivery_us", 0), pl["p50_ms"], pl["p99_ms"]))
+             u.get("cpu_per_delivery_us", 0), rep["generator"].get("cpu_per_delivery_us", 0),
+             u.get("deliveries_per_write", 0), pl["p50_ms"], pl["p99_ms"]))
 PY
 }
 
