@@ -58,6 +58,11 @@ type chanHist struct {
 	busy        bool
 	held        []heldEvent
 	unavailable bool
+	// ended is the epoch this node ended because the store went back in it (rollbackLocked):
+	// the bus's events of that epoch are dropped.
+	ended string
+	// restarting: the store is being asked for a new epoch (restart); the copy is busy.
+	restarting bool
 }
 
 // first is the offset of the oldest event kept (last+1 when none is).

@@ -35,6 +35,12 @@ type HistoryStats struct {
 	GapsRepaired atomic.Int64 // gaps whose events were read from the store and delivered
 	GapsLost     atomic.Int64 // gaps whose events were gone: the channel's subscribers were closed
 	Duplicates   atomic.Int64 // events received twice, dropped
+	// EpochsLost counts the new epochs a copy took from the bus or the store while its
+	// subscribers here had positions of the old one: they were closed (Listener.Lost).
+	EpochsLost atomic.Int64
+	// Rollbacks counts the times this node found the store gone back within an epoch (it
+	// lost events it had acknowledged, as in a power cut) and ended that epoch (history_rollback.go).
+	Rollbacks atomic.Int64
 	// Missed counts the channels without history whose events this node dropped from the
 	// bus (it could not keep up): their subscribers here were closed (Listener.Missed).
 	Missed atomic.Int64
@@ -78,13 +84,23 @@ func (r *Replicated) receiveHistory(a *App, msg herald.BusMessage) {
 // otherwise holds it and starts reading the missing events.
 func (r *Replicated) sequenceLocked(a *App, ch *Channel, msg herald.BusMessage) (victims []*histEntry) {
 	h := ch.hist
+	if h.ended != "" && msg.Epoch == h.ended {
+		r.histStats.Duplicates.Add(1) // of an epoch this node ended: the store went back in it
+		return nil
+	}
 	if msg.Epoch != h.epoch {
-		// A new history (the store lost the old one): its offsets count from 1 again.
-		h.clearLocked()
-		h.epoch, h.last, h.hole = msg.Epoch, 0, 0
+		// A new history (the store lost the old one): its offsets count from 1 again. The
+		// subscribers here that had positions of the old one are closed, as for a gap, so
+		// that they recover and are told (epoch_changed) what they missed.
+		r.newEpochLocked(a, ch, msg.Epoch)
 	}
 	switch {
 	case msg.Offset <= h.last:
+		if r.forkedLocked(h, msg.Offset, msg.Payload) {
+			// Another event at an offset delivered here: the store went back.
+			r.rollbackLocked(a, ch, "an event came at an offset already delivered with another")
+			return nil
+		}
 		r.histStats.Duplicates.Add(1)
 	case msg.Offset == h.last+1:
 		victims = r.keepCopyLocked(a, ch, msg.Offset, r.eng.Now(), msg.Payload, r.eng.Local(msg.ExcludeSocket), msg.Origin)
@@ -229,17 +245,18 @@ func (r *Replicated) repair(a *App, ch *Channel) {
 	r.ops.run(func(ctx context.Context) {
 		for n := 0; ; {
 			h.mu.Lock()
-			if h.dead || len(h.held) == 0 {
+			if h.dead || h.restarting || len(h.held) == 0 {
 				h.mu.Unlock()
 				return
 			}
-			after, epoch, upto := h.last, h.epoch, h.held[len(h.held)-1].msg.Offset
+			after, epoch, upto, from := h.last, h.epoch, h.held[len(h.held)-1].msg.Offset, compareFrom(h)
 			h.mu.Unlock()
 			limit := h.rule.Size
 			if upto > after && upto-after < uint64(limit) {
 				limit = int(upto - after)
 			}
-			page, _, lost, err := r.read(ctx, h.rule, a.id, h.name, after, limit)
+			// From the copy's last event, when it holds it: the store may have gone back.
+			page, _, lost, err := r.read(ctx, h.rule, a.id, h.name, from, limit+int(after-from))
 			if err != nil {
 				select {
 				case <-time.After(retry.Wait(n)):
@@ -270,8 +287,15 @@ func (r *Replicated) repair(a *App, ch *Channel) {
 // refused) close the channel's subscribers here (lostLocked).
 func (r *Replicated) mendLocked(a *App, ch *Channel, page herald.HistoryPage, lost, after uint64, epoch string) (victims []*histEntry) {
 	h := ch.hist
-	if h.last != after || h.epoch != epoch {
+	if h.restarting || h.last != after || h.epoch != epoch {
 		return nil // changed meanwhile; read again
+	}
+	if r.wentBackLocked(h, page) {
+		r.rollbackLocked(a, ch, "the store's history is behind this node's copy")
+		return nil
+	}
+	for len(page.Entries) > 0 && page.Entries[0].Offset <= after {
+		page.Entries = page.Entries[1:] // the copy's last, read to compare
 	}
 	gone := false
 	switch {
@@ -279,6 +303,9 @@ func (r *Replicated) mendLocked(a *App, ch *Channel, page herald.HistoryPage, lo
 		// The store lost the history: whatever was missing is gone with it.
 		r.lostLocked(a, ch, 0, false)
 		gone = true
+		if h.epoch != "" {
+			h.ended = h.epoch // an epoch never comes back: its late events are stale
+		}
 		h.epoch, h.last, h.hole = page.Latest.Epoch, 0, 0
 		if len(page.Entries) > 0 {
 			h.last = page.Entries[0].Offset - 1
@@ -344,17 +371,28 @@ func (r *Replicated) check(ctx context.Context) {
 		for _, ch := range chans {
 			h := ch.hist
 			h.mu.Lock()
-			skip, after := h.busy || h.dead, h.last
+			skip, after, epoch, from := h.busy || h.dead, h.last, h.epoch, compareFrom(h)
 			h.mu.Unlock()
 			if skip {
 				continue
 			}
-			page, err := r.hist.Read(ctx, h.rule, a.id, h.name, after, 1)
-			if err != nil || (page.Latest.Epoch == h.epoch && page.Latest.Offset <= after) {
+			// From the copy's last event, when it holds it: the store may have gone back.
+			page, _, _, err := r.read(ctx, h.rule, a.id, h.name, from, 1)
+			if err != nil {
 				continue
 			}
 			h.mu.Lock()
-			if !h.busy && !h.dead && h.last == after {
+			if !h.busy && !h.dead && h.last == after && h.epoch == epoch && r.wentBackLocked(h, page) {
+				r.rollbackLocked(a, ch, "the store's history is behind this node's copy")
+				h.mu.Unlock()
+				continue
+			}
+			h.mu.Unlock()
+			if page.Latest.Epoch == epoch && page.Latest.Offset <= after {
+				continue
+			}
+			h.mu.Lock()
+			if !h.busy && !h.dead && h.last == after && h.epoch == epoch {
 				h.busy = true
 				h.held = append(h.held, heldEvent{msg: herald.BusMessage{Epoch: page.Latest.Epoch, Offset: page.Latest.Offset + 1}, probe: true})
 				r.repair(a, ch)

@@ -37,6 +37,11 @@ type Cluster struct {
 	// not across nodes (NATS streams of several replicas on nats-server before 2.11): the
 	// Keys case then checks only that keyed events are kept like the others.
 	KeysPerNode bool
+	// OffsetIDs says that the engine's History gives each event its channel and offset as a
+	// message ID that the store remembers for a window (NATS streams of several replicas):
+	// a channel whose epoch was ended (Restart) cannot be given its old epoch's offsets again
+	// while the store remembers them, and the Restart case does not publish after it.
+	OffsetIDs bool
 	// Stop and Start, when set, stop the bus server and start it again on the same address
 	// (Start returns once it answers). Without them the case of a bus that is down closes
 	// node 0's broker instead.
@@ -63,6 +68,7 @@ func Run(t *testing.T, newCluster NewCluster) {
 		{"TTL", testTTL},
 		{"EpochStable", testEpochStable},
 		{"EpochLost", testEpochLost},
+		{"Restart", testRestart},
 		{"Isolation", testIsolation},
 		{"ChannelNames", testChannelNames},
 		{"Invalid", testInvalid},

@@ -75,7 +75,7 @@ func newServersCluster(c *servicetest.NATSCluster) brokertest.NewCluster {
 func newServersHistoryCluster(c *servicetest.NATSCluster, replicas int) historytest.NewCluster {
 	return func(t testing.TB, nodes []historytest.Node) historytest.Cluster {
 		hc := historytest.Cluster{Stop: c.Stop, Start: c.Start, Lose: func(t testing.TB) { deleteStreams(t, c.Servers[0]) },
-			KeysPerNode: replicas > 1 && !servicetest.NATSAtLeast(t, 2, 11)}
+			KeysPerNode: replicas > 1 && !servicetest.NATSAtLeast(t, 2, 11), OffsetIDs: replicas > 1}
 		prefix := "test." + strconv.FormatInt(clusters.Add(1), 10)
 		var brokers []*nats.Broker
 		for _, n := range nodes {

@@ -65,7 +65,8 @@ var _ herald.History = (*History)(nil)
 //
 // What is lost when: an event past Size at once, one older than TTL when JetStream expires
 // it (Read never returns it after TTL, by the node's clock against JetStream's timestamps),
-// all of a channel's with its stream.
+// all of a channel's with its stream, all of a channel's when a cluster node ends its epoch
+// because JetStream went back within it (Restart).
 //
 // A History is safe for concurrent use.
 type History struct {

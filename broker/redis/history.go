@@ -45,7 +45,9 @@ var _ herald.History = (*History)(nil)
 // is gone (MetaTTL after the last publish, FLUSHALL, eviction, a restart without
 // persistence) the channel's next publish starts a new epoch at offset 1. Until then Read
 // finds no history: the zero Latest (an empty Epoch means "no history yet"), and Read never
-// creates one.
+// creates one. A Redis that went back within an epoch (appendfsync everysec and a power cut)
+// keeps the epoch with a lower offset; a cluster node that finds it out ends the epoch
+// (Restart), and the channel's history starts again, empty, in a new one.
 //
 // A History is safe for concurrent use. Its calls wait for a round trip each (rueidis
 // pipelines concurrent ones on the one connection).
