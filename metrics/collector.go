@@ -21,6 +21,7 @@ type collector struct {
 	cacheBytes, cacheEntries, cacheEvictions                          *prometheus.Desc
 	histBytes, histEntries, histEvictions                             *prometheus.Desc
 	recoveries, gapsRepaired, gapsLost, dups, missed                  *prometheus.Desc
+	rollbacks, epochsLost                                             *prometheus.Desc
 	replayed, replayPages, replayRefused, histLoads                   *prometheus.Desc
 	keys, keyRepeats, keyWaits, keyEvicted, keyConflicts, keyReceived *prometheus.Desc
 }
@@ -63,6 +64,8 @@ func newCollector(prefix string, src Source, http *HTTP) *collector {
 		recoveries:    d("recoveries_total", "Recovery requests by outcome: recovered, or the reason they failed.", "outcome"),
 		gapsRepaired:  d("history_gaps_repaired_total", "Gaps in a history channel's offsets that the bus left on this node, repaired from the history."),
 		gapsLost:      d("history_gaps_lost_total", "Gaps whose events were gone from the history: the channel's subscribers here were closed with 4200."),
+		rollbacks:     d("history_rollbacks_total", "Times this node found the cluster's history store gone back within an epoch (acknowledged events lost, as in a power cut) and ended the epoch."),
+		epochsLost:    d("history_epochs_lost_total", "New history epochs this node's copies took while their subscribers had positions of the old one: those subscribers were closed with 4200 and are told epoch_changed."),
 		dups:          d("history_duplicates_total", "Events of history channels the bus brought twice, dropped."),
 		replayed:      d("replayed_bytes_total", "History replayed to recovering clients, in bytes (the events and their position frames).", app),
 		replayPages:   d("replay_pages_total", "Pages of history replayed to recovering clients: each at most a quarter of outbound_buffer_bytes, sent once the previous one has drained.", app),
@@ -94,7 +97,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.receivedBytes, c.httpCalls, c.httpReceived, c.httpTransmitted, c.slow, c.eventsLimited, c.subsLimited, c.channels, c.subs,
 		c.refused, c.queueDepth, c.pongTimeouts, c.pongsUnread, c.capacity, c.refusing, c.nodeConns, c.nodeChans,
 		c.cacheBytes, c.cacheEntries, c.cacheEvictions, c.histBytes, c.histEntries, c.histEvictions,
-		c.recoveries, c.gapsRepaired, c.gapsLost, c.dups, c.missed, c.replayed, c.replayPages, c.replayRefused, c.histLoads,
+		c.recoveries, c.gapsRepaired, c.gapsLost, c.rollbacks, c.epochsLost, c.dups, c.missed, c.replayed, c.replayPages, c.replayRefused, c.histLoads,
 		c.keys, c.keyRepeats, c.keyWaits, c.keyEvicted, c.keyConflicts, c.keyReceived} {
 		ch <- d
 	}
@@ -163,6 +166,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.keyReceived, int64(st.Keys.Received))
 	counter(c.gapsRepaired, st.GapsRepaired)
 	counter(c.gapsLost, st.GapsLost)
+	counter(c.rollbacks, st.Rollbacks)
+	counter(c.epochsLost, st.EpochsLost)
 	counter(c.dups, st.Duplicates)
 	counter(c.missed, st.Missed)
 	counter(c.pongTimeouts, st.PongTimeouts)

@@ -52,6 +52,8 @@ type NodeStats struct {
 	Recoveries     []Outcome       // recoveries_total: recovery requests, one series per outcome
 	GapsRepaired   int64           // history_gaps_repaired_total
 	GapsLost       int64           // history_gaps_lost_total
+	Rollbacks      int64           // history_rollbacks_total
+	EpochsLost     int64           // history_epochs_lost_total
 	Duplicates     int64           // history_duplicates_total
 	HistoryLoads   int64           // history_loads_total
 	// The node's idempotency keys (cluster.KeyStats): idempotency_keys, idempotency_repeats_total,

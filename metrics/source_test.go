@@ -37,7 +37,7 @@ func (fakeSource) NodeStats() metrics.NodeStats {
 	return metrics.NodeStats{Connections: 41, MaxConnections: 42, Channels: 43, PongTimeouts: 45, PongsUnread: 46, Refusing: true,
 		Refused: []metrics.Refusal{{"app_not_found", 21}, {"draining", 22}, {"origin", 23}, {"ip_rate", 24},
 			{"memory", 25}, {"node_full", 26}, {"app_full", 27}},
-		QueueDepths: []int{31, 0, 33}, WriteDelays: []time.Duration{0, 1500 * time.Microsecond, 0}, HistoryLoads: 47, Keys: metrics.KeyStats{Held: 5, Repeats: 6, Waits: 7, Evicted: 8, Conflicts: 9, Received: 10},
+		QueueDepths: []int{31, 0, 33}, WriteDelays: []time.Duration{0, 1500 * time.Microsecond, 0}, HistoryLoads: 47, Rollbacks: 48, EpochsLost: 49, Keys: metrics.KeyStats{Held: 5, Repeats: 6, Waits: 7, Evicted: 8, Conflicts: 9, Received: 10},
 		ReplayRefused: []metrics.Refusal{{"connection", 51}, {"address", 52}, {"app", 53}, {"node", 54}}}
 }
 

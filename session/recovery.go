@@ -53,6 +53,15 @@ func (s *Server) HistoryStats() (gapsRepaired, gapsLost, duplicates int64) {
 	return st.GapsRepaired.Load(), st.GapsLost.Load(), st.Duplicates.Load()
 }
 
+// RollbackStats returns how many times this node found the cluster's history store gone back
+// within an epoch (it lost acknowledged events) and ended the epoch, and how many new epochs
+// its copies took while their subscribers had positions of the old one (all zero on a single
+// node).
+func (s *Server) RollbackStats() (rollbacks, epochsLost int64) {
+	st := s.st.HistoryStats()
+	return st.Rollbacks.Load(), st.EpochsLost.Load()
+}
+
 // KeyStats returns the node's counters of idempotency keys.
 func (s *Server) KeyStats() cluster.KeyStats { return s.st.KeyStats() }
 

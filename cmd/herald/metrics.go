@@ -61,6 +61,7 @@ func (m nodeMetrics) NodeStats() metrics.NodeStats {
 		outcomes[i] = metrics.Outcome{Outcome: session.RecoveryReasons[i], Count: n}
 	}
 	repaired, lost, dups := m.h.HistoryStats()
+	rollbacks, epochsLost := m.h.RollbackStats()
 	var budget []metrics.Refusal
 	for i, n := range m.h.ReplayRefusals() {
 		budget = append(budget, metrics.Refusal{Reason: session.ReplayBudgetLevels[i], Count: n})
@@ -72,6 +73,8 @@ func (m nodeMetrics) NodeStats() metrics.NodeStats {
 		Recoveries:     outcomes,
 		GapsRepaired:   repaired,
 		GapsLost:       lost,
+		Rollbacks:      rollbacks,
+		EpochsLost:     epochsLost,
 		Duplicates:     dups,
 		Missed:         m.h.MissedChannels(),
 		Connections:    st.Connections,
