@@ -54,6 +54,11 @@ func TestPlanKeepsTargetsApart(t *testing.T) {
 			if s.Target < 1 || s.Target > 3 {
 				t.Fatalf("%s of server %d", s.Fault, s.Target)
 			}
+		case PowerCut:
+			key = "bus"
+			if s.Target != 0 {
+				t.Fatalf("%s of server %d, want every server (0)", s.Fault, s.Target)
+			}
 		case CutClients:
 			if len(s.Subscribers) == 0 {
 				t.Fatal("cut-clients of nobody")
@@ -66,7 +71,7 @@ func TestPlanKeepsTargetsApart(t *testing.T) {
 			continue
 		}
 		switch s.Fault {
-		case KillNode, RestartBus, KillBus:
+		case KillNode, RestartBus, KillBus, PowerCut:
 			span = o.Down
 		case PauseNode:
 			span = o.Pause
