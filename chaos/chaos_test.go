@@ -64,19 +64,7 @@ func TestChaos(t *testing.T) {
 				o.NATSServer = service(t, "nats-server")
 			}
 			o.Herald = bin
-			t.Logf("seed %d", o.Seed)
-			ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-			defer cancel()
-			rep, err := Run(ctx, o)
-			if err != nil {
-				t.Fatalf("seed %d: %v", o.Seed, err)
-			}
-			var b strings.Builder
-			rep.Print(&b)
-			t.Log("\n" + b.String())
-			if rep.Failed() {
-				t.Errorf("seed %d: the run failed (report above)", o.Seed)
-			}
+			rep := runChecked(t, o, 8*time.Minute)
 			if n := faults(rep); n < 8 {
 				t.Errorf("only %d faults injected in a minute at one every 2 to 5 s", n)
 			}
@@ -85,6 +73,26 @@ func TestChaos(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runChecked runs the harness with o within limit, logs its report (seed first), and fails
+// the test when the run could not complete or its checker failed it.
+func runChecked(t *testing.T, o Options, limit time.Duration) *Report {
+	t.Helper()
+	t.Logf("seed %d", o.Seed)
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	rep, err := Run(ctx, o)
+	if err != nil {
+		t.Fatalf("seed %d: %v", o.Seed, err)
+	}
+	var b strings.Builder
+	rep.Print(&b)
+	t.Log("\n" + b.String())
+	if rep.Failed() {
+		t.Errorf("seed %d: the run failed (report above)", o.Seed)
+	}
+	return rep
 }
 
 func faults(r *Report) int {

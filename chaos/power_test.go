@@ -3,9 +3,7 @@
 package chaos
 
 import (
-	"context"
 	"log/slog"
-	"strings"
 	"testing"
 	"time"
 
@@ -28,19 +26,7 @@ func TestPowerCutAppendfsyncAlways(t *testing.T) {
 		RedisAOF: "always", PowerCut: true, Faults: []Fault{PowerCut, CutClients},
 		RedisServer: service(t, "redis-server"), Herald: buildHerald(t),
 		Log: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))}
-	t.Logf("seed %d", o.Seed)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	rep, err := Run(ctx, o)
-	if err != nil {
-		t.Fatalf("seed %d: %v", o.Seed, err)
-	}
-	var b strings.Builder
-	rep.Print(&b)
-	t.Log("\n" + b.String())
-	if rep.Failed() {
-		t.Errorf("seed %d: the run failed (report above)", o.Seed)
-	}
+	rep := runChecked(t, o, 5*time.Minute)
 	if rep.Faults[PowerCut] < 1 {
 		t.Errorf("no power cut in the run: faults %v", rep.Faults)
 	}

@@ -2,9 +2,7 @@ package redis
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/herald-rt/herald"
 	"github.com/herald-rt/herald/broker"
@@ -38,7 +36,7 @@ func (h *History) Restart(ctx context.Context, rule herald.HistoryRule, app, cha
 	if err != nil {
 		return herald.Position{}, broker.Unavailable(what, err)
 	}
-	p, err := restartAnswer(res)
+	p, err := epochOffset(res) // the epoch now, and its last offset
 	if err != nil {
 		return herald.Position{}, herald.Errorf(herald.CodeInternal, "%s: %s/%s: %v", what, app, channel, err)
 	}
@@ -65,23 +63,3 @@ end
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return {ARGV[2], '0'}
 `)
-
-// restartAnswer reads the restart script's answer.
-func restartAnswer(res []rueidis.RedisMessage) (herald.Position, error) {
-	if len(res) != 2 {
-		return herald.Position{}, errors.New("unexpected answer")
-	}
-	epoch, err := res[0].ToString()
-	if err != nil {
-		return herald.Position{}, err
-	}
-	s, err := res[1].ToString()
-	if err != nil {
-		return herald.Position{}, err
-	}
-	o, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return herald.Position{}, errors.New("unexpected answer")
-	}
-	return herald.Position{Epoch: epoch, Offset: o}, nil
-}

@@ -156,8 +156,17 @@ end
 return {e, o, out}
 `)
 
-// position reads the publish script's answer.
+// position reads the publish script's answer: a position of an event, never empty.
 func position(res []rueidis.RedisMessage) (herald.Position, error) {
+	p, err := epochOffset(res)
+	if err == nil && (p.Epoch == "" || p.Offset == 0) {
+		return herald.Position{}, errors.New("unexpected answer")
+	}
+	return p, err
+}
+
+// epochOffset reads a script's answer of an epoch and an offset ({epoch, offset}).
+func epochOffset(res []rueidis.RedisMessage) (herald.Position, error) {
 	if len(res) != 2 {
 		return herald.Position{}, errors.New("unexpected answer")
 	}
@@ -170,7 +179,7 @@ func position(res []rueidis.RedisMessage) (herald.Position, error) {
 		return herald.Position{}, err
 	}
 	o, err := strconv.ParseUint(s, 10, 64)
-	if err != nil || epoch == "" || o == 0 {
+	if err != nil {
 		return herald.Position{}, errors.New("unexpected answer")
 	}
 	return herald.Position{Epoch: epoch, Offset: o}, nil
