@@ -15,16 +15,19 @@ const CatchUpFor = 30 * time.Second
 // CatchUp implements State: while ch's copy is behind since, it reads the store's latest
 // position, repairs the copy from the store when the store has more (as check does), and
 // calls enter once the copy has reached since, the store shows it will not (its history ends
-// before since, or is another epoch), the copy is dropped or unavailable, or CatchUpFor has
-// passed. The store may be out of reach meanwhile (the node cut off from its bus): it tries
-// again, with the bus's retry pauses.
+// before since, or is another epoch), the copy is dropped, or CatchUpFor has passed. The
+// store may be out of reach meanwhile (the node cut off from its bus): it tries again, with
+// the bus's retry pauses. A copy whose store cannot be read at all (unavailable) is waited
+// for too, moved on by the bus's events alone: answered before, the client would take the
+// copy's older position and be given again the events it had. One that has had no event yet
+// is waited for until it has an epoch.
 func (r *Replicated) CatchUp(a *App, ch *Channel, since *herald.Position, enter func()) bool {
 	h := ch.hist
 	if h == nil || since == nil || since.Epoch == "" || r.hist == nil {
 		return false
 	}
 	h.mu.Lock()
-	behind := !h.unavailable && !h.dead && since.Epoch == h.epoch && since.Offset > h.last
+	behind := !h.dead && since.Offset > h.last && (since.Epoch == h.epoch || h.unavailable && h.epoch == "")
 	h.mu.Unlock()
 	if !behind {
 		return false
@@ -35,11 +38,26 @@ func (r *Replicated) CatchUp(a *App, ch *Channel, since *herald.Position, enter 
 		deadline := time.Now().Add(CatchUpFor)
 		for n := 0; time.Now().Before(deadline); n++ {
 			h.mu.Lock()
-			done := h.dead || h.unavailable || h.epoch != since.Epoch || h.last >= since.Offset
-			after, busy := h.last, h.busy
+			done := h.dead || h.epoch == since.Epoch && h.last >= since.Offset
+			if h.unavailable {
+				// The store cannot be read: only the bus's events move the copy on. Until
+				// it has an epoch it cannot tell whether the client is ahead.
+				done = done || h.epoch != "" && h.epoch != since.Epoch
+			} else {
+				done = done || h.epoch != since.Epoch
+			}
+			after, busy, unavailable := h.last, h.busy, h.unavailable
 			h.mu.Unlock()
 			if done {
 				return
+			}
+			if unavailable {
+				select {
+				case <-time.After(50 * time.Millisecond):
+				case <-ctx.Done():
+					return
+				}
+				continue
 			}
 			page, err := r.hist.Read(ctx, h.rule, a.id, h.name, after, 1)
 			if err == nil && (page.Latest.Epoch != since.Epoch || page.Latest.Offset < since.Offset) {

@@ -125,6 +125,10 @@ func (h *chanHist) clearLocked() {
 // live events go on from.
 type Recovery struct {
 	Latest herald.Position
+	// Unknown says the node knows no position to give: its copy of the history could not
+	// be read and has had no event since (unavailable). Latest is then the subscription's
+	// own position, when it asked to recover, so that it keeps it; otherwise none is given.
+	Unknown bool
 	// Asked says the subscription asked to recover; then Recovered says whether every
 	// event after its position is to be replayed (Frames), and Reason, when not, why.
 	Asked     bool
@@ -177,6 +181,10 @@ const (
 func (h *chanHist) recoverLocked(since *herald.Position, now int64) Recovery {
 	h.expireLocked(now)
 	r := Recovery{Latest: herald.Position{Epoch: h.epoch, Offset: h.last}}
+	// An unavailable copy that has had no event has no epoch, but the channel may well have
+	// one: {"", 0} would be a position (before the channel's first event), and recovering
+	// from it later would replay the whole history.
+	r.Unknown = h.unavailable && h.epoch == ""
 	if since == nil {
 		return r
 	}
@@ -184,6 +192,9 @@ func (h *chanHist) recoverLocked(since *herald.Position, now int64) Recovery {
 	switch {
 	case h.unavailable:
 		r.Reason = ReasonUnavailable
+		if r.Unknown {
+			r.Latest = *since
+		}
 	case since.Epoch != h.epoch && since.Epoch != "":
 		r.Reason = ReasonEpochChanged
 	case since.Epoch == "" && since.Offset != 0:

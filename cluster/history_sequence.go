@@ -177,12 +177,32 @@ func (r *Replicated) load(ctx context.Context, a *App, ch *Channel, open func())
 	}
 }
 
-// passLocked delivers an event of an unavailable copy as it comes, and keeps it.
+// passLocked delivers an event of an unavailable copy as it comes, and keeps it. The copy
+// cannot read the store, so it cannot repair a gap nor check a fork; but it never gives a
+// subscriber an event twice nor skips events silently: one it delivered already is dropped,
+// and before an event of a new epoch, past a gap or at an offset it delivered with another
+// event, the channel's subscribers here are closed (Listener.Lost), so that they recover and
+// are told (unavailable, or epoch_changed) that they missed some.
 func (r *Replicated) passLocked(a *App, ch *Channel, msg herald.BusMessage) []*histEntry {
 	h := ch.hist
-	if msg.Epoch != h.epoch || msg.Offset != h.last+1 {
+	switch {
+	case h.ended != "" && msg.Epoch == h.ended:
+		r.histStats.Duplicates.Add(1) // of an epoch that ended: stale
+		return nil
+	case msg.Epoch != h.epoch:
+		r.newEpochLocked(a, ch, msg.Epoch)
+		h.last = msg.Offset - 1
+	case msg.Offset <= h.last && !r.forkedLocked(h, msg.Offset, msg.Payload):
+		r.histStats.Duplicates.Add(1)
+		return nil
+	case msg.Offset != h.last+1:
+		// Past a gap, or at an offset delivered with another event (the store went back):
+		// the events in between, or the one replaced, are missed here.
+		if h.last > 0 {
+			r.l.Lost(a.id, ch)
+		}
 		h.clearLocked()
-		h.epoch, h.last, h.hole = msg.Epoch, msg.Offset-1, 0
+		h.last, h.hole = msg.Offset-1, msg.Offset-1
 	}
 	return r.keepCopyLocked(a, ch, msg.Offset, r.eng.Now(), msg.Payload, r.eng.Local(msg.ExcludeSocket), msg.Origin)
 }

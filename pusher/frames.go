@@ -253,6 +253,15 @@ func AppendRecovery(dst []byte, channel, epoch string, offset uint64, asked, rec
 	return append(dst, `"}`...)
 }
 
+// AppendRecoveryUnknown appends pusher_internal:recovery for a subscription that did not ask
+// to recover, to a history channel whose position the node does not know (its history
+// cannot be read): data {}, no position, so that the client takes none.
+func AppendRecoveryUnknown(dst []byte, channel string) []byte {
+	dst = append(dst, `{"event":"pusher_internal:recovery","channel":`...)
+	dst = AppendString(dst, channel)
+	return append(dst, `,"data":"{}"}`...)
+}
+
 // AppendNoHistory appends pusher_internal:recovery for a channel without history whose
 // subscription asked to recover: {"recovered":false,"reason":"no_history"}, no position.
 func AppendNoHistory(dst []byte, channel string) []byte {

@@ -272,6 +272,7 @@ func TestAppendPositionAndRecovery(t *testing.T) {
 		{AppendRecovery(nil, "a", "e", 7, false, false, ""), `{"event":"pusher_internal:recovery","channel":"a","data":"{\"epoch\":\"e\",\"offset\":7}"}`},
 		{AppendRecovery(nil, "a", "e", 7, true, true, ""), `{"event":"pusher_internal:recovery","channel":"a","data":"{\"epoch\":\"e\",\"offset\":7,\"recovered\":true}"}`},
 		{AppendNoHistory(nil, "a"), `{"event":"pusher_internal:recovery","channel":"a","data":"{\"recovered\":false,\"reason\":\"no_history\"}"}`},
+		{AppendRecoveryUnknown(nil, "a"), `{"event":"pusher_internal:recovery","channel":"a","data":"{}"}`},
 		{AppendRecovery(nil, "a", "", 0, true, false, "too_old"), `{"event":"pusher_internal:recovery","channel":"a","data":"{\"epoch\":\"\",\"offset\":0,\"recovered\":false,\"reason\":\"too_old\"}"}`},
 	} {
 		if string(tc.got) != tc.want {

@@ -86,7 +86,12 @@ func (s *Server) replay(c *conn, ch *cluster.Channel, r cluster.Recovery) (extra
 	if r.Asked {
 		s.recoveries.count(r.Recovered, r.Reason)
 	}
-	rec := ws.TextFrame(pusher.AppendRecovery(nil, ch.Name(), r.Latest.Epoch, r.Latest.Offset, r.Asked, r.Recovered, r.Reason))
+	var rec []byte
+	if r.Unknown && !r.Asked {
+		rec = ws.TextFrame(pusher.AppendRecoveryUnknown(nil, ch.Name()))
+	} else {
+		rec = ws.TextFrame(pusher.AppendRecovery(nil, ch.Name(), r.Latest.Epoch, r.Latest.Offset, r.Asked, r.Recovered, r.Reason))
+	}
 	if r.Len() == 0 {
 		return rec, nil
 	}
