@@ -24,7 +24,12 @@ type ChannelReport struct {
 	// Duplicates: deliveries of an acknowledged event after its first (to one subscriber);
 	// UnackedDuplicates the same for events never acknowledged. UnackedDelivered: events
 	// never acknowledged but delivered (once), which a retry that timed out may leave.
-	Duplicates        int `json:"duplicates"`
+	Duplicates int `json:"duplicates"`
+	// DupReported: deliveries of an acknowledged event again in another epoch than its
+	// delivery before, with a recovery answered recovered:false, epoch_changed, in between:
+	// the subscriber was told its history was gone (a single node that restarted forgot the
+	// event's idempotency key with it, and published a retry of it again). Not in Duplicates.
+	DupReported       int `json:"dup_reported,omitempty"`
 	UnackedDuplicates int `json:"unacked_duplicates"`
 	UnackedDelivered  int `json:"unacked_delivered"`
 	// Reorders: events delivered after a later event of the same publisher.
@@ -41,10 +46,21 @@ type ChannelReport struct {
 	NotRecovered map[string]int `json:"not_recovered,omitempty"` // answered recovered:false, by reason
 
 	Findings []string `json:"findings,omitempty"` // the first few problems, described
+
+	reportedFindings int // of the findings, those of DupReported
 }
 
-// maxFindings bounds the problems a channel's report describes one by one.
-const maxFindings = 20
+// maxFindings bounds the problems a channel's report describes one by one; of them, at most
+// maxReportedFindings describe duplicates that were reported (DupReported), so that those
+// leave room for the failures.
+const (
+	maxFindings         = 20
+	maxReportedFindings = 5
+)
+
+// epochChanged is the reason of a recovery answered recovered:false because the channel's
+// history is not the one the subscriber's position was in (cluster.ReasonEpochChanged).
+const epochChanged = "epoch_changed"
 
 // Failed reports whether the channel lost an acknowledged event silently, delivered one
 // twice, reordered or replayed one.
@@ -59,6 +75,7 @@ func (c *ChannelReport) add(o *ChannelReport) {
 	c.Delivered += o.Delivered
 	c.Lost += o.Lost
 	c.Duplicates += o.Duplicates
+	c.DupReported += o.DupReported
 	c.UnackedDuplicates += o.UnackedDuplicates
 	c.UnackedDelivered += o.UnackedDelivered
 	c.Reorders += o.Reorders
@@ -82,6 +99,14 @@ func addCounts(dst, src map[string]int) map[string]int {
 func (c *ChannelReport) find(format string, args ...any) {
 	if len(c.Findings) < maxFindings {
 		c.Findings = append(c.Findings, fmt.Sprintf(format, args...))
+	}
+}
+
+// findReported describes a duplicate counted in DupReported, while there is room for it.
+func (c *ChannelReport) findReported(format string, args ...any) {
+	if c.reportedFindings < maxReportedFindings && len(c.Findings) < maxFindings {
+		c.reportedFindings++
+		c.find(format, args...)
 	}
 }
 
@@ -122,6 +147,12 @@ type delivery struct {
 	seq, at int
 }
 
+// eventID is an event of a channel: its publisher and number.
+type eventID struct {
+	publisher string
+	seq       int
+}
+
 // checkOne checks one subscriber's log of channel ch against the events published to it.
 func checkOne(c *ChannelReport, sub, ch string, events []Published, log []Entry) {
 	var entries []Entry // the subscriber's entries of ch, in order
@@ -141,6 +172,7 @@ func checkOne(c *ChannelReport, sub, ch string, events []Published, log []Entry)
 	var failed []int                  // places of the recoveries answered recovered:false
 	seen := map[string]map[int]int{}  // publisher -> number -> deliveries
 	first := map[string][]delivery{}  // publisher -> first deliveries, in order
+	last := map[eventID]int{}         // each event's last delivery, its place
 	highest := map[string]int{}
 	for at, e := range entries {
 		switch e.Kind {
@@ -179,10 +211,23 @@ func checkOne(c *ChannelReport, sub, ch string, events []Published, log []Entry)
 				seen[e.Publisher] = map[int]int{}
 			}
 			seen[e.Publisher][e.Seq]++
+			id := eventID{e.Publisher, e.Seq}
+			before, again := last[id]
+			last[id] = at
 			wasAcked, known := acked[e.Publisher][e.Seq]
+			told := -1 // a duplicate's recovery answered epoch_changed since its delivery before
+			if again && wasAcked {
+				told = toldEpochChanged(entries, failed, before, at)
+			}
 			switch {
 			case !known:
 				c.find("%s: %s-%d delivered at %v on node-%d was never published to %s", sub, e.Publisher, e.Seq, e.At.Round(time.Millisecond), e.Node, ch)
+			case told >= 0:
+				c.DupReported++
+				b := entries[before]
+				c.findReported("%s: %s-%d delivered again at %v on node-%d (position %s), in another epoch than at %v (position %s), after a recovery answered recovered:false, %s at %v: reported, not a failure",
+					sub, e.Publisher, e.Seq, e.At.Round(time.Millisecond), e.Node, posText(e.Pos), b.At.Round(time.Millisecond), posText(b.Pos),
+					epochChanged, entries[told].At.Round(time.Millisecond))
 			case seen[e.Publisher][e.Seq] > 1 && wasAcked:
 				c.Duplicates++
 				c.find("%s: %s-%d delivered again at %v on node-%d (position %s)", sub, e.Publisher, e.Seq, e.At.Round(time.Millisecond), e.Node, posText(e.Pos))
@@ -250,6 +295,24 @@ func checkOne(c *ChannelReport, sub, ch string, events []Published, log []Entry)
 		c.Lost++
 		c.find("%s: %s-%d (acknowledged at %v) never delivered; %s", sub, e.Publisher, e.Seq, e.Done.Round(time.Millisecond), around(entries, from, to))
 	}
+}
+
+// toldEpochChanged returns the place of a recovery answered recovered:false, epoch_changed
+// (among failed, the places of those answered recovered:false) between an event's delivery
+// at place before and its delivery again at place at, when the two came with positions of
+// different epochs; -1 otherwise. Such a repeat follows a discontinuity the subscriber was
+// told of: the history its first delivery was part of is gone.
+func toldEpochChanged(entries []Entry, failed []int, before, at int) int {
+	a, b := entries[before].Pos, entries[at].Pos
+	if a == nil || b == nil || a.Epoch == b.Epoch {
+		return -1
+	}
+	for _, f := range failed {
+		if f > before && f < at && entries[f].Reason == epochChanged {
+			return f
+		}
+	}
+	return -1
 }
 
 // around describes the deliveries before and after a lost event.

@@ -9,13 +9,17 @@ import (
 // logOf builds a subscriber's log of channel "c": each word is an entry, in order: "sub"
 // (subscribed), "p1-3" (event 3 of p1, with the next offset as its position), "p1-3!" (the
 // same event dropped as a replay), "ok" (recovered:true), "lost:too_old" (recovered:false
-// with the reason). Entries are a second apart from 1s.
+// with the reason); except "=f", which is no entry: the events after it are of epoch "f",
+// from offset 1 (those before it of epoch "e"). Words are a second apart from 1s.
 func logOf(words string) []Entry {
 	var log []Entry
-	offset := int64(0)
+	epoch, offset := "e", int64(0)
 	for i, w := range strings.Fields(words) {
 		e := Entry{At: time.Duration(i+1) * time.Second, Channel: "c", Node: 1}
 		switch {
+		case strings.HasPrefix(w, "="):
+			epoch, offset = strings.TrimPrefix(w, "="), 0
+			continue
 		case w == "sub":
 			e.Kind = Subscribed
 		case w == "ok":
@@ -31,7 +35,7 @@ func logOf(words string) []Entry {
 				e.Seq = e.Seq*10 + int(c-'0')
 			}
 			offset++
-			e.Pos = &Position{Epoch: "e", Offset: offset}
+			e.Pos = &Position{Epoch: epoch, Offset: offset}
 		}
 		log = append(log, e)
 	}
@@ -84,6 +88,22 @@ func TestCheck(t *testing.T) {
 			ChannelReport{Acked: 6, Expected: 6, Delivered: 5, Lost: 1, NotRecovered: map[string]int{"epoch_changed": 1}}, true},
 		{"an acknowledged event delivered twice", events(3), "sub p1-1 p1-2 ok p1-2 p1-3",
 			ChannelReport{Acked: 3, Expected: 3, Delivered: 3, Duplicates: 1, Recovered: 1}, true},
+		{"an event delivered again in a new epoch after an epoch_changed", events(3), "sub p1-1 p1-2 lost:epoch_changed =f p1-2 p1-3",
+			ChannelReport{Acked: 3, Expected: 3, Delivered: 3, DupReported: 1, NotRecovered: map[string]int{"epoch_changed": 1}}, false},
+		{"an event delivered again in the same epoch after an epoch_changed", events(3), "sub p1-1 p1-2 lost:epoch_changed p1-2 p1-3",
+			ChannelReport{Acked: 3, Expected: 3, Delivered: 3, Duplicates: 1, NotRecovered: map[string]int{"epoch_changed": 1}}, true},
+		{"an event delivered again in a new epoch without a recovered:false", events(3), "sub p1-1 p1-2 ok =f p1-2 p1-3",
+			ChannelReport{Acked: 3, Expected: 3, Delivered: 3, Duplicates: 1, Recovered: 1}, true},
+		{"an event delivered again in a new epoch after a recovered:false of another reason", events(3), "sub p1-1 p1-2 lost:too_old =f p1-2 p1-3",
+			ChannelReport{Acked: 3, Expected: 3, Delivered: 3, Duplicates: 1, NotRecovered: map[string]int{"too_old": 1}}, true},
+		{"an epoch_changed before the first delivery, not between", events(3), "sub lost:epoch_changed p1-1 p1-2 =f p1-2 p1-3",
+			ChannelReport{Acked: 3, Expected: 3, Delivered: 3, Duplicates: 1, NotRecovered: map[string]int{"epoch_changed": 1}}, true},
+		{"an epoch_changed after the second delivery, not between", events(3), "sub p1-1 p1-2 =f p1-2 lost:epoch_changed p1-3",
+			ChannelReport{Acked: 3, Expected: 3, Delivered: 3, Duplicates: 1, NotRecovered: map[string]int{"epoch_changed": 1}}, true},
+		{"a third delivery in the new epoch", events(3), "sub p1-1 p1-2 lost:epoch_changed =f p1-2 p1-2 p1-3",
+			ChannelReport{Acked: 3, Expected: 3, Delivered: 3, Duplicates: 1, DupReported: 1, NotRecovered: map[string]int{"epoch_changed": 1}}, true},
+		{"an unacknowledged event delivered again in a new epoch after an epoch_changed", events(3, 2), "sub p1-1 p1-2 lost:epoch_changed =f p1-2 p1-3",
+			ChannelReport{Acked: 2, Expected: 2, Delivered: 2, UnackedDelivered: 1, UnackedDuplicates: 1, NotRecovered: map[string]int{"epoch_changed": 1}}, true},
 		{"an unacknowledged event delivered once", events(3, 2), "sub p1-1 p1-2 p1-3",
 			ChannelReport{Acked: 2, Expected: 2, Delivered: 2, UnackedDelivered: 1}, false},
 		{"an unacknowledged event delivered twice", events(3, 2), "sub p1-1 p1-2 p1-2 p1-3",
@@ -102,13 +122,22 @@ func TestCheck(t *testing.T) {
 			}
 			w := tc.want
 			if got.Acked != w.Acked || got.Expected != w.Expected || got.Delivered != w.Delivered || got.Lost != w.Lost ||
-				got.Duplicates != w.Duplicates || got.UnackedDuplicates != w.UnackedDuplicates || got.UnackedDelivered != w.UnackedDelivered ||
+				got.Duplicates != w.Duplicates || got.DupReported != w.DupReported || got.UnackedDuplicates != w.UnackedDuplicates || got.UnackedDelivered != w.UnackedDelivered ||
 				got.Reorders != w.Reorders || got.ReplayedDropped != w.ReplayedDropped || got.Recovered != w.Recovered ||
 				counts(got.LostReported) != counts(w.LostReported) || counts(got.NotRecovered) != counts(w.NotRecovered) {
 				t.Errorf("got  %+v\nwant %+v", got, w)
 			}
 			if tc.failed && len(got.Findings) == 0 {
 				t.Error("a failure without a finding that describes it")
+			}
+			reported := 0
+			for _, f := range got.Findings {
+				if strings.Contains(f, "after a recovery answered recovered:false, epoch_changed") && strings.HasSuffix(f, ": reported, not a failure") {
+					reported++
+				}
+			}
+			if reported != got.DupReported {
+				t.Errorf("%d findings say a duplicate was reported, want %d: %q", reported, got.DupReported, got.Findings)
 			}
 		})
 	}
@@ -141,6 +170,24 @@ func TestReportFailed(t *testing.T) {
 	r.Print(&b)
 	if !strings.Contains(b.String(), "FAIL: 0 lost, 0 duplicates (0 of unacknowledged events), 1 reorders") {
 		t.Errorf("the printed report does not say what failed:\n%s", b.String())
+	}
+}
+
+// A duplicate that was reported fails no run, and the verdict says it came; beside a failure it
+// is named apart from the duplicates counted.
+func TestReportDupReported(t *testing.T) {
+	r := &Report{Totals: ChannelReport{DupReported: 5}}
+	var b strings.Builder
+	r.Print(&b)
+	if r.Failed() || !strings.Contains(b.String(), "PASS: no acknowledged event lost, no duplicate but 5 reported") {
+		t.Errorf("failed %v, printed:\n%s", r.Failed(), b.String())
+	}
+	r.Totals.Duplicates = 1
+	b.Reset()
+	r.Print(&b)
+	if !r.Failed() || !strings.Contains(b.String(), "FAIL: 0 lost, 1 duplicates (0 of unacknowledged events)") ||
+		!strings.Contains(b.String(), "; 5 duplicates reported (epoch_changed), not failures") {
+		t.Errorf("failed %v, printed:\n%s", r.Failed(), b.String())
 	}
 }
 
