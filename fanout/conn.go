@@ -35,7 +35,7 @@ type Backlogger interface {
 type Conn struct {
 	// Touched by the worker on every delivery and flush: first, on as few cache lines as
 	// they fit in (a fan-out to 10,000 connections reads each of them).
-	out      [][]byte  // queued frames; out[0] may be the unwritten tail of a frame
+	out      [][]byte  // queued frames; out[0] may be the unwritten tail of a frame; nil when given back (worker.outs)
 	outBytes int       // their bytes
 	t        Transport // the socket
 	m        *Counters // the group's counters on this connection's worker
@@ -56,14 +56,15 @@ type Conn struct {
 	at  int64
 	rep *replay // its replays in progress (replay.go), in subscription order
 
-	sid       string       // socket id "prefix.num"
 	lastSeen  atomic.Int64 // engine clock (ms) of the last frame received
 	closeCode atomic.Int32 // the first close code sent or received; 0: none yet (see ClosedWith)
 	wrote     uint32       // when the worker last wrote to it (stamp); in what closeCode leaves of its word
 }
 
-// ID returns the connection's socket id.
-func (c *Conn) ID() string { return c.sid }
+// ID returns the connection's socket id, "prefix.num", made on each call: every idle
+// connection would pay for keeping it (TestConnNoSocketID). Call it once where it is used
+// more than once.
+func (c *Conn) ID() string { return c.w.e.prefix + "." + strconv.FormatUint(c.num, 10) }
 
 // Num is the connection's number on this node (the socket id's second half): what
 // Dispatch's exclusion compares.

@@ -286,7 +286,7 @@ func (e *Engine) Drain(ctx context.Context, d Close) error {
 // warnSlow logs slow consumers, at most once a second.
 func (e *Engine) warnSlow(c *Conn) {
 	if e.slowWarn.Due(e.Now(), 1000) {
-		e.log.Warn("closing slow consumer", "app_id", c.m.g.id, "socket_id", c.sid,
+		e.log.Warn("closing slow consumer", "app_id", c.m.g.id, "socket_id", c.ID(),
 			"slow_consumers_total", e.SlowConsumers())
 	}
 }

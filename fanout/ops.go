@@ -1,7 +1,5 @@
 package fanout
 
-import "strconv"
-
 // The connection's commands. Each is sent to the connection's worker's inbox: a blocking
 // send that waits at most as long as the worker needs to drain its inbox (workers take no
 // lock, so a caller may hold its own locks while sending). They run in the order sent.
@@ -12,7 +10,6 @@ func (e *Engine) Init(c *Conn, g *Group) {
 	num := e.nextNum.Add(1)
 	widx := num % uint64(len(e.workers))
 	c.num, c.w, c.m = num, e.workers[widx], &g.counters[widx]
-	c.sid = e.prefix + "." + strconv.FormatUint(num, 10)
 	c.lastSeen.Store(e.Now())
 }
 

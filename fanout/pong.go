@@ -24,7 +24,7 @@ func (w *worker) missedPong(c *Conn, now int64) (closed bool) {
 	}
 	w.e.pongTimeouts.Add(1)
 	if w.e.pongWarn.Due(now, 1000) {
-		w.e.log.Warn("closing connection: ping not answered in time", "app_id", c.m.g.id, "socket_id", c.sid,
+		w.e.log.Warn("closing connection: ping not answered in time", "app_id", c.m.g.id, "socket_id", c.ID(),
 			"pinged_ms_ago", now-c.at, "silent_ms", silent, "kernel_unread_bytes", unread,
 			"kernel_unsent_bytes", unsent, "queued_bytes", c.outBytes, "blocked", c.blocked,
 			"pong_timeouts_total", w.e.pongTimeouts.Load(), "pongs_unread_total", w.e.pongUnread.Load())

@@ -53,6 +53,17 @@ type worker struct {
 	dirty []*Conn
 	spare []*Conn // the dirty list flushDirty is not using: a flush may dirty a connection again
 	done  chan struct{}
+
+	// outs are queue arrays given back by connections seldom written whose queue a write
+	// emptied (flush): an idle connection holds none (each idle connection pays for what it
+	// keeps, see TestIdleConnHoldsNoQueue), and the next frame queued for one takes one
+	// back. A connection written more often keeps its own: a steady fan-out allocates
+	// nothing and does no more per delivery. The sweep drops them once none was taken for
+	// outsKept sweeps. They are taken in the order given back (outs[outsHead:]), so that
+	// connections visited in order, as a fan-out visits them, find their arrays in order.
+	outs     [][][]byte
+	outsHead int
+	outsIdle int // sweeps since one was taken
 	// Write coalescing (coalesce.go): the dirty connections whose frames wait, the earliest
 	// time one of them is due and the timer set for it, and the load that sets the delay.
 	held      []*Conn
@@ -279,10 +290,55 @@ func (w *worker) enqueue(c *Conn, frame []byte) {
 		w.slow(c)
 		return
 	}
-	c.out = append(c.out, frame)
+	if len(c.out) < cap(c.out) {
+		c.out = append(c.out, frame)
+	} else {
+		w.appendOut(c, frame)
+	}
 	c.outBytes += len(frame)
 	w.markDirty(c)
 }
+
+// appendOut appends frame to c's full queue, or to an array given back if c has none. Apart
+// from enqueue's common path, which it keeps as short as it was (no spills for the call).
+//
+//go:noinline
+func (w *worker) appendOut(c *Conn, frame []byte) {
+	w.takeOut(c)
+	c.out = append(c.out, frame)
+}
+
+// takeOut gives c, if it has no queue array, the first given back, if there is one.
+func (w *worker) takeOut(c *Conn) {
+	if c.out != nil || w.outsHead == len(w.outs) {
+		return
+	}
+	c.out = w.outs[w.outsHead]
+	w.outs[w.outsHead] = nil
+	if w.outsHead++; w.outsHead == len(w.outs) {
+		w.outs, w.outsHead = w.outs[:0], 0
+	}
+	w.outsIdle = 0
+}
+
+// giveOut keeps c's emptied queue array in outs for the next connection that needs one.
+func (w *worker) giveOut(c *Conn) {
+	if len(w.outs) == cap(w.outs) && w.outsHead > 0 {
+		// Full, but taken from the front: move what is left down rather than grow.
+		n := copy(w.outs, w.outs[w.outsHead:])
+		clear(w.outs[n:])
+		w.outs, w.outsHead = w.outs[:n], 0
+	}
+	w.outs = append(w.outs, c.out)
+	c.out = nil
+}
+
+// outsKept is how many sweeps the given-back queue arrays outlive their last use.
+const outsKept = 5
+
+// coldMicros is how long (µs, as stamp counts) a connection went unwritten for its write to
+// give its emptied queue array back: one written more often than once a second keeps it.
+const coldMicros = 1_000_000
 
 // slow closes c as a slow consumer: what it has queued is dropped, its close goes out next.
 func (w *worker) slow(c *Conn) {
@@ -339,6 +395,7 @@ func (w *worker) close(c *Conn, frame []byte) {
 		w.dropReplays(c)
 	}
 	c.at = w.e.Now() + w.e.cfg.CloseGrace.Milliseconds()
+	w.takeOut(c)
 	c.out = append(c.out, frame)
 	c.outBytes += len(frame)
 	w.markDirty(c)
@@ -371,12 +428,18 @@ func (w *worker) flush(c *Conn) {
 	}
 	n, blocked, err := c.t.Writev(c.out)
 	if n > 0 {
-		c.wrote = stamp(w.now)
+		now := stamp(w.now)
+		cold := c.wrote == 0 || now-c.wrote >= coldMicros // 0: never written
+		c.wrote = now
 		c.consume(n)
 		c.m.SentBytes.Add(int64(n))
 		c.m.Writes.Add(1)
 		if c.replays {
 			c.rep.at = w.e.Now()
+		} else if cold && len(c.out) == 0 {
+			// Emptied (consume cleared it) and seldom written: the array waits in outs for
+			// the next frame; a connection written more often keeps its own.
+			w.giveOut(c)
 		}
 	}
 	switch {
@@ -424,6 +487,10 @@ func (w *worker) hangup(c *Conn) {
 // sweep pings connections that have been silent for the activity timeout, closes those that
 // did not answer within the pong timeout, and forces out closes that did not drain.
 func (w *worker) sweep(now int64) {
+	if w.outsIdle++; w.outsIdle >= outsKept && w.outs != nil {
+		clear(w.outs)
+		w.outs, w.outsHead = nil, 0
+	}
 	act := w.e.cfg.ActivityTimeout.Milliseconds()
 	pong := w.e.cfg.PongTimeout.Milliseconds()
 	for _, c := range w.conns {

@@ -73,12 +73,13 @@ func (s *Server) ServeWS(w http.ResponseWriter, r *http.Request, key string) {
 	}
 	c := &conn{app: a}
 	s.eng.Init(&c.Conn, a.g)
-	hello := ws.TextFrame(pusher.AppendConnectionEstablished(nil, c.ID(), int(s.cfg.ActivityTimeout.Seconds())))
+	sid := c.ID()
+	hello := ws.TextFrame(pusher.AppendConnectionEstablished(nil, sid, int(s.cfg.ActivityTimeout.Seconds())))
 	// Reported before the client has its socket id, so that whatever it does with it comes
 	// after; a connection that never gets it is reported closed.
 	opened := a.wants(herald.ConnectionOpened)
 	if opened {
-		a.emit(&herald.Activity{Kind: herald.ConnectionOpened, SocketID: c.ID(), Origin: r.Header.Get("Origin")})
+		a.emit(&herald.Activity{Kind: herald.ConnectionOpened, SocketID: sid, Origin: r.Header.Get("Origin")})
 	}
 	nc, pre, err := ws.Hijack(w, accept, hello, s.cfg.HandshakeTimeout)
 	if err != nil {
