@@ -23,14 +23,14 @@ func (l *lostCounter) Lost(string, *Channel) { l.lost.Add(1) }
 
 // unavailableCopy starts a node whose store cannot be read and acquires a history channel on
 // it, whose copy is then unavailable.
-func unavailableCopy(t *testing.T) (*Replicated, *App, *Channel, *lostCounter) {
+func unavailableCopy(t *testing.T, cfg Config) (*Replicated, *App, *Channel, *lostCounter) {
 	t.Helper()
 	eng := fanout.New(fanout.Config{Workers: 1, Ping: []byte("p"), Slow: fanout.Close{Frame: []byte("s")}, PongLost: fanout.Close{Frame: []byte("l")}}, nil)
 	t.Cleanup(eng.Stop)
 	mux := new(broker.Mux)
 	b := memory.NewBus().Attach(memory.Config{NodeID: "n"}, mux.Receive)
 	t.Cleanup(func() { _ = b.Close(context.Background()) })
-	r := NewReplicated(Config{}, eng, b, unreadable{memory.NewHistory(b)}, mux.Handle, nil)
+	r := NewReplicated(cfg, eng, b, unreadable{memory.NewHistory(b)}, mux.Handle, nil)
 	a := r.AddApp("app", eng.NewGroup("app", fanout.Latencies{}), []herald.HistoryRule{{Channels: "auction-*", Size: 10, TTL: time.Minute}})
 	l := new(lostCounter)
 	r.Start(l)
@@ -51,7 +51,7 @@ func recoverNow(a *App, ch *Channel, since *herald.Position) Recovery {
 // channel's first event): a client that took it would later recover the whole history, the
 // events it had among them. A recovering client keeps its own; another is given none.
 func TestHistoryUnavailableGivesNoPosition(t *testing.T) {
-	_, a, ch, _ := unavailableCopy(t)
+	_, a, ch, _ := unavailableCopy(t, Config{})
 	if got := recoverNow(a, ch, nil); !got.Unknown || got.Asked {
 		t.Errorf("subscription without recovery got %+v, want no position (Unknown)", got)
 	}
@@ -66,7 +66,7 @@ func TestHistoryUnavailableGivesNoPosition(t *testing.T) {
 // never one twice, and never past a gap, a fork or a new epoch without closing the channel's
 // subscribers here first, so that they recover and are told.
 func TestHistoryUnavailablePass(t *testing.T) {
-	r, a, ch, l := unavailableCopy(t)
+	r, a, ch, l := unavailableCopy(t, Config{})
 	ev := func(epoch string, off uint64, frame string) {
 		t.Helper()
 		r.receiveHistory(a, herald.BusMessage{Kind: herald.BusEvent, App: "app", Channel: "auction-x", Epoch: epoch, Offset: off, Payload: []byte(frame)})
@@ -99,10 +99,10 @@ func TestHistoryUnavailablePass(t *testing.T) {
 // behind the client's position, or has no epoch yet, waits until the bus's events bring the
 // copy to its position, so that it is not given the events it had again.
 func TestHistoryUnavailableCatchUp(t *testing.T) {
-	r, a, ch, _ := unavailableCopy(t)
-	var entered atomic.Bool
+	r, a, ch, _ := unavailableCopy(t, Config{})
+	var entered, caughtUp atomic.Bool
 	since := herald.Position{Epoch: "e1", Offset: 2}
-	if !r.CatchUp(a, ch, &since, func() { entered.Store(true) }) {
+	if !r.CatchUp(a, ch, &since, func(ok bool) { caughtUp.Store(ok); entered.Store(true) }) {
 		t.Fatal("a client ahead of a copy without epoch entered at once")
 	}
 	r.receiveHistory(a, herald.BusMessage{Kind: herald.BusEvent, App: "app", Channel: "auction-x", Epoch: "e1", Offset: 1, Payload: []byte("a")})
@@ -112,11 +112,35 @@ func TestHistoryUnavailableCatchUp(t *testing.T) {
 	}
 	r.receiveHistory(a, herald.BusMessage{Kind: herald.BusEvent, App: "app", Channel: "auction-x", Epoch: "e1", Offset: 2, Payload: []byte("b")})
 	poll.Until(t, 30*time.Second, "the client to enter", func() (bool, string) { return entered.Load(), "waiting" })
+	if !caughtUp.Load() {
+		t.Error("entered as not caught up")
+	}
 	got := recoverNow(a, ch, &since)
 	if got.Latest != since || got.Reason != ReasonUnavailable {
 		t.Errorf("recovery got %+v, want unavailable at the client's position", got)
 	}
-	if r.CatchUp(a, ch, &since, func() {}) {
+	if r.CatchUp(a, ch, &since, func(bool) {}) {
 		t.Error("a client at the copy's position waits")
+	}
+}
+
+// TestHistoryCatchUpGivesUp: a copy that does not reach the client's position within
+// Config.CatchUpWait ends the wait as not caught up, so that the client is not answered with
+// the copy's older position (it would take it, and be given again the events between).
+func TestHistoryCatchUpGivesUp(t *testing.T) {
+	r, a, ch, _ := unavailableCopy(t, Config{CatchUpWait: 300 * time.Millisecond})
+	r.receiveHistory(a, herald.BusMessage{Kind: herald.BusEvent, App: "app", Channel: "auction-x", Epoch: "e1", Offset: 1, Payload: []byte("a")})
+	result := make(chan bool, 1)
+	since := herald.Position{Epoch: "e1", Offset: 5}
+	if !r.CatchUp(a, ch, &since, func(ok bool) { result <- ok }) {
+		t.Fatal("a client ahead of the copy entered at once")
+	}
+	select {
+	case ok := <-result:
+		if ok {
+			t.Error("the wait ended as caught up, the copy still behind the client")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the wait did not end")
 	}
 }

@@ -86,7 +86,7 @@ func (l *Local) publish(a *App, evs []herald.Event, frames [][]byte) (err error)
 
 // CatchUp implements State: a single node's history is never behind a client's position
 // of its epoch (one ahead of it is answered ahead).
-func (l *Local) CatchUp(*App, *Channel, *herald.Position, func()) bool { return false }
+func (l *Local) CatchUp(*App, *Channel, *herald.Position, func(bool)) bool { return false }
 
 // Forward implements State.
 func (l *Local) Forward(a *App, channel string, from *fanout.Conn, frame []byte) {

@@ -52,9 +52,11 @@ type State interface {
 	// events: cut off from its bus, or catching up after a failure), and then calls enter,
 	// from a goroutine of the node, once the copy has caught up with since, or the history
 	// store shows it cannot (the store's history ends before since, or is another epoch), or
-	// the wait is over (CatchUpFor). A subscription entered before that would be handed back
-	// a position below its own, and the events between again. False: enter at once.
-	CatchUp(a *App, ch *Channel, since *herald.Position, enter func()) bool
+	// the wait is over (Config.CatchUpWait; then caughtUp is false, and the subscription is not to
+	// be answered: its client tries again). A subscription entered before that would be
+	// handed back a position below its own, and the events between again. False: enter at
+	// once.
+	CatchUp(a *App, ch *Channel, since *herald.Position, enter func(caughtUp bool)) bool
 
 	// SignedIn follows a user's first connection signing in here (in) and its last leaving.
 	SignedIn(a *App, user string, in bool)
@@ -135,6 +137,11 @@ type Config struct {
 	// store nothing. Default 1 min; negative: not at all.
 	HistoryLinger time.Duration
 
+	// CatchUpWait bounds how long a recovering subscription waits for this node's copy of
+	// the channel's history to reach the client's position (Replicated.CatchUp). Default
+	// CatchUpFor.
+	CatchUpWait time.Duration
+
 	// PublishTimeout bounds a publish: its wait for room in the fan-out queues, for the bus
 	// and for its cache events to come back from it. Default 1s.
 	PublishTimeout time.Duration
@@ -188,6 +195,7 @@ func (c Config) withDefaults() Config {
 		c.HistoryLinger = time.Minute
 	}
 	def(&c.PublishTimeout, time.Second)
+	def(&c.CatchUpWait, CatchUpFor)
 	def(&c.KeyWindow, herald.DefaultKeyWindow)
 	if c.MaxKeys <= 0 {
 		c.MaxKeys = DefaultMaxKeys

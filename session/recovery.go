@@ -15,10 +15,17 @@ import (
 // (replaybudget.go).
 const ReasonRateLimited = "rate_limited"
 
+// OutcomeBehind is the outcome of a recovery request not answered: the node's copy of the
+// channel's history did not reach the client's position in time (cluster.Config.CatchUpWait), and
+// the connection was closed (4200) for the client to recover again (waiter.caughtUp).
+const OutcomeBehind = "behind"
+
 // RecoveryReasons are the outcomes a recovery request can have, in the order of
-// Server.Recoveries: recovered, then each reason it failed for (docs/protocol.md).
+// Server.Recoveries: recovered, then each reason it failed for (docs/protocol.md), then
+// OutcomeBehind.
 var RecoveryReasons = [...]string{"recovered", cluster.ReasonEpochChanged, cluster.ReasonTooOld,
-	cluster.ReasonAhead, cluster.ReasonNoHistory, cluster.ReasonUnavailable, cluster.ReasonLost, ReasonRateLimited}
+	cluster.ReasonAhead, cluster.ReasonNoHistory, cluster.ReasonUnavailable, cluster.ReasonLost, ReasonRateLimited,
+	OutcomeBehind}
 
 // recoveries counts recovery requests by outcome, indexed as RecoveryReasons.
 type recoveries [len(RecoveryReasons)]atomic.Int64

@@ -95,7 +95,8 @@ func (s *Server) subscribe(c *conn, m pusher.Message) {
 	}
 	if sm.Recover != nil {
 		// Entered once this node's copy of the channel's history has the client's position.
-		w := &waiter{s: s, c: c, ch: ch, member: member, since: sm.Recover, late: true}
+		w := &waiter{s: s, c: c, ch: ch, member: member, since: sm.Recover}
+		w.late.Store(true)
 		if s.st.CatchUp(a.st, ch, sm.Recover, w.caughtUp) {
 			in.w = w
 			c.subs = append(c.subs, in)

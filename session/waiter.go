@@ -20,8 +20,9 @@ type waiter struct {
 	since  *herald.Position // the position it asks to recover from; nil: none
 	state  atomic.Int32
 	// late: it waits for the node's copy of the history to reach since (caughtUp), not at
-	// the gate; mu then orders its entering with its connection leaving it (settle).
-	late bool
+	// the gate (from the start, or from when the gate opened); mu then orders its entering
+	// with its connection leaving it (settle).
+	late atomic.Bool
 	mu   sync.Mutex
 }
 
@@ -34,10 +35,18 @@ const (
 
 var _ cluster.Waiter = (*waiter)(nil)
 
-// Enter implements cluster.Waiter: the gate opened, the subscription enters its channel.
+// Enter implements cluster.Waiter: the gate opened, the subscription enters its channel;
+// one that recovers from a position the node's copy of the history has not reached yet
+// waits for it first (cluster.State.CatchUp), as it would have had the gate been open.
 func (w *waiter) Enter() bool {
 	if w.state.Load() != waiting {
 		return true
+	}
+	if w.since != nil && !w.late.Load() {
+		w.late.Store(true)
+		if w.s.st.CatchUp(w.c.app.st, w.ch, w.since, w.caughtUp) {
+			return true // entered, or sent to try again, by caughtUp
+		}
 	}
 	if w.s.enter(w.c, w.ch, w.member, w.since) {
 		w.state.Store(joined)
@@ -49,11 +58,21 @@ func (w *waiter) Enter() bool {
 }
 
 // caughtUp enters a subscription that waited for the node's copy of the channel's history
-// (cluster.State.CatchUp), unless its connection has left it meanwhile.
-func (w *waiter) caughtUp() {
+// (cluster.State.CatchUp), unless its connection has left it meanwhile. When the copy did
+// not catch up (ok false), answering would hand the client back a position below its own,
+// and the events between again: its connection is closed instead (4200), so that it
+// reconnects and recovers, here or on another node, once one has its position; the
+// subscription, still waiting, is given back as the connection leaves (settle).
+func (w *waiter) caughtUp(ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.state.Load() != waiting {
+		return
+	}
+	if !ok {
+		w.s.recoveries.count(false, OutcomeBehind)
+		w.s.eng.Close(&w.c.Conn, closeFrames(herald.CodeReconnect.PusherCode(),
+			"this node has not yet received the events up to your position in "+w.ch.Name()+", reconnect to recover them"))
 		return
 	}
 	if !w.Enter() {
@@ -75,7 +94,16 @@ func (s *Server) settle(c *conn, sb sub) (entered bool) {
 	if w == nil {
 		return true
 	}
-	if w.late {
+	if !w.late.Load() {
+		if g := sb.ch.Gate(); !g.Open() && g.Cancel(w) {
+			w.state.Store(cancelled)
+			s.forget(c.app, sb.ch)
+			return false
+		}
+		// The gate has opened (Cancel held it until Enter was done): Enter may have
+		// made w wait for the copy of the history (late).
+	}
+	if w.late.Load() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		if w.state.Load() == waiting {
@@ -83,12 +111,6 @@ func (s *Server) settle(c *conn, sb sub) (entered bool) {
 			s.forget(c.app, sb.ch)
 			return false
 		}
-		return w.state.Load() == joined
-	}
-	if g := sb.ch.Gate(); !g.Open() && g.Cancel(w) {
-		w.state.Store(cancelled)
-		s.forget(c.app, sb.ch)
-		return false
 	}
 	return w.state.Load() == joined
 }
