@@ -1,6 +1,9 @@
 package fanout
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 type op uint8
 
@@ -65,23 +68,36 @@ type worker struct {
 	// replays are the replays in progress here, by channel (replay.go); a channel's entry
 	// goes with its last replay, so a publish looks them up only while there is one.
 	replays map[*Channel][]*replay
+	// Sweeping (sweep): the earliest time (engine clock, ms) a sweep can find something to
+	// do, the time the sweep timer is set for (never: stopped), and the last sweep's time.
+	due, sweepAt, swept int64
+	sweepTimer          *time.Timer
 }
+
+// never is a time that never comes: nothing due, no sweep planned.
+const never = math.MaxInt64
 
 func newWorker(e *Engine, idx int) *worker {
 	return &worker{
-		e:     e,
-		idx:   idx,
-		inbox: make(chan cmd, e.cfg.InboxSize),
-		slots: make(chan struct{}, e.cfg.InboxSize),
-		subs:  map[*Channel][]*Conn{},
-		done:  make(chan struct{}),
-		holdTimer: func() *time.Timer {
-			t := time.NewTimer(time.Hour)
-			t.Stop()
-			return t
-		}(),
-		pace: pace{max: int64(e.cfg.WriteDelay), from: mono()},
+		e:          e,
+		idx:        idx,
+		inbox:      make(chan cmd, e.cfg.InboxSize),
+		slots:      make(chan struct{}, e.cfg.InboxSize),
+		subs:       map[*Channel][]*Conn{},
+		done:       make(chan struct{}),
+		holdTimer:  stoppedTimer(),
+		pace:       pace{max: int64(e.cfg.WriteDelay), from: mono()},
+		due:        never,
+		sweepAt:    never,
+		sweepTimer: stoppedTimer(),
 	}
+}
+
+// stoppedTimer returns a timer that is not set.
+func stoppedTimer() *time.Timer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
 }
 
 // maxBatch bounds how many commands one batch takes before flushing, so a flood cannot
@@ -91,8 +107,8 @@ const maxBatch = 4096
 func (w *worker) run(stop <-chan struct{}) {
 	defer close(w.done)
 	defer w.holdTimer.Stop()
-	tick := time.NewTicker(w.e.cfg.SweepInterval)
-	defer tick.Stop()
+	defer w.sweepTimer.Stop()
+	tick := w.sweepTimer.C
 	for {
 		var held <-chan time.Time // nil, never ready, while nothing is held
 		if len(w.held) > 0 {
@@ -103,21 +119,21 @@ func (w *worker) run(stop <-chan struct{}) {
 			woke := w.wake()
 			w.handle(c)
 			w.take()
-			if !w.flushAll(tick.C, stop) {
+			if !w.flushAll(tick, stop) {
 				return
 			}
 			w.pace.awake(woke, mono())
 		case <-held:
 			woke := w.wake()
 			w.release()
-			if !w.flushAll(tick.C, stop) {
+			if !w.flushAll(tick, stop) {
 				return
 			}
 			w.pace.awake(woke, mono())
-		case <-tick.C:
+		case <-tick:
 			w.wake()
 			w.sweep(w.e.Now())
-			if !w.flushAll(tick.C, stop) {
+			if !w.flushAll(tick, stop) {
 				return
 			}
 		case <-stop:
@@ -198,6 +214,7 @@ func (w *worker) handle(m cmd) {
 	case opAttach:
 		m.c.widx = len(w.conns)
 		w.conns = append(w.conns, m.c)
+		w.soon(m.c.lastSeen.Load() + w.e.cfg.ActivityTimeout.Milliseconds())
 	case opClose:
 		w.close(m.c, m.frame)
 	case opCloseAll:
@@ -339,6 +356,7 @@ func (w *worker) close(c *Conn, frame []byte) {
 		w.dropReplays(c)
 	}
 	c.at = w.e.Now() + w.e.cfg.CloseGrace.Milliseconds()
+	w.soon(c.at)
 	c.out = append(c.out, frame)
 	c.outBytes += len(frame)
 	w.markDirty(c)
@@ -422,20 +440,38 @@ func (w *worker) hangup(c *Conn) {
 }
 
 // sweep pings connections that have been silent for the activity timeout, closes those that
-// did not answer within the pong timeout, and forces out closes that did not drain.
+// did not answer within the pong timeout, and forces out closes that did not drain. It runs
+// when the sweep timer fires: at the earliest time it can find something to do (due), and
+// no sooner than a sweep interval after the last sweep. Until a connection is due nothing
+// visits it: an idle node with nothing due sleeps instead of walking every connection each
+// sweep interval (each sweep is a cache miss or two per connection).
 func (w *worker) sweep(now int64) {
+	w.sweepAt = never // the timer fired
+	if now < w.due {
+		w.arm()
+		return
+	}
+	w.due, w.swept = never, now // what closes meanwhile lowers due (soon)
+	next := int64(never)
 	act := w.e.cfg.ActivityTimeout.Milliseconds()
 	pong := w.e.cfg.PongTimeout.Milliseconds()
 	for _, c := range w.conns {
 		if c.closing {
-			if !c.shut && now >= c.at {
-				w.shutdown(c)
+			if !c.shut {
+				if now >= c.at {
+					w.shutdown(c)
+				} else {
+					next = min(next, c.at)
+				}
 			}
 			continue
 		}
-		if c.replays && w.stalled(c, now) {
-			w.slow(c)
-			continue
+		if c.replays {
+			if w.stalled(c, now) {
+				w.slow(c)
+				continue
+			}
+			next = min(next, c.rep.at+pong)
 		}
 		last := c.lastSeen.Load()
 		if c.at != 0 {
@@ -443,11 +479,42 @@ func (w *worker) sweep(now int64) {
 				c.at = 0
 			} else if now-c.at >= pong && w.missedPong(c, now) {
 				continue // closed
+			} else {
+				next = min(next, c.at+pong)
 			}
 		}
-		if c.at == 0 && now-last >= act {
-			c.at = now
-			w.enqueue(c, w.e.cfg.Ping)
+		if c.at == 0 {
+			if now-last >= act {
+				c.at = now
+				w.enqueue(c, w.e.cfg.Ping)
+				next = min(next, now+pong)
+			} else {
+				next = min(next, last+act)
+			}
 		}
+	}
+	w.due = min(w.due, next)
+	w.arm()
+}
+
+// soon notes that a sweep has something to do at t (engine clock, ms): a connection
+// attached, closing, or replaying.
+func (w *worker) soon(t int64) {
+	if t < w.due {
+		w.due = t
+		w.arm()
+	}
+}
+
+// arm sets the sweep timer for the due time, a sweep interval after the last sweep at the
+// soonest, unless it is set for that or sooner already.
+func (w *worker) arm() {
+	if w.due == never {
+		return
+	}
+	at := max(w.due, w.swept+w.e.cfg.SweepInterval.Milliseconds())
+	if at < w.sweepAt {
+		w.sweepAt = at
+		w.sweepTimer.Reset(time.Duration(at-w.e.Now()) * time.Millisecond)
 	}
 }
