@@ -8,7 +8,7 @@ import (
 // TestIdleConnHoldsNoQueue: a connection seldom written whose queue a write emptied keeps
 // no queue array (every idle connection would pay for it), and the next frame takes one
 // given back; one written more often keeps its own and allocates nothing; the worker drops
-// the arrays left unused for outsKept sweeps.
+// the arrays left unused for outsKept sweep intervals.
 func TestIdleConnHoldsNoQueue(t *testing.T) {
 	w, c, tr := idleWorker(t, 0)
 	w.now = mono()
@@ -41,14 +41,18 @@ func TestIdleConnHoldsNoQueue(t *testing.T) {
 	if c.out != nil || len(w.outs) != 1 {
 		t.Fatalf("written after a while: queue of capacity %d, %d given back; want none kept, one given back", cap(c.out), len(w.outs))
 	}
+	if w.outsDue == never || w.sweepAt > w.outsDue {
+		t.Fatalf("an array given back: ageing due %d, sweep timer at %d; want the timer set for it", w.outsDue, w.sweepAt)
+	}
+	w.sweep(w.outsDue - 1) // not yet due: not aged
 	for range outsKept - 1 {
-		w.sweep(0)
+		w.sweep(w.outsDue) // each time the sweep timer comes back for the arrays
 	}
 	if len(w.outs) != 1 {
 		t.Fatalf("after %d sweeps: %d arrays given back, want 1 (kept)", outsKept-1, len(w.outs))
 	}
-	w.sweep(0)
-	if w.outs != nil {
+	w.sweep(w.outsDue)
+	if w.outs != nil || w.outsDue != never {
 		t.Fatalf("after %d sweeps with none taken: %d arrays kept, want none", outsKept, len(w.outs))
 	}
 	w.enqueue(c, []byte("d;"))

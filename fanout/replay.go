@@ -71,6 +71,7 @@ func (w *worker) startReplay(r *replay) {
 	*last = r
 	c.replays = true
 	r.at = w.e.Now()
+	w.soon(r.at + w.e.cfg.PongTimeout.Milliseconds())
 	w.feed(c)
 }
 

@@ -1,6 +1,9 @@
 package fanout
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 type op uint8
 
@@ -58,12 +61,13 @@ type worker struct {
 	// emptied (flush): an idle connection holds none (each idle connection pays for what it
 	// keeps, see TestIdleConnHoldsNoQueue), and the next frame queued for one takes one
 	// back. A connection written more often keeps its own: a steady fan-out allocates
-	// nothing and does no more per delivery. The sweep drops them once none was taken for
-	// outsKept sweeps. They are taken in the order given back (outs[outsHead:]), so that
+	// nothing and does no more per delivery. The sweep timer drops them once none was taken for
+	// outsKept sweep intervals (ageOuts). They are taken in the order given back (outs[outsHead:]), so that
 	// connections visited in order, as a fan-out visits them, find their arrays in order.
 	outs     [][][]byte
 	outsHead int
-	outsIdle int // sweeps since one was taken
+	outsIdle int   // sweep intervals since one was taken
+	outsDue  int64 // when the sweep timer ages them next (engine clock, ms); never: none kept
 	// Write coalescing (coalesce.go): the dirty connections whose frames wait, the earliest
 	// time one of them is due and the timer set for it, and the load that sets the delay.
 	held      []*Conn
@@ -76,23 +80,37 @@ type worker struct {
 	// replays are the replays in progress here, by channel (replay.go); a channel's entry
 	// goes with its last replay, so a publish looks them up only while there is one.
 	replays map[*Channel][]*replay
+	// Sweeping (sweep): the earliest time (engine clock, ms) a sweep can find something to
+	// do, the time the sweep timer is set for (never: stopped), and the last sweep's time.
+	due, sweepAt, swept int64
+	sweepTimer          *time.Timer
 }
+
+// never is a time that never comes: nothing due, no sweep planned.
+const never = math.MaxInt64
 
 func newWorker(e *Engine, idx int) *worker {
 	return &worker{
-		e:     e,
-		idx:   idx,
-		inbox: make(chan cmd, e.cfg.InboxSize),
-		slots: make(chan struct{}, e.cfg.InboxSize),
-		subs:  map[*Channel][]*Conn{},
-		done:  make(chan struct{}),
-		holdTimer: func() *time.Timer {
-			t := time.NewTimer(time.Hour)
-			t.Stop()
-			return t
-		}(),
-		pace: pace{max: int64(e.cfg.WriteDelay), from: mono()},
+		e:          e,
+		idx:        idx,
+		inbox:      make(chan cmd, e.cfg.InboxSize),
+		slots:      make(chan struct{}, e.cfg.InboxSize),
+		subs:       map[*Channel][]*Conn{},
+		done:       make(chan struct{}),
+		holdTimer:  stoppedTimer(),
+		pace:       pace{max: int64(e.cfg.WriteDelay), from: mono()},
+		due:        never,
+		sweepAt:    never,
+		outsDue:    never,
+		sweepTimer: stoppedTimer(),
 	}
+}
+
+// stoppedTimer returns a timer that is not set.
+func stoppedTimer() *time.Timer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
 }
 
 // maxBatch bounds how many commands one batch takes before flushing, so a flood cannot
@@ -102,8 +120,8 @@ const maxBatch = 4096
 func (w *worker) run(stop <-chan struct{}) {
 	defer close(w.done)
 	defer w.holdTimer.Stop()
-	tick := time.NewTicker(w.e.cfg.SweepInterval)
-	defer tick.Stop()
+	defer w.sweepTimer.Stop()
+	tick := w.sweepTimer.C
 	for {
 		var held <-chan time.Time // nil, never ready, while nothing is held
 		if len(w.held) > 0 {
@@ -114,21 +132,21 @@ func (w *worker) run(stop <-chan struct{}) {
 			woke := w.wake()
 			w.handle(c)
 			w.take()
-			if !w.flushAll(tick.C, stop) {
+			if !w.flushAll(tick, stop) {
 				return
 			}
 			w.pace.awake(woke, mono())
 		case <-held:
 			woke := w.wake()
 			w.release()
-			if !w.flushAll(tick.C, stop) {
+			if !w.flushAll(tick, stop) {
 				return
 			}
 			w.pace.awake(woke, mono())
-		case <-tick.C:
+		case <-tick:
 			w.wake()
 			w.sweep(w.e.Now())
-			if !w.flushAll(tick.C, stop) {
+			if !w.flushAll(tick, stop) {
 				return
 			}
 		case <-stop:
@@ -209,6 +227,7 @@ func (w *worker) handle(m cmd) {
 	case opAttach:
 		m.c.widx = len(w.conns)
 		w.conns = append(w.conns, m.c)
+		w.soon(m.c.lastSeen.Load() + w.e.cfg.ActivityTimeout.Milliseconds())
 	case opClose:
 		w.close(m.c, m.frame)
 	case opCloseAll:
@@ -329,8 +348,29 @@ func (w *worker) giveOut(c *Conn) {
 		clear(w.outs[n:])
 		w.outs, w.outsHead = w.outs[:n], 0
 	}
+	if len(w.outs) == w.outsHead && w.outsDue == never {
+		// The first kept: the sweep timer ages them (ageOuts), without a sweep.
+		w.outsDue = w.e.Now() + w.e.cfg.SweepInterval.Milliseconds()
+		w.arm()
+	}
 	w.outs = append(w.outs, c.out)
 	c.out = nil
+}
+
+// ageOuts counts a sweep interval without a queue array taken back, and drops them all after
+// outsKept of them; while some are kept, the sweep timer comes back a sweep interval later
+// for that alone (sweep returns early when no connection is due).
+func (w *worker) ageOuts(now int64) {
+	if w.outs == nil {
+		w.outsDue = never
+		return
+	}
+	if w.outsIdle++; w.outsIdle >= outsKept {
+		clear(w.outs)
+		w.outs, w.outsHead, w.outsDue = nil, 0, never
+		return
+	}
+	w.outsDue = now + w.e.cfg.SweepInterval.Milliseconds()
 }
 
 // outsKept is how many sweeps the given-back queue arrays outlive their last use.
@@ -395,6 +435,7 @@ func (w *worker) close(c *Conn, frame []byte) {
 		w.dropReplays(c)
 	}
 	c.at = w.e.Now() + w.e.cfg.CloseGrace.Milliseconds()
+	w.soon(c.at)
 	w.takeOut(c)
 	c.out = append(c.out, frame)
 	c.outBytes += len(frame)
@@ -485,24 +526,41 @@ func (w *worker) hangup(c *Conn) {
 }
 
 // sweep pings connections that have been silent for the activity timeout, closes those that
-// did not answer within the pong timeout, and forces out closes that did not drain.
+// did not answer within the pong timeout, and forces out closes that did not drain. It runs
+// when the sweep timer fires: at the earliest time it can find something to do (due), and
+// no sooner than a sweep interval after the last sweep. Until a connection is due nothing
+// visits it: an idle node with nothing due sleeps instead of walking every connection each
+// sweep interval (each sweep is a cache miss or two per connection).
 func (w *worker) sweep(now int64) {
-	if w.outsIdle++; w.outsIdle >= outsKept && w.outs != nil {
-		clear(w.outs)
-		w.outs, w.outsHead = nil, 0
+	w.sweepAt = never // the timer fired
+	if now >= w.outsDue {
+		w.ageOuts(now)
 	}
+	if now < w.due {
+		w.arm()
+		return
+	}
+	w.due, w.swept = never, now // what closes meanwhile lowers due (soon)
+	next := int64(never)
 	act := w.e.cfg.ActivityTimeout.Milliseconds()
 	pong := w.e.cfg.PongTimeout.Milliseconds()
 	for _, c := range w.conns {
 		if c.closing {
-			if !c.shut && now >= c.at {
-				w.shutdown(c)
+			if !c.shut {
+				if now >= c.at {
+					w.shutdown(c)
+				} else {
+					next = min(next, c.at)
+				}
 			}
 			continue
 		}
-		if c.replays && w.stalled(c, now) {
-			w.slow(c)
-			continue
+		if c.replays {
+			if w.stalled(c, now) {
+				w.slow(c)
+				continue
+			}
+			next = min(next, c.rep.at+pong)
 		}
 		last := c.lastSeen.Load()
 		if c.at != 0 {
@@ -510,11 +568,46 @@ func (w *worker) sweep(now int64) {
 				c.at = 0
 			} else if now-c.at >= pong && w.missedPong(c, now) {
 				continue // closed
+			} else {
+				next = min(next, c.at+pong)
 			}
 		}
-		if c.at == 0 && now-last >= act {
-			c.at = now
-			w.enqueue(c, w.e.cfg.Ping)
+		if c.at == 0 {
+			if now-last >= act {
+				c.at = now
+				w.enqueue(c, w.e.cfg.Ping)
+				next = min(next, now+pong)
+			} else {
+				next = min(next, last+act)
+			}
 		}
+	}
+	w.due = min(w.due, next)
+	w.arm()
+}
+
+// soon notes that a sweep has something to do at t (engine clock, ms): a connection
+// attached, closing, or replaying.
+func (w *worker) soon(t int64) {
+	if t < w.due {
+		w.due = t
+		w.arm()
+	}
+}
+
+// arm sets the sweep timer for the due time, a sweep interval after the last sweep at the
+// soonest, unless it is set for that or sooner already.
+func (w *worker) arm() {
+	at := int64(never)
+	if w.due != never {
+		at = max(w.due, w.swept+w.e.cfg.SweepInterval.Milliseconds())
+	}
+	at = min(at, w.outsDue)
+	if at == never {
+		return
+	}
+	if at < w.sweepAt {
+		w.sweepAt = at
+		w.sweepTimer.Reset(time.Duration(at-w.e.Now()) * time.Millisecond)
 	}
 }

@@ -3,6 +3,7 @@ package guard
 import (
 	"hash/maphash"
 	"net/netip"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -220,4 +221,25 @@ func TestIPRateGroupsIPv6(t *testing.T) {
 	if !each.Allow(netip.MustParseAddr("2001:db8::1"), now) || !each.Allow(netip.MustParseAddr("2001:db8::2"), now) {
 		t.Fatal("a /128 grouped two addresses")
 	}
+}
+
+// TestResidentBytesFollowsTheProcess: each reading is fresh, though the file stays open: after
+// the process touches 64 MiB more, ResidentBytes reports at least 32 MiB more.
+func TestResidentBytesFollowsTheProcess(t *testing.T) {
+	before, err := ResidentBytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 64<<20)
+	for i := 0; i < len(b); i += 4096 {
+		b[i] = 1
+	}
+	after, err := ResidentBytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after < before+32<<20 {
+		t.Fatalf("ResidentBytes %d, then %d after touching 64 MiB; want it to grow by 32 MiB at least", before, after)
+	}
+	runtime.KeepAlive(b)
 }

@@ -8,15 +8,29 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 )
+
+// statm is /proc/self/statm, opened once: each reading is one pread(2) from its start (the
+// kernel renders the file afresh at offset 0), not an open, a read and a close.
+var statm struct {
+	once sync.Once
+	f    *os.File
+	err  error
+}
 
 // ResidentBytes is the process's resident set size, from /proc/self/statm.
 func ResidentBytes() (uint64, error) {
-	b, err := os.ReadFile("/proc/self/statm")
-	if err != nil {
+	statm.once.Do(func() { statm.f, statm.err = os.Open("/proc/self/statm") })
+	if statm.err != nil {
+		return 0, statm.err
+	}
+	var buf [256]byte
+	n, err := statm.f.ReadAt(buf[:], 0)
+	if n == 0 && err != nil {
 		return 0, err
 	}
-	f := bytes.Fields(b)
+	f := bytes.Fields(buf[:n])
 	if len(f) < 2 {
 		return 0, errors.New("guard: unexpected /proc/self/statm")
 	}

@@ -216,7 +216,7 @@ func TestClientEventRate(t *testing.T) {
 		last = d.I
 		got++
 	}
-	// Burst 5, refilled at 5/s on a 100 ms clock while the events were handled. Some are
+	// Burst 5, refilled at 5/s while the events were handled. Some are
 	// rejected unless the machine was so slow that the refill covered them all.
 	most := 5 + int(elapsed.Seconds()*5) + 1
 	if got+rejected != sent || got < 5 || got > most || rejected == 0 && most < sent {

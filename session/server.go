@@ -369,7 +369,7 @@ func (s *Server) QueueDepths() []int { return s.eng.QueueDepths() }
 // WriteDelays returns each fan-out worker's write delay now (fanout.Engine.WriteDelays).
 func (s *Server) WriteDelays() []time.Duration { return s.eng.WriteDelays() }
 
-// now is the engine's coarse clock, in ms.
+// now is the engine's clock, in ms.
 func (s *Server) now() int64 { return s.eng.Now() }
 
 // monoNow is the monotonic clock in nanoseconds, for rates.

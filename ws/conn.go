@@ -75,7 +75,13 @@ func (c *Conn) Writev(bufs [][]byte) (n int, blocked bool, err error) {
 		if k == 0 {
 			break
 		}
-		r, _, e := syscall.Syscall(syscall.SYS_WRITEV, uintptr(c.fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(k))
+		var r uintptr
+		var e syscall.Errno
+		if k == 1 { // write(2) costs the kernel less than writev(2) of one buffer
+			r, _, e = syscall.Syscall(syscall.SYS_WRITE, uintptr(c.fd), uintptr(unsafe.Pointer(iov[0].Base)), uintptr(want))
+		} else {
+			r, _, e = syscall.Syscall(syscall.SYS_WRITEV, uintptr(c.fd), uintptr(unsafe.Pointer(&iov[0])), uintptr(k))
+		}
 		if e != 0 {
 			if e == syscall.EINTR {
 				continue

@@ -1,0 +1,57 @@
+package fanout
+
+import (
+	"testing"
+	"time"
+)
+
+// TestSweepWhenDue: a worker plans its sweep for the first time something is due (the
+// activity timeout after a connection was last seen, the pong timeout after a ping, a close's
+// grace), a sweep interval after the last sweep at the soonest; a sweep before then does
+// nothing, and the sweeps then ping, forgive an answered ping, close a silent connection and
+// shut it down, as a sweep every interval would.
+func TestSweepWhenDue(t *testing.T) {
+	e := New(Config{Workers: 1, Ping: []byte("ping;"), ActivityTimeout: 10 * time.Second,
+		PongTimeout: 5 * time.Second, CloseGrace: 100 * time.Millisecond,
+		PongLost: Close{Code: 4201, Frame: []byte("lost;")}}, nil)
+	t.Cleanup(e.Stop)
+	w := newWorker(e, 0)
+	defer w.sweepTimer.Stop()
+	tr := &counted{}
+	c := &Conn{t: tr, m: &Counters{g: &Group{id: "app"}}, w: w}
+	seen := e.Now()
+	c.lastSeen.Store(seen)
+	w.handle(cmd{op: opAttach, c: c})
+	const closeGrace = -1 // step's due: c's close deadline
+	step := func(what string, now int64, writes int, due, at int64) {
+		t.Helper()
+		w.sweep(now)
+		w.now = mono()
+		w.flushDirty()
+		if due == closeGrace {
+			due = c.at
+		}
+		// The queue arrays that writes give back (outs) bring the timer forward to age them.
+		at = min(at, w.outsDue)
+		if calls, got := tr.got(); calls != writes || w.due != due || w.sweepAt != at {
+			t.Fatalf("%s: %d writes (%q), due %d, sweep at %d; want %d writes, due %d, sweep at %d (ms after the connection was seen)",
+				what, calls, got, w.due-seen, w.sweepAt-seen, writes, due-seen, at-seen)
+		}
+	}
+	if w.due != seen+10_000 || w.sweepAt != w.due {
+		t.Fatalf("attached: due %d, sweep at %d; want both at the activity timeout, %d", w.due-seen, w.sweepAt-seen, 10_000)
+	}
+	step("before the activity timeout", seen+9_999, 0, seen+10_000, seen+10_000)
+	step("at the activity timeout", seen+10_000, 1, seen+15_000, seen+15_000)
+	c.Seen(seen + 12_000) // the pong
+	step("ping answered", seen+15_000, 1, seen+22_000, seen+22_000)
+	step("silent again", seen+22_000, 2, seen+27_000, seen+27_000)
+	step("ping not answered", seen+27_000, 3, closeGrace, seen+28_000) // its close grace, a sweep interval on
+	if c.CloseCode() != 4201 || !c.closing {
+		t.Fatalf("close code %d, closing %v; want 4201, closing", c.CloseCode(), c.closing)
+	}
+	step("close grace passed", seen+28_000, 3, never, never)
+	if !c.shut {
+		t.Fatal("not shut down at its close grace")
+	}
+}
