@@ -156,8 +156,27 @@ func (r *Replicated) load(ctx context.Context, a *App, ch *Channel, open func())
 			open()
 			opened = true
 		} else if err == nil {
+			passed, again := r.passedLocked(a, ch, page)
+			if again {
+				h.mu.Unlock()
+				select {
+				case <-time.After(retry.Wait(0)):
+					continue
+				case <-ctx.Done():
+					return
+				}
+			}
 			h.unavailable = false
 			victims := r.fillLocked(h, page, full, lost)
+			for i, e := range passed {
+				if i == 0 && h.last+1 != e.offset {
+					// The page stops short of them (a read cut at the rule's size).
+					h.clearLocked()
+					h.last, h.hole = e.offset-1, e.offset-1
+				}
+				_, v := h.appendLocked(r.l, e.offset, e.at, e.event())
+				victims = append(victims, v...)
+			}
 			victims = append(victims, r.releaseHeldLocked(a, ch)...)
 			h.mu.Unlock()
 			a.hist.drop(victims)
@@ -175,6 +194,37 @@ func (r *Replicated) load(ctx context.Context, a *App, ch *Channel, open func())
 			return
 		}
 	}
+}
+
+// passedLocked returns, when ch's copy was unavailable, the events it delivered that page, a
+// read of the store made meanwhile, does not have yet (they reached the bus while the read
+// was on its way): the copy keeps them after the page's, so that it neither delivers them
+// again nor goes back to an older position. again: the read is older than the first event
+// the copy has, with events between that neither has: read again. When the store has
+// another epoch than the copy's events, the channel's subscribers here, who may hold
+// positions of it, are closed so that they recover and are told.
+func (r *Replicated) passedLocked(a *App, ch *Channel, page herald.HistoryPage) (passed []*histEntry, again bool) {
+	h := ch.hist
+	if !h.unavailable || h.epoch == "" || h.last == 0 {
+		return nil, false
+	}
+	if page.Latest.Epoch != h.epoch {
+		r.histStats.EpochsLost.Add(1)
+		r.l.Lost(a.id, ch)
+		return nil, false
+	}
+	if page.Latest.Offset >= h.last {
+		return nil, false
+	}
+	if h.firstLocked() > page.Latest.Offset+1 {
+		return nil, true
+	}
+	for _, e := range h.ents[h.head:] {
+		if e.offset > page.Latest.Offset {
+			passed = append(passed, e)
+		}
+	}
+	return passed, false
 }
 
 // passLocked delivers an event of an unavailable copy as it comes, and keeps it. The copy

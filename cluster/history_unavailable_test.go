@@ -144,3 +144,73 @@ func TestHistoryCatchUpGivesUp(t *testing.T) {
 		t.Fatal("the wait did not end")
 	}
 }
+
+// flaky is a History whose store cannot be read while down is set.
+type flaky struct {
+	herald.History
+	down atomic.Bool
+}
+
+func (f *flaky) Read(ctx context.Context, rule herald.HistoryRule, app, channel string, after uint64, limit int) (herald.HistoryPage, error) {
+	if f.down.Load() {
+		return herald.HistoryPage{}, herald.Errorf(herald.CodeUnavailable, "test: the store is down")
+	}
+	return f.History.Read(ctx, rule, app, channel, after, limit)
+}
+
+// TestHistoryUnavailableThenRead: when an unavailable copy's store can be read again, the
+// read may be older than what the copy delivered meanwhile (events that reached the bus while
+// the read was on its way): the copy keeps those after the read's, so that it neither goes
+// back to an older position nor delivers them again.
+func TestHistoryUnavailableThenRead(t *testing.T) {
+	eng := fanout.New(fanout.Config{Workers: 1, Ping: []byte("p"), Slow: fanout.Close{Frame: []byte("s")}, PongLost: fanout.Close{Frame: []byte("l")}}, nil)
+	t.Cleanup(eng.Stop)
+	mux := new(broker.Mux)
+	b := memory.NewBus().Attach(memory.Config{NodeID: "n"}, mux.Receive)
+	t.Cleanup(func() { _ = b.Close(context.Background()) })
+	store := &flaky{History: memory.NewHistory(b)}
+	store.down.Store(true)
+	rule := herald.HistoryRule{Channels: "auction-*", Size: 10, TTL: time.Minute}
+	r := NewReplicated(Config{}, eng, b, store, mux.Handle, nil)
+	a := r.AddApp("app", eng.NewGroup("app", fanout.Latencies{}), []herald.HistoryRule{rule})
+	l := new(lostCounter)
+	r.Start(l)
+	t.Cleanup(func() { r.Stop(context.Background()) })
+	ch, _ := r.Acquire(a, "auction-x", herald.Classify("auction-x"))
+	poll.Until(t, 30*time.Second, "the gate to open", func() (bool, string) { return ch.Gate().Open(), "shut" })
+
+	// Two events in the store, and the bus brings three: the third is not stored yet when
+	// the store can be read again.
+	var epoch string
+	for i := 0; i < 2; i++ {
+		p, err := store.History.Publish(context.Background(), rule, herald.BusMessage{Kind: herald.BusEvent, App: "app", Channel: "auction-x", Payload: []byte{'a' + byte(i)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		epoch = p.Epoch
+	}
+	ev := func(off uint64, frame string) {
+		r.receiveHistory(a, herald.BusMessage{Kind: herald.BusEvent, App: "app", Channel: "auction-x", Epoch: epoch, Offset: off, Payload: []byte(frame)})
+	}
+	ev(1, "a")
+	ev(2, "b")
+	ev(3, "c")
+	store.down.Store(false)
+	poll.Until(t, 30*time.Second, "the store read again", func() (bool, string) {
+		got := recoverNow(a, ch, &herald.Position{Epoch: epoch, Offset: 1})
+		return got.Recovered, got.Reason
+	})
+	got := recoverNow(a, ch, nil)
+	if got.Latest != (herald.Position{Epoch: epoch, Offset: 3}) {
+		t.Fatalf("after the read: latest %v, want %s/3 (the event delivered while unavailable kept)", got.Latest, epoch)
+	}
+	dups := r.histStats.Duplicates.Load()
+	ev(3, "c") // the bus brings it again
+	if r.histStats.Duplicates.Load() != dups+1 {
+		t.Fatalf("the event delivered while unavailable came again and was not dropped as a duplicate (%d duplicates)", r.histStats.Duplicates.Load())
+	}
+	ev(4, "d")
+	if got := recoverNow(a, ch, &herald.Position{Epoch: epoch, Offset: 2}); !got.Recovered || got.Len() != 2 || got.Latest.Offset != 4 || l.lost.Load() != 0 {
+		t.Fatalf("recovery from 2: %+v (%d events), %d closes; want recovered, 2 events, latest 4, none closed", got, got.Len(), l.lost.Load())
+	}
+}
