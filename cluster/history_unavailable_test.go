@@ -25,13 +25,20 @@ func (l *lostCounter) Lost(string, *Channel) { l.lost.Add(1) }
 // it, whose copy is then unavailable.
 func unavailableCopy(t *testing.T, cfg Config) (*Replicated, *App, *Channel, *lostCounter) {
 	t.Helper()
+	return copyOn(t, cfg, func(b *memory.Broker) herald.History { return unreadable{memory.NewHistory(b)} })
+}
+
+// copyOn starts a node whose history store is store's and acquires a history channel
+// (rule auction-*, 10 events, a minute) on it, once its gate is open.
+func copyOn(t *testing.T, cfg Config, store func(*memory.Broker) herald.History) (*Replicated, *App, *Channel, *lostCounter) {
+	t.Helper()
 	eng := fanout.New(fanout.Config{Workers: 1, Ping: []byte("p"), Slow: fanout.Close{Frame: []byte("s")}, PongLost: fanout.Close{Frame: []byte("l")}}, nil)
 	t.Cleanup(eng.Stop)
 	mux := new(broker.Mux)
 	b := memory.NewBus().Attach(memory.Config{NodeID: "n"}, mux.Receive)
 	t.Cleanup(func() { _ = b.Close(context.Background()) })
-	r := NewReplicated(cfg, eng, b, unreadable{memory.NewHistory(b)}, mux.Handle, nil)
-	a := r.AddApp("app", eng.NewGroup("app", fanout.Latencies{}), []herald.HistoryRule{{Channels: "auction-*", Size: 10, TTL: time.Minute}})
+	r := NewReplicated(cfg, eng, b, store(b), mux.Handle, nil)
+	a := r.AddApp("app", eng.NewGroup("app", fanout.Latencies{}), []herald.HistoryRule{historyRule})
 	l := new(lostCounter)
 	r.Start(l)
 	t.Cleanup(func() { r.Stop(context.Background()) })
@@ -39,6 +46,8 @@ func unavailableCopy(t *testing.T, cfg Config) (*Replicated, *App, *Channel, *lo
 	poll.Until(t, 30*time.Second, "the gate to open", func() (bool, string) { return ch.Gate().Open(), "shut" })
 	return r, a, ch, l
 }
+
+var historyRule = herald.HistoryRule{Channels: "auction-*", Size: 10, TTL: time.Minute}
 
 func recoverNow(a *App, ch *Channel, since *herald.Position) Recovery {
 	var got Recovery
@@ -163,21 +172,13 @@ func (f *flaky) Read(ctx context.Context, rule herald.HistoryRule, app, channel 
 // the read was on its way): the copy keeps those after the read's, so that it neither goes
 // back to an older position nor delivers them again.
 func TestHistoryUnavailableThenRead(t *testing.T) {
-	eng := fanout.New(fanout.Config{Workers: 1, Ping: []byte("p"), Slow: fanout.Close{Frame: []byte("s")}, PongLost: fanout.Close{Frame: []byte("l")}}, nil)
-	t.Cleanup(eng.Stop)
-	mux := new(broker.Mux)
-	b := memory.NewBus().Attach(memory.Config{NodeID: "n"}, mux.Receive)
-	t.Cleanup(func() { _ = b.Close(context.Background()) })
-	store := &flaky{History: memory.NewHistory(b)}
-	store.down.Store(true)
-	rule := herald.HistoryRule{Channels: "auction-*", Size: 10, TTL: time.Minute}
-	r := NewReplicated(Config{}, eng, b, store, mux.Handle, nil)
-	a := r.AddApp("app", eng.NewGroup("app", fanout.Latencies{}), []herald.HistoryRule{rule})
-	l := new(lostCounter)
-	r.Start(l)
-	t.Cleanup(func() { r.Stop(context.Background()) })
-	ch, _ := r.Acquire(a, "auction-x", herald.Classify("auction-x"))
-	poll.Until(t, 30*time.Second, "the gate to open", func() (bool, string) { return ch.Gate().Open(), "shut" })
+	var store *flaky
+	r, a, ch, l := copyOn(t, Config{}, func(b *memory.Broker) herald.History {
+		store = &flaky{History: memory.NewHistory(b)}
+		store.down.Store(true)
+		return store
+	})
+	rule := historyRule
 
 	// Two events in the store, and the bus brings three: the third is not stored yet when
 	// the store can be read again.
