@@ -55,3 +55,43 @@ func TestSweepWhenDue(t *testing.T) {
 		t.Fatal("not shut down at its close grace")
 	}
 }
+
+// TestSweepPingCadence: with an activity timeout shorter than the pong timeout, a worker
+// looks again at the activity timeout after a ping, so that an answered ping lets the next go
+// an activity timeout after the pong, as a sweep every interval would, not a pong timeout on.
+func TestSweepPingCadence(t *testing.T) {
+	e := New(Config{Workers: 1, Ping: []byte("ping;"), ActivityTimeout: 2 * time.Second,
+		PongTimeout: 30 * time.Second, PongLost: Close{Code: 4201, Frame: []byte("lost;")}}, nil)
+	t.Cleanup(e.Stop)
+	w := newWorker(e, 0)
+	defer w.sweepTimer.Stop()
+	tr := &counted{}
+	c := &Conn{t: tr, m: &Counters{g: &Group{id: "app"}}, w: w}
+	seen := e.Now()
+	c.lastSeen.Store(seen)
+	w.handle(cmd{op: opAttach, c: c})
+	w.sweep(seen + 2_000) // the first ping
+	w.now = mono()
+	w.flushDirty()
+	if calls, _ := tr.got(); calls != 1 || w.due != seen+4_000 {
+		t.Fatalf("after the first ping: %d writes, due %d; want 1, at the activity timeout after it (4000)", calls, w.due-seen)
+	}
+	c.Seen(seen + 2_100) // the pong
+	w.sweep(seen + 4_000)
+	if w.due != seen+4_100 {
+		t.Fatalf("the pong seen: due %d, want the activity timeout after it (4100)", w.due-seen)
+	}
+	w.sweep(seen + 4_100)
+	w.now = mono()
+	w.flushDirty()
+	if calls, got := tr.got(); calls != 2 {
+		t.Fatalf("%d writes (%q), want the second ping", calls, got)
+	}
+	if w.due != seen+6_100 {
+		t.Fatalf("after the second ping, unanswered: due %d, want its activity timeout (6100)", w.due-seen)
+	}
+	w.sweep(seen + 6_100)
+	if w.due != seen+34_100 || c.closing {
+		t.Fatalf("not answered by then: due %d, closing %v; want the pong timeout (34100), open", w.due-seen, c.closing)
+	}
+}

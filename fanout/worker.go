@@ -569,14 +569,14 @@ func (w *worker) sweep(now int64) {
 			} else if now-c.at >= pong && w.missedPong(c, now) {
 				continue // closed
 			} else {
-				next = min(next, c.at+pong)
+				next = min(next, pongDue(c.at, now, act, pong))
 			}
 		}
 		if c.at == 0 {
 			if now-last >= act {
 				c.at = now
 				w.enqueue(c, w.e.cfg.Ping)
-				next = min(next, now+pong)
+				next = min(next, pongDue(now, now, act, pong))
 			} else {
 				next = min(next, last+act)
 			}
@@ -584,6 +584,17 @@ func (w *worker) sweep(now int64) {
 	}
 	w.due = min(w.due, next)
 	w.arm()
+}
+
+// pongDue is when a sweep next looks at a connection pinged at ping and not yet known to
+// have answered: at the pong timeout, to close it, or, when the activity timeout is shorter
+// and not yet passed, then, so that a pong that came meanwhile lets the next ping go an
+// activity timeout after it, as a sweep every interval would (not a pong timeout on).
+func pongDue(ping, now, act, pong int64) int64 {
+	if a := ping + act; a < ping+pong && a > now {
+		return a
+	}
+	return ping + pong
 }
 
 // soon notes that a sweep has something to do at t (engine clock, ms): a connection
