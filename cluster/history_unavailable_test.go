@@ -49,6 +49,11 @@ func copyOn(t *testing.T, cfg Config, store func(*memory.Broker) herald.History)
 
 var historyRule = herald.HistoryRule{Channels: "auction-*", Size: 10, TTL: time.Minute}
 
+// bring has the bus bring r the event frame of auction-x at epoch/off.
+func bring(r *Replicated, a *App, epoch string, off uint64, frame string) {
+	r.receiveHistory(a, herald.BusMessage{Kind: herald.BusEvent, App: "app", Channel: "auction-x", Epoch: epoch, Offset: off, Payload: []byte(frame)})
+}
+
 func recoverNow(a *App, ch *Channel, since *herald.Position) Recovery {
 	var got Recovery
 	a.Recover(ch, since, func(rec Recovery) { got = rec })
@@ -76,10 +81,7 @@ func TestHistoryUnavailableGivesNoPosition(t *testing.T) {
 // subscribers here first, so that they recover and are told.
 func TestHistoryUnavailablePass(t *testing.T) {
 	r, a, ch, l := unavailableCopy(t, Config{})
-	ev := func(epoch string, off uint64, frame string) {
-		t.Helper()
-		r.receiveHistory(a, herald.BusMessage{Kind: herald.BusEvent, App: "app", Channel: "auction-x", Epoch: epoch, Offset: off, Payload: []byte(frame)})
-	}
+	ev := func(epoch string, off uint64, frame string) { bring(r, a, epoch, off, frame) }
 	check := func(step string, want herald.Position, lost, dups int64) {
 		t.Helper()
 		got := recoverNow(a, ch, nil)
@@ -114,12 +116,12 @@ func TestHistoryUnavailableCatchUp(t *testing.T) {
 	if !r.CatchUp(a, ch, &since, func(ok bool) { caughtUp.Store(ok); entered.Store(true) }) {
 		t.Fatal("a client ahead of a copy without epoch entered at once")
 	}
-	r.receiveHistory(a, herald.BusMessage{Kind: herald.BusEvent, App: "app", Channel: "auction-x", Epoch: "e1", Offset: 1, Payload: []byte("a")})
+	bring(r, a, "e1", 1, "a")
 	time.Sleep(200 * time.Millisecond) // a negative check: nothing may happen meanwhile
 	if entered.Load() {
 		t.Fatal("entered before the copy reached the client's position")
 	}
-	r.receiveHistory(a, herald.BusMessage{Kind: herald.BusEvent, App: "app", Channel: "auction-x", Epoch: "e1", Offset: 2, Payload: []byte("b")})
+	bring(r, a, "e1", 2, "b")
 	poll.Until(t, 30*time.Second, "the client to enter", func() (bool, string) { return entered.Load(), "waiting" })
 	if !caughtUp.Load() {
 		t.Error("entered as not caught up")
@@ -138,7 +140,7 @@ func TestHistoryUnavailableCatchUp(t *testing.T) {
 // the copy's older position (it would take it, and be given again the events between).
 func TestHistoryCatchUpGivesUp(t *testing.T) {
 	r, a, ch, _ := unavailableCopy(t, Config{CatchUpWait: 300 * time.Millisecond})
-	r.receiveHistory(a, herald.BusMessage{Kind: herald.BusEvent, App: "app", Channel: "auction-x", Epoch: "e1", Offset: 1, Payload: []byte("a")})
+	bring(r, a, "e1", 1, "a")
 	result := make(chan bool, 1)
 	since := herald.Position{Epoch: "e1", Offset: 5}
 	if !r.CatchUp(a, ch, &since, func(ok bool) { result <- ok }) {
@@ -190,9 +192,7 @@ func TestHistoryUnavailableThenRead(t *testing.T) {
 		}
 		epoch = p.Epoch
 	}
-	ev := func(off uint64, frame string) {
-		r.receiveHistory(a, herald.BusMessage{Kind: herald.BusEvent, App: "app", Channel: "auction-x", Epoch: epoch, Offset: off, Payload: []byte(frame)})
-	}
+	ev := func(off uint64, frame string) { bring(r, a, epoch, off, frame) }
 	ev(1, "a")
 	ev(2, "b")
 	ev(3, "c")

@@ -5,23 +5,31 @@ import (
 	"time"
 )
 
+// sweptConn attaches a connection, seen now (seen, engine clock), to a worker of an engine of
+// one worker with cfg (ping "ping;", pong lost: 4201 "lost;"), whose sweeps the test calls.
+func sweptConn(t *testing.T, cfg Config) (*worker, *Conn, *counted, int64) {
+	t.Helper()
+	cfg.Workers, cfg.Ping, cfg.PongLost = 1, []byte("ping;"), Close{Code: 4201, Frame: []byte("lost;")}
+	e := New(cfg, nil)
+	t.Cleanup(e.Stop)
+	w := newWorker(e, 0)
+	t.Cleanup(func() { w.sweepTimer.Stop() })
+	tr := &counted{}
+	c := &Conn{t: tr, m: &Counters{g: &Group{id: "app"}}, w: w}
+	seen := e.Now()
+	c.lastSeen.Store(seen)
+	w.handle(cmd{op: opAttach, c: c})
+	return w, c, tr, seen
+}
+
 // TestSweepWhenDue: a worker plans its sweep for the first time something is due (the
 // activity timeout after a connection was last seen, the pong timeout after a ping, a close's
 // grace), a sweep interval after the last sweep at the soonest; a sweep before then does
 // nothing, and the sweeps then ping, forgive an answered ping, close a silent connection and
 // shut it down, as a sweep every interval would.
 func TestSweepWhenDue(t *testing.T) {
-	e := New(Config{Workers: 1, Ping: []byte("ping;"), ActivityTimeout: 10 * time.Second,
-		PongTimeout: 5 * time.Second, CloseGrace: 100 * time.Millisecond,
-		PongLost: Close{Code: 4201, Frame: []byte("lost;")}}, nil)
-	t.Cleanup(e.Stop)
-	w := newWorker(e, 0)
-	defer w.sweepTimer.Stop()
-	tr := &counted{}
-	c := &Conn{t: tr, m: &Counters{g: &Group{id: "app"}}, w: w}
-	seen := e.Now()
-	c.lastSeen.Store(seen)
-	w.handle(cmd{op: opAttach, c: c})
+	w, c, tr, seen := sweptConn(t, Config{ActivityTimeout: 10 * time.Second, PongTimeout: 5 * time.Second,
+		CloseGrace: 100 * time.Millisecond})
 	const closeGrace = -1 // step's due: c's close deadline
 	step := func(what string, now int64, writes int, due, at int64) {
 		t.Helper()
@@ -60,16 +68,7 @@ func TestSweepWhenDue(t *testing.T) {
 // looks again at the activity timeout after a ping, so that an answered ping lets the next go
 // an activity timeout after the pong, as a sweep every interval would, not a pong timeout on.
 func TestSweepPingCadence(t *testing.T) {
-	e := New(Config{Workers: 1, Ping: []byte("ping;"), ActivityTimeout: 2 * time.Second,
-		PongTimeout: 30 * time.Second, PongLost: Close{Code: 4201, Frame: []byte("lost;")}}, nil)
-	t.Cleanup(e.Stop)
-	w := newWorker(e, 0)
-	defer w.sweepTimer.Stop()
-	tr := &counted{}
-	c := &Conn{t: tr, m: &Counters{g: &Group{id: "app"}}, w: w}
-	seen := e.Now()
-	c.lastSeen.Store(seen)
-	w.handle(cmd{op: opAttach, c: c})
+	w, c, tr, seen := sweptConn(t, Config{ActivityTimeout: 2 * time.Second, PongTimeout: 30 * time.Second})
 	w.sweep(seen + 2_000) // the first ping
 	w.now = mono()
 	w.flushDirty()

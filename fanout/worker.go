@@ -61,9 +61,10 @@ type worker struct {
 	// emptied (flush): an idle connection holds none (each idle connection pays for what it
 	// keeps, see TestIdleConnHoldsNoQueue), and the next frame queued for one takes one
 	// back. A connection written more often keeps its own: a steady fan-out allocates
-	// nothing and does no more per delivery. The sweep timer drops them once none was taken for
-	// outsKept sweep intervals (ageOuts). They are taken in the order given back (outs[outsHead:]), so that
-	// connections visited in order, as a fan-out visits them, find their arrays in order.
+	// nothing and does no more per delivery. The sweep timer drops them once none was taken
+	// for outsKept sweep intervals (ageOuts). They are taken in the order given back
+	// (outs[outsHead:]), so that connections visited in order, as a fan-out visits them,
+	// find their arrays in order.
 	outs     [][][]byte
 	outsHead int
 	outsIdle int   // sweep intervals since one was taken
@@ -348,8 +349,9 @@ func (w *worker) giveOut(c *Conn) {
 		clear(w.outs[n:])
 		w.outs, w.outsHead = w.outs[:n], 0
 	}
-	if len(w.outs) == w.outsHead && w.outsDue == never {
-		// The first kept: the sweep timer ages them (ageOuts), without a sweep.
+	if w.outsDue == never {
+		// None kept since the last were dropped: the sweep timer ages them (ageOuts),
+		// without a sweep.
 		w.outsDue = w.e.Now() + w.e.cfg.SweepInterval.Milliseconds()
 		w.arm()
 	}
@@ -373,7 +375,7 @@ func (w *worker) ageOuts(now int64) {
 	w.outsDue = now + w.e.cfg.SweepInterval.Milliseconds()
 }
 
-// outsKept is how many sweeps the given-back queue arrays outlive their last use.
+// outsKept is how many sweep intervals the given-back queue arrays outlive their last use.
 const outsKept = 5
 
 // coldMicros is how long (µs, as stamp counts) a connection went unwritten for its write to
