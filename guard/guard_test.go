@@ -4,6 +4,7 @@ import (
 	"hash/maphash"
 	"net/netip"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 )
@@ -242,4 +243,72 @@ func TestResidentBytesFollowsTheProcess(t *testing.T) {
 		t.Fatalf("ResidentBytes %d, then %d after touching 64 MiB; want it to grow by 32 MiB at least", before, after)
 	}
 	runtime.KeepAlive(b)
+}
+
+// TestMemoryGuardSpacing: far below the refusal threshold the samples are spaced by the time
+// a growth of growthBound a second takes to reach it, up to maxSpacing intervals; near it,
+// above it and while refusing, by the interval.
+func TestMemoryGuardSpacing(t *testing.T) {
+	const base = 100 * time.Millisecond
+	m, err := NewMemory(MemoryConfig{Limit: 10 << 30, RefuseAbove: 0.9, AcceptBelow: 0.8, Interval: base}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refuse := uint64(0.9 * float64(10<<30))
+	for _, c := range []struct {
+		used uint64
+		want time.Duration
+	}{
+		{0, maxSpacing * base},                           // 9 GiB below: 9 s, capped
+		{refuse - growthBound/2, 500 * time.Millisecond}, // 512 MiB below: half a second
+		{refuse - growthBound/100, base},                 // 10 MiB below: under the interval
+		{refuse + 1, base},                               // above: refusing
+		{refuse - growthBound/2, base},                   // refusing until below AcceptBelow
+		{0, maxSpacing * base},                           // accepting again
+	} {
+		m.Observe(c.used)
+		if got := m.next(); got != c.want {
+			t.Errorf("%d bytes used of a %d threshold (refusing %v): next sample in %v, want %v", c.used, refuse, m.Refusing(), got, c.want)
+		}
+	}
+}
+
+// TestMemoryGuardSamplesSpaced: a process far below its threshold is sampled maxSpacing
+// intervals apart, not every interval (on a busy machine the samples only come later).
+func TestMemoryGuardSamplesSpaced(t *testing.T) {
+	const base = 20 * time.Millisecond
+	var mu sync.Mutex
+	var at []time.Time
+	read := func() (uint64, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		at = append(at, time.Now())
+		return 1 << 20, nil
+	}
+	m, err := NewMemory(MemoryConfig{Limit: 100 << 30, Interval: base, Read: read}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Start()
+	defer m.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		n := len(at)
+		var gap time.Duration
+		if n >= 3 {
+			gap = at[2].Sub(at[1])
+		}
+		mu.Unlock()
+		if n >= 3 {
+			if gap < maxSpacing*base {
+				t.Fatalf("samples %v apart, want at least %v", gap, maxSpacing*base)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d samples in 30 s", n)
+		}
+		time.Sleep(base)
+	}
 }

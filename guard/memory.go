@@ -17,7 +17,9 @@ type MemoryConfig struct {
 	Limit       uint64
 	RefuseAbove float64 // fraction of Limit; default 0.90
 	AcceptBelow float64 // fraction of Limit, below RefuseAbove; default 0.80
-	Interval    time.Duration
+	// Interval is the spacing of the samples near the refusal threshold; default 250ms (far
+	// below it, up to 8 times that: Start).
+	Interval time.Duration
 	// Read returns the bytes the process uses now; default: its resident set size.
 	Read func() (uint64, error)
 }
@@ -67,23 +69,48 @@ func NewMemory(cfg MemoryConfig, log *slog.Logger) (*Memory, error) {
 	return &Memory{cfg: cfg, log: log, stop: make(chan struct{}), done: make(chan struct{})}, nil
 }
 
-// Start samples memory every interval until Close.
+// Far below its refusal threshold the guard samples less often: the spacing is the time the
+// process would take to reach the threshold growing by growthBound a second, between Interval
+// and maxSpacing times Interval (2 s by default, on a machine or a cgroup with at least 2 GiB
+// left). Near the threshold, and while refusing, it samples every Interval. An idle node so
+// wakes less often (its samples were half of what an idle node spent: docs/benchmarks-archive.md,
+// "Idle wake-ups"), and a process growing by less than growthBound a second cannot cross the
+// threshold unseen between two samples.
+const (
+	growthBound = 1 << 30 // bytes a second
+	maxSpacing  = 8
+)
+
+// Start samples memory until Close, spaced by next.
 func (m *Memory) Start() {
 	m.started.Store(true)
 	m.sample()
 	go func() {
 		defer close(m.done)
-		t := time.NewTicker(m.cfg.Interval)
+		t := time.NewTimer(m.next())
 		defer t.Stop()
 		for {
 			select {
 			case <-t.C:
 				m.sample()
+				t.Reset(m.next())
 			case <-m.stop:
 				return
 			}
 		}
 	}()
+}
+
+// next is the wait before the next sample, after the last one (Used).
+func (m *Memory) next() time.Duration {
+	base := m.cfg.Interval
+	refuse := m.cfg.RefuseAbove * float64(m.cfg.Limit)
+	used := float64(m.used.Load())
+	if m.refusing.Load() || used >= refuse {
+		return base
+	}
+	d := time.Duration((refuse - used) / growthBound * float64(time.Second))
+	return min(max(d, base), maxSpacing*base)
 }
 
 // Close stops sampling; it is idempotent.
