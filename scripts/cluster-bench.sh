@@ -45,6 +45,13 @@
 # delivery, publish P50, P99). MC_ARGS go to every pattern after its own flags, e.g.
 # MC_ARGS="--subs 4000 --rounds 2" for a short run.
 #
+# MC_PROCS (2): herald-bench's --procs for every multichannel run: the subscribers in that many
+# child processes, the publishers alone in the parent, as an application's publishers run in
+# processes of their own. Sharing a process with the 19,000 subscribers, the publishers' goroutines
+# wait behind their readers while deliveries pour in, and a request's time then includes that wait:
+# up to 137 ms measured by the publisher for at most 19 ms in the node (docs/benchmarks-archive.md,
+# "Publish latency: the publishers' own process"). MC_PROCS=1 keeps them in one process.
+#
 # HISTORY=1: every channel keeps history (the nodes read a config with a history rule for "*";
 # NATS runs with JetStream), on both sides.
 #
@@ -368,6 +375,7 @@ multichannel)
 	for run in $(seq "${RUNS:-1}"); do
 		for pattern in ${patterns//,/ }; do
 			read -ra flags <<<"$(mc_flags "$pattern")"
+			if [ "${MC_PROCS:-2}" -gt 1 ]; then flags+=(--procs "${MC_PROCS:-2}"); fi
 			out=$tmp/mc-$run-$pattern-1
 			single multichannel "${flags[@]}" ${MC_ARGS:-} --json >"$out"
 			mc_line "$out"
