@@ -180,13 +180,12 @@ func TestHistoryUnavailableThenRead(t *testing.T) {
 		store.down.Store(true)
 		return store
 	})
-	rule := historyRule
 
 	// Two events in the store, and the bus brings three: the third is not stored yet when
 	// the store can be read again.
 	var epoch string
 	for i := 0; i < 2; i++ {
-		p, err := store.History.Publish(context.Background(), rule, herald.BusMessage{Kind: herald.BusEvent, App: "app", Channel: "auction-x", Payload: []byte{'a' + byte(i)}})
+		p, err := store.History.Publish(context.Background(), historyRule, herald.BusMessage{Kind: herald.BusEvent, App: "app", Channel: "auction-x", Payload: []byte{'a' + byte(i)}})
 		if err != nil {
 			t.Fatal(err)
 		}

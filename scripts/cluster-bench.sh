@@ -45,12 +45,13 @@
 # delivery, publish P50, P99). MC_ARGS go to every pattern after its own flags, e.g.
 # MC_ARGS="--subs 4000 --rounds 2" for a short run.
 #
-# MC_PROCS (2): herald-bench's --procs for every multichannel run: the subscribers in that many
-# child processes, the publishers alone in the parent, as an application's publishers run in
-# processes of their own. Sharing a process with the 19,000 subscribers, the publishers' goroutines
-# wait behind their readers while deliveries pour in, and a request's time then includes that wait:
-# up to 137 ms measured by the publisher for at most 19 ms in the node (docs/benchmarks-archive.md,
-# "Publish latency: the publishers' own process"). MC_PROCS=1 keeps them in one process.
+# MC_PROCS (2): herald-bench's --procs for every multichannel run, batch and bundles too: the
+# subscribers in that many child processes, the publishers alone in the parent, as an
+# application's publishers run in processes of their own. Sharing a process with the 19,000
+# subscribers, the publishers' goroutines wait behind their readers while deliveries pour in,
+# and a request's time then includes that wait: up to 137 ms measured by the publisher for at
+# most 19 ms in the node (docs/benchmarks-archive.md, "Every publish pattern over a cluster,
+# the publishers in their own process"). MC_PROCS=1 keeps them in one process.
 #
 # HISTORY=1: every channel keeps history (the nodes read a config with a history rule for "*";
 # NATS runs with JetStream), on both sides.
@@ -352,14 +353,16 @@ big)
 	cluster 3 idle --conns 54000 --channels 1 --procs 3 --timeout 3m
 	;;
 multichannel)
+	procs=() # MC_PROCS: the publishers apart from the subscribers (above)
+	if [ "${MC_PROCS:-2}" -gt 1 ]; then procs=(--procs "${MC_PROCS:-2}"); fi
 	if [ "$mode" = bundles ]; then
-		for bundles in true false false true; do cluster 2 multichannel --batch; done
+		for bundles in true false false true; do cluster 2 multichannel --batch "${procs[@]}"; done
 		exit 0
 	fi
 	if [ "$mode" = batch ]; then # each channel's burst as one batch_events request: 1 node, then 2
 		for run in 1 2; do
-			single multichannel --batch ${MC_ARGS:-}
-			cluster 2 multichannel --batch ${MC_ARGS:-}
+			single multichannel --batch "${procs[@]}" ${MC_ARGS:-}
+			cluster 2 multichannel --batch "${procs[@]}" ${MC_ARGS:-}
 		done
 		exit 0
 	fi
@@ -375,7 +378,7 @@ multichannel)
 	for run in $(seq "${RUNS:-1}"); do
 		for pattern in ${patterns//,/ }; do
 			read -ra flags <<<"$(mc_flags "$pattern")"
-			if [ "${MC_PROCS:-2}" -gt 1 ]; then flags+=(--procs "${MC_PROCS:-2}"); fi
+			flags+=("${procs[@]}")
 			out=$tmp/mc-$run-$pattern-1
 			single multichannel "${flags[@]}" ${MC_ARGS:-} --json >"$out"
 			mc_line "$out"
